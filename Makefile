@@ -1,0 +1,39 @@
+# Nestlet. Every target delegates to a script in hack/; `make` lists them.
+SHELL := /usr/bin/env bash
+
+.DEFAULT_GOAL := help
+
+## help: list the targets
+.PHONY: help
+help:
+	@sed -n 's/^## //p' $(MAKEFILE_LIST) | column -t -s ':' | sed -e 's/^/  /'
+
+## build: build every package, and the binaries of cmd/ into _output/bin
+.PHONY: build
+build:
+	hack/build.sh
+
+## binaries: build the pinned etcd, Kubernetes and kwok binaries into the cache (~/.cache/nestlet)
+.PHONY: binaries
+binaries:
+	hack/install-binaries.sh
+
+## test: unit, integration and end-to-end tests against real local control planes
+.PHONY: test
+test: binaries
+	hack/test.sh
+
+## test-unit: unit tests only (no control planes)
+.PHONY: test-unit
+test-unit:
+	hack/test.sh unit
+
+## lint: golangci-lint v2 (pinned, built from the Go module proxy)
+.PHONY: lint
+lint:
+	hack/lint.sh
+
+## verify: gofmt, go vet, go.mod tidiness and the pinned Kubernetes replace block
+.PHONY: verify
+verify:
+	hack/verify.sh

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Builds the control-plane binaries the local test clusters run, from the Go
+# module proxy only, into a cache keyed by version, and links them into
+# _output/bin (git-ignored) where test/framework, the demo and the benchmarks
+# find them.
+#
+#   etcd                      hack/etcd (a main around etcdmain, version in hack/etcd/go.mod)
+#   kube-apiserver,
+#   kube-controller-manager,
+#   kube-scheduler, kubectl   k8s.io/kubernetes at the version pinned in go.mod
+#   kwok                      sigs.k8s.io/kwok at KWOK_VERSION
+#
+# Idempotent: a binary already in the cache is not built again, so a second
+# run takes seconds. NESTLET_CACHE_DIR moves the cache (default
+# ${XDG_CACHE_HOME:-~/.cache}/nestlet).
+set -o errexit -o nounset -o pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${ROOT}"
+
+KWOK_VERSION="v0.8.0"
+CACHE_DIR="${NESTLET_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME}/.cache}/nestlet}/bin"
+OUT_DIR="${ROOT}/_output/bin"
+GO_VERSION="$(go env GOVERSION)"
+KUBE_VERSION="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)"
+ETCD_VERSION="$(cd hack/etcd && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)"
+
+mkdir -p "${CACHE_DIR}" "${OUT_DIR}"
+
+log() { printf '[install-binaries] %s\n' "$*" >&2; }
+
+# cached NAME VERSION BUILD-FUNCTION: builds NAME into the cache unless present,
+# then links it into _output/bin.
+cached() {
+  local name="$1" version="$2" build="$3"
+  local dir="${CACHE_DIR}/${name}/${version}-${GO_VERSION}"
+  if [[ ! -x "${dir}/${name}" ]]; then
+    log "building ${name} ${version} (first time; later runs reuse ${dir})"
+    local tmp
+    tmp="$(mktemp -d "${CACHE_DIR}/.build.XXXXXX")"
+    "${build}" "${tmp}/${name}"
+    mkdir -p "${dir}"
+    mv "${tmp}/${name}" "${dir}/${name}"
+    rmdir "${tmp}"
+  fi
+  ln -sfn "${dir}/${name}" "${OUT_DIR}/${name}"
+}
+
+kube_ldflags() {
+  local minor="${KUBE_VERSION#v1.}"
+  minor="${minor%%.*}"
+  local pkg
+  local flags="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X ${pkg}.gitVersion=${KUBE_VERSION} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor}"
+    flags+=" -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=1970-01-01T00:00:00Z"
+  done
+  echo "${flags}"
+}
+
+build_kube() { # out: builds k8s.io/kubernetes/cmd/<basename out>
+  local out="$1"
+  CGO_ENABLED=0 go build -trimpath -ldflags "$(kube_ldflags)" -o "${out}" "k8s.io/kubernetes/cmd/$(basename "${out}")"
+}
+
+build_etcd() {
+  (cd hack/etcd && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$1" .)
+}
+
+build_kwok() {
+  local gobin
+  gobin="$(dirname "$1")"
+  CGO_ENABLED=0 GOBIN="${gobin}" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"
+}
+
+cached etcd "${ETCD_VERSION}" build_etcd
+for bin in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  cached "${bin}" "${KUBE_VERSION}" build_kube
+done
+cached kwok "${KWOK_VERSION}" build_kwok
+
+# kwok's own stage definitions (fast node and pod lifecycle, heartbeat with a
+# lease), taken from the kwok module at the same version.
+stages="${CACHE_DIR}/kwok/${KWOK_VERSION}-${GO_VERSION}/stages.yaml"
+if [[ ! -s "${stages}" ]]; then
+  kwok_dir="$(cd /tmp && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kwok@${KWOK_VERSION}" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+  {
+    for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+      pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+      echo "---"
+      cat "${kwok_dir}/kustomize/stage/${f}"
+    done
+  } > "${stages}.tmp"
+  mv "${stages}.tmp" "${stages}"
+fi
+ln -sfn "${stages}" "${OUT_DIR}/kwok-stages.yaml"
+
+log "ready in ${OUT_DIR}: etcd ${ETCD_VERSION}, kubernetes ${KUBE_VERSION}, kwok ${KWOK_VERSION}"

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs the tests.
+#
+#   hack/test.sh          unit tests, then integration and end-to-end tests
+#   hack/test.sh unit     unit tests only
+#
+# Unit tests are every package outside test/. Integration and end-to-end
+# tests (test/...) start real control planes from _output/bin (see
+# hack/install-binaries.sh) and run one package at a time: each starts its
+# own clusters, and a 2-core machine has room for one topology at once.
+set -o errexit -o nounset -o pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${ROOT}"
+
+what="${1:-all}"
+mapfile -t unit < <(go list ./... | grep -v '^github.com/nestlet/nestlet/test/')
+mapfile -t real < <(go list ./test/... | grep -v '/test/framework$')
+
+echo "== unit tests"
+# Every package outside test/, and the framework's own unit tests (no clusters).
+go test -count=1 "${unit[@]}" ./test/framework/...
+
+if [[ "${what}" == "unit" ]]; then
+  exit 0
+fi
+
+echo "== integration and end-to-end tests (real control planes)"
+go test -count=1 -p 1 -timeout 60m "${real[@]}"

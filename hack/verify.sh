@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Fails when the tree is not as the tools would leave it: unformatted code,
+# go vet findings, an untidy go.mod, or a Kubernetes replace block that does
+# not match k8s.io/kubernetes's own go.mod.
+set -o errexit -o nounset -o pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${ROOT}"
+
+status=0
+unformatted="$(gofmt -l $(git ls-files '*.go'))"
+if [[ -n "${unformatted}" ]]; then
+  echo "gofmt: these files need formatting:" >&2
+  echo "${unformatted}" >&2
+  status=1
+fi
+
+go vet ./...
+(cd hack/etcd && go vet ./...)
+
+# go.mod, go.sum and the replace block are regenerated and must not change.
+hack/update-kube-pins.sh >/dev/null
+(cd hack/etcd && go mod tidy)
+if ! git diff --exit-code -- go.mod go.sum hack/etcd/go.mod hack/etcd/go.sum; then
+  echo "go.mod/go.sum are stale: run hack/update-kube-pins.sh and commit the result" >&2
+  status=1
+fi
+exit "${status}"

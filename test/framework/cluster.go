@@ -1,0 +1,335 @@
+package framework
+
+import (
+	"context"
+	"crypto/x509/pkix"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// ClusterOptions describe one cluster to start.
+type ClusterOptions struct {
+	// Name identifies the cluster: its etcd prefix, its directory and its
+	// kubeconfig context. Required.
+	Name string
+	// SchedulerBinary replaces the stock kube-scheduler; SchedulerArgs are
+	// added to its command line (for example --config).
+	SchedulerBinary string
+	SchedulerArgs   []string
+	// Nodes are kwok nodes created once the cluster is up.
+	Nodes []NodeOptions
+}
+
+// Cluster is a running control plane with kwok kubelets.
+type Cluster struct {
+	Name string
+	// Dir holds the cluster's certificates, kubeconfigs and logs.
+	Dir string
+	// URL is the kube-apiserver's address, https://127.0.0.1:<port>.
+	URL string
+	// KubeconfigPath is an admin (system:masters) kubeconfig.
+	KubeconfigPath string
+	// CAPath is the cluster CA, which also signs CSRs.
+	CAPath string
+	// Config and Client are admin clients.
+	Config *rest.Config
+	Client kubernetes.Interface
+	// KwokNodePort is where kwok serves the kubelet API of every node of
+	// this cluster (on 127.0.0.1).
+	KwokNodePort int
+
+	procs *processGroup
+	own   []*Process
+	ca    *certKey
+}
+
+// Processes returns the processes of this cluster (not its shared etcd).
+func (c *Cluster) Processes() []*Process { return append([]*Process(nil), c.own...) }
+
+// CA returns the cluster CA certificate and key paths.
+func (c *Cluster) CA() (certPath, keyPath string) { return c.ca.CertPath, c.ca.KeyPath }
+
+const (
+	// ServiceCIDR is the (never routed) service range of every test cluster.
+	ServiceCIDR = "10.96.0.0/16"
+	// KwokNodeAnnotation marks the nodes kwok manages.
+	KwokNodeAnnotation = "kwok.x-k8s.io/node"
+)
+
+// startCluster starts a control plane against etcd and waits until its API
+// server is ready and its controller manager has created the default
+// ServiceAccount.
+func startCluster(ctx context.Context, bins *Binaries, etcd *Etcd, baseDir string, opts ClusterOptions, procs *processGroup) (*Cluster, error) {
+	if opts.Name == "" {
+		return nil, fmt.Errorf("cluster options: name is required")
+	}
+	dir := filepath.Join(baseDir, opts.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Name: opts.Name, Dir: dir, URL: fmt.Sprintf("https://127.0.0.1:%d", ports[0]), KwokNodePort: ports[1], procs: procs}
+
+	pki, err := c.writePKI()
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: writing certificates: %w", opts.Name, err)
+	}
+	c.CAPath = c.ca.CertPath
+
+	apiserver, err := startProcess(dir, "kube-apiserver", bins.KubeAPIServer,
+		"--etcd-servers="+etcd.URL,
+		"--etcd-prefix=/clusters/"+opts.Name,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(ports[0]),
+		"--tls-cert-file="+pki.serving.CertPath,
+		"--tls-private-key-file="+pki.serving.KeyPath,
+		"--client-ca-file="+c.ca.CertPath,
+		"--kubelet-client-certificate="+pki.kubeletClient.CertPath,
+		"--kubelet-client-key="+pki.kubeletClient.KeyPath,
+		"--service-account-key-file="+pki.saPub,
+		"--service-account-signing-key-file="+pki.saKey,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-cluster-ip-range="+ServiceCIDR,
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		"--enable-bootstrap-token-auth=true",
+		"--allow-privileged=true",
+		"--endpoint-reconciler-type=none",
+		"--profiling=false",
+		"--v=1",
+	)
+	if err != nil {
+		return nil, err
+	}
+	c.track(apiserver)
+
+	admin, err := c.writeKubeconfig("admin", pki.admin)
+	if err != nil {
+		return nil, err
+	}
+	c.KubeconfigPath = admin
+	if c.Config, err = clientcmd.BuildConfigFromFlags("", admin); err != nil {
+		return nil, err
+	}
+	c.Config.QPS, c.Config.Burst = 200, 400
+	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
+		return nil, err
+	}
+	err = waitHealthy(ctx, apiserver, 2*time.Minute, func(ctx context.Context) bool {
+		body, err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && string(body) == "ok"
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", opts.Name, err)
+	}
+
+	kcmKubeconfig, err := c.writeKubeconfig("kube-controller-manager", pki.controllerManager)
+	if err != nil {
+		return nil, err
+	}
+	kcm, err := startProcess(dir, "kube-controller-manager", bins.KubeControllerManager,
+		"--kubeconfig="+kcmKubeconfig,
+		"--authentication-kubeconfig="+kcmKubeconfig,
+		"--authorization-kubeconfig="+kcmKubeconfig,
+		"--bind-address=127.0.0.1",
+		"--secure-port=0",
+		"--leader-elect=false",
+		"--controllers=*,bootstrapsigner,tokencleaner",
+		"--cluster-signing-cert-file="+c.ca.CertPath,
+		"--cluster-signing-key-file="+c.ca.KeyPath,
+		"--root-ca-file="+c.ca.CertPath,
+		"--service-account-private-key-file="+pki.saKey,
+		"--use-service-account-credentials=true",
+		"--service-cluster-ip-range="+ServiceCIDR,
+		"--kube-api-qps=200",
+		"--kube-api-burst=400",
+		"--v=1",
+	)
+	if err != nil {
+		return nil, err
+	}
+	c.track(kcm)
+
+	schedKubeconfig, err := c.writeKubeconfig("kube-scheduler", pki.scheduler)
+	if err != nil {
+		return nil, err
+	}
+	schedBin := bins.KubeScheduler
+	if opts.SchedulerBinary != "" {
+		schedBin = opts.SchedulerBinary
+	}
+	schedArgs := []string{
+		"--kubeconfig=" + schedKubeconfig,
+		"--authentication-kubeconfig=" + schedKubeconfig,
+		"--authorization-kubeconfig=" + schedKubeconfig,
+		"--bind-address=127.0.0.1",
+		"--secure-port=0",
+		"--leader-elect=false",
+		"--v=1",
+	}
+	sched, err := startProcess(dir, "kube-scheduler", schedBin, append(schedArgs, opts.SchedulerArgs...)...)
+	if err != nil {
+		return nil, err
+	}
+	c.track(sched)
+
+	kwokKubeconfig, err := c.writeKubeconfig("kwok", pki.admin)
+	if err != nil {
+		return nil, err
+	}
+	kwok, err := startProcess(dir, "kwok", bins.Kwok,
+		"--kubeconfig="+kwokKubeconfig,
+		"--config="+bins.KwokStages,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector="+KwokNodeAnnotation+"=fake",
+		"--node-ip=127.0.0.1",
+		"--node-port="+strconv.Itoa(c.KwokNodePort),
+		"--tls-cert-file="+pki.kwokServing.CertPath,
+		"--tls-private-key-file="+pki.kwokServing.KeyPath,
+		"--cidr=10.244.0.0/16",
+	)
+	if err != nil {
+		return nil, err
+	}
+	c.track(kwok)
+
+	// The controller manager is working once the ServiceAccount controller
+	// has created "default"; pods cannot be created before that.
+	err = waitHealthy(ctx, kcm, 2*time.Minute, func(ctx context.Context) bool {
+		_, err := c.Client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", opts.Name, err)
+	}
+	for _, p := range []*Process{sched, kwok} {
+		if exited, err := p.Exited(); exited {
+			return nil, fmt.Errorf("cluster %s: %s exited (%v); last log lines:\n%s", opts.Name, p.Name, err, p.Tail(30))
+		}
+	}
+	for _, n := range opts.Nodes {
+		if _, err := c.AddNode(ctx, n); err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", opts.Name, err)
+		}
+	}
+	return c, nil
+}
+
+func (c *Cluster) track(p *Process) {
+	c.own = append(c.own, p)
+	c.procs.add(p)
+}
+
+type clusterPKI struct {
+	serving, kwokServing, admin, controllerManager, scheduler, kubeletClient *certKey
+	saKey, saPub                                                             string
+}
+
+func (c *Cluster) writePKI() (*clusterPKI, error) {
+	dir := filepath.Join(c.Dir, "pki")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	ca, err := newCA(dir, "ca")
+	if err != nil {
+		return nil, err
+	}
+	c.ca = ca
+	loopback := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")}
+	var p clusterPKI
+	steps := []struct {
+		out      **certKey
+		name     string
+		subject  pkix.Name
+		ips      []net.IP
+		dnsNames []string
+	}{
+		{&p.serving, "apiserver", pkix.Name{CommonName: "kube-apiserver"}, loopback, []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}},
+		{&p.kwokServing, "kwok-serving", pkix.Name{CommonName: "kwok"}, loopback[:1], []string{"localhost"}},
+		{&p.admin, "admin", pkix.Name{CommonName: "kubernetes-admin", Organization: []string{"system:masters"}}, nil, nil},
+		{&p.controllerManager, "kube-controller-manager", pkix.Name{CommonName: "system:kube-controller-manager"}, nil, nil},
+		{&p.scheduler, "kube-scheduler", pkix.Name{CommonName: "system:kube-scheduler"}, nil, nil},
+		{&p.kubeletClient, "apiserver-kubelet-client", pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}}, nil, nil},
+	}
+	for _, s := range steps {
+		if *s.out, err = ca.issue(dir, s.name, s.subject, s.ips, s.dnsNames); err != nil {
+			return nil, err
+		}
+	}
+	if p.saKey, p.saPub, err = writeKeyPair(dir, "sa"); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// writeKubeconfig writes dir/<name>.kubeconfig for a client certificate.
+func (c *Cluster) writeKubeconfig(name string, ck *certKey) (string, error) {
+	path := filepath.Join(c.Dir, name+".kubeconfig")
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[c.Name] = &clientcmdapi.Cluster{Server: c.URL, CertificateAuthority: c.ca.CertPath}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificate: ck.CertPath, ClientKey: ck.KeyPath}
+	cfg.Contexts[c.Name] = &clientcmdapi.Context{Cluster: c.Name, AuthInfo: name}
+	cfg.CurrentContext = c.Name
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return "", fmt.Errorf("writing kubeconfig %s: %w", path, err)
+	}
+	return path, nil
+}
+
+// NewClientForUser returns a client authenticated as user (and groups) by a
+// client certificate of this cluster's CA: how the test impersonates a node
+// or any other identity for real, through authentication and authorization.
+func (c *Cluster) NewClientForUser(user string, groups ...string) (*rest.Config, error) {
+	dir, err := os.MkdirTemp(filepath.Join(c.Dir, "pki"), "user-")
+	if err != nil {
+		return nil, err
+	}
+	ck, err := c.ca.issue(dir, "client", pkix.Name{CommonName: user, Organization: groups}, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &rest.Config{
+		Host: c.URL,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAFile: c.ca.CertPath, CertFile: ck.CertPath, KeyFile: ck.KeyPath,
+		},
+	}, nil
+}
+
+// Anonymous returns a client config that trusts the cluster CA and carries no
+// credential.
+func (c *Cluster) Anonymous() *rest.Config {
+	return &rest.Config{Host: c.URL, TLSClientConfig: rest.TLSClientConfig{CAFile: c.ca.CertPath}}
+}
+
+// Stop stops the cluster's processes (not the shared etcd).
+func (c *Cluster) Stop() {
+	for _, p := range c.own {
+		p.Stop(10 * time.Second)
+	}
+}
+
+// EnsureNamespace creates namespace name if it does not exist.
+func (c *Cluster) EnsureNamespace(ctx context.Context, name string) error {
+	_, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,41 @@
+package integration
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/nestlet/nestlet/test/framework"
+)
+
+// BenchmarkStartClusters measures the time to start 1 and 3 clusters
+// concurrently (etcd included, each cluster with one Ready kwok node) and
+// the resident memory of one cluster's processes.
+//
+//	go test ./test/integration -run '^$' -bench StartClusters -benchtime 1x
+func BenchmarkStartClusters(b *testing.B) {
+	for _, n := range []int{1, 3} {
+		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) {
+			var spec framework.Spec
+			for i := range n {
+				name := fmt.Sprintf("c%d", i)
+				spec.Clusters = append(spec.Clusters, framework.ClusterOptions{Name: name, Nodes: []framework.NodeOptions{{Name: name + "-node"}}})
+			}
+			var rss int64
+			for b.Loop() {
+				env := framework.StartForTest(b, spec)
+				b.StopTimer()
+				rss = 0
+				for _, p := range env.Clusters()[0].Processes() {
+					r, err := p.RSSBytes()
+					if err != nil {
+						b.Fatal(err)
+					}
+					rss += r
+				}
+				env.Cleanup(false, b.Logf)
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(rss)/(1<<20), "MiB-rss/cluster")
+		})
+	}
+}
