@@ -18,11 +18,17 @@ fi
 go vet ./...
 (cd hack/etcd && go vet ./...)
 
-# go.mod, go.sum and the replace block are regenerated and must not change.
+# go.mod, go.sum, the replace block and generated code are regenerated and
+# must not change.
 hack/update-kube-pins.sh >/dev/null
 (cd hack/etcd && go mod tidy)
 if ! git diff --exit-code -- go.mod go.sum hack/etcd/go.mod hack/etcd/go.sum; then
   echo "go.mod/go.sum are stale: run hack/update-kube-pins.sh and commit the result" >&2
+  status=1
+fi
+hack/update-codegen.sh
+if ! git diff --exit-code -- api charts/nestlet/crds || [[ -n "$(git ls-files --others --exclude-standard -- api charts/nestlet/crds)" ]]; then
+  echo "generated code is stale: run hack/update-codegen.sh and commit the result" >&2
   status=1
 fi
 exit "${status}"

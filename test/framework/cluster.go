@@ -220,7 +220,7 @@ func startCluster(ctx context.Context, bins *Binaries, etcd *Etcd, baseDir strin
 	}
 	for _, p := range []*Process{sched, kwok} {
 		if exited, err := p.Exited(); exited {
-			return nil, fmt.Errorf("cluster %s: %s exited (%v); last log lines:\n%s", opts.Name, p.Name, err, p.Tail(30))
+			return nil, fmt.Errorf("cluster %s: %s exited (%w); last log lines:\n%s", opts.Name, p.Name, err, p.Tail(30))
 		}
 	}
 	for _, n := range opts.Nodes {

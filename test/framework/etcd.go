@@ -71,7 +71,7 @@ func startEtcd(ctx context.Context, bins *Binaries, dir string, procs *processGr
 func waitHealthy(ctx context.Context, p *Process, timeout time.Duration, ok func(context.Context) bool) error {
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		if exited, err := p.Exited(); exited {
-			return false, fmt.Errorf("%s exited (%v); last log lines:\n%s", p.Name, err, p.Tail(30))
+			return false, fmt.Errorf("%s exited (%w); last log lines:\n%s", p.Name, err, p.Tail(30))
 		}
 		return ok(ctx), nil
 	})

@@ -157,8 +157,8 @@ func bootstrapAndSign(t *testing.T, c *framework.Cluster) {
 
 	// The issued certificate authenticates as that node.
 	nodeCfg := c.Anonymous()
-	nodeCfg.TLSClientConfig.CertData = issued
-	nodeCfg.TLSClientConfig.KeyData = mustMarshalKey(t, key)
+	nodeCfg.CertData = issued
+	nodeCfg.KeyData = mustMarshalKey(t, key)
 	review, err := kubernetes.NewForConfigOrDie(nodeCfg).AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.Equal(t, nodeName, review.Status.UserInfo.Username)

@@ -1,0 +1,47 @@
+package api
+
+const (
+	// GroupName is the API group of Nestlet's resources.
+	GroupName = "nestlet.io"
+
+	// LabelCluster is set on a virtual node to the name of the child
+	// cluster it stands for.
+	LabelCluster = "nestlet.io/cluster"
+	// LabelNodeRoleCluster is set by the parent's own agent on the virtual
+	// nodes of its children (a node may not set node-role labels itself),
+	// so that `kubectl get nodes` shows ROLES cluster.
+	LabelNodeRoleCluster = "node-role.kubernetes.io/cluster"
+	// LabelNodeType marks virtual-kubelet nodes, as virtual-kubelet does.
+	LabelNodeType = "type"
+	// NodeTypeVirtualKubelet is the value of LabelNodeType on virtual nodes.
+	NodeTypeVirtualKubelet = "virtual-kubelet"
+
+	// AnnotationSummary holds the JSON Summary of the child's subtree.
+	AnnotationSummary = "nestlet.io/summary"
+	// AnnotationClusterUID identifies the child cluster that owns a virtual
+	// node (the UID of its kube-system namespace), so that a child never
+	// takes over a node of the same name that is not its own.
+	AnnotationClusterUID = "nestlet.io/cluster-uid"
+	// AnnotationDesiredTaints carries the taints of Target.spec.taints as
+	// JSON; the parent's agent applies them (a node may not change its own
+	// taints after creation).
+	AnnotationDesiredTaints = "nestlet.io/desired-taints"
+	// AnnotationOrigin is set on a delegate pod to "<parent cluster>/<parent
+	// pod UID>".
+	AnnotationOrigin = "nestlet.io/origin"
+	// AnnotationPath is set on a delegate pod to the comma-separated cluster
+	// names it has passed through, itself last.
+	AnnotationPath = "nestlet.io/path"
+
+	// TaintKeyProvider is the key of the taint every virtual node carries,
+	// with value TaintValueProvider and effect NoSchedule, to keep
+	// DaemonSets and foreign schedulers off.
+	TaintKeyProvider   = "virtual-kubelet.io/provider"
+	TaintValueProvider = "nestlet"
+
+	// ClusterInfoConfigMap is the ConfigMap in kube-public, readable
+	// anonymously like cluster-info, where `nestctl token create` records
+	// the parent's cluster name (key ClusterInfoNameKey).
+	ClusterInfoConfigMap = "nestlet-info"
+	ClusterInfoNameKey   = "clusterName"
+)

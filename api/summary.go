@@ -1,0 +1,57 @@
+package api
+
+import corev1 "k8s.io/api/core/v1"
+
+// Summary is what a child tells its parent about its whole subtree, as JSON
+// in the AnnotationSummary annotation of its virtual node. Its size is
+// bounded: the number of groups is bounded by the number of distinct values
+// of GroupKeys, and each group keeps at most MaxShapes shapes.
+type Summary struct {
+	// Cluster is the name of the reporting cluster.
+	Cluster string `json:"cluster"`
+	// Covered lists every cluster whose nodes are counted, sorted, the
+	// reporting cluster included.
+	Covered []string `json:"covered"`
+	// Depth is the number of levels below the reporting cluster (0 for a
+	// cluster with only real nodes).
+	Depth int `json:"depth"`
+	// GroupKeys are the label keys that group nodes, in order.
+	GroupKeys []string `json:"groupKeys"`
+	// Groups are the subtree's nodes grouped by the values of GroupKeys and
+	// by their taints, sorted by key.
+	Groups []Group `json:"groups"`
+	// Time is when the summary was computed (RFC 3339).
+	Time string `json:"time"`
+}
+
+// Group is a set of nodes sharing the values of the group keys and taints.
+type Group struct {
+	// Labels holds the value of each group key the nodes carry (a key the
+	// nodes lack is absent).
+	Labels map[string]string `json:"labels,omitempty"`
+	// Taints are the taints the nodes share.
+	Taints []corev1.Taint `json:"taints,omitempty"`
+	// Nodes counts the real nodes in the group.
+	Nodes int `json:"nodes"`
+	// Allocatable is the sum of the nodes' allocatable.
+	Allocatable corev1.ResourceList `json:"allocatable"`
+	// Free is Allocatable minus the requests of every pod on the nodes.
+	Free corev1.ResourceList `json:"free"`
+	// Shapes are the largest free amounts on single nodes (largest CPU
+	// first, then memory), at most MaxShapes: a pod fits the group only if
+	// it fits one of them.
+	Shapes []corev1.ResourceList `json:"shapes,omitempty"`
+}
+
+// MaxShapes bounds Group.Shapes.
+const MaxShapes = 4
+
+// DefaultGroupKeys are the label keys that group nodes in a summary unless
+// the agent is configured otherwise.
+var DefaultGroupKeys = []string{
+	"topology.kubernetes.io/region",
+	"topology.kubernetes.io/zone",
+	"kubernetes.io/arch",
+	"kubernetes.io/os",
+	"node.kubernetes.io/instance-type",
+}

@@ -1,0 +1,165 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Target joins this cluster to a parent cluster, where it appears as a
+// virtual node named spec.clusterName. The agent watches Targets: adding,
+// changing or deleting one takes effect without a restart. Deleting it
+// removes the virtual node from the parent.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=tgt
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`
+// +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.parentURL`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Target struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   TargetSpec   `json:"spec"`
+	Status TargetStatus `json:"status,omitempty"`
+}
+
+// TargetSpec says which parent to join and how this cluster appears there.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.caCertHash) != has(self.caBundle)",message="set exactly one of caCertHash (sha256:<hex> pin of the parent's CA public key, printed by 'nestctl token create') or caBundle (the parent's CA certificates, PEM)"
+type TargetSpec struct {
+	// ParentURL is the parent's kube-apiserver, https://host:port.
+	//
+	// +kubebuilder:validation:Pattern=`^https://[^/?#\s]+(/[^?#\s]*)?$`
+	// +kubebuilder:validation:MaxLength=2048
+	ParentURL string `json:"parentURL"`
+
+	// ClusterName is this cluster's name in the parent: the name of its
+	// virtual node, and its id on the hop path of forwarded pods. A DNS
+	// subdomain (lower case letters, digits, '-' and '.').
+	//
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:MaxLength=253
+	ClusterName string `json:"clusterName"`
+
+	// BootstrapTokenSecretRef names the Secret in this cluster whose key
+	// "token" holds the bootstrap token (<id>.<secret>) issued by the parent.
+	BootstrapTokenSecretRef SecretReference `json:"bootstrapTokenSecretRef"`
+
+	// CACertHash pins the parent's CA: "sha256:" and the hex SHA-256 of its
+	// DER-encoded SubjectPublicKeyInfo, as kubeadm prints it. The CA is
+	// discovered through the parent's signed cluster-info ConfigMap.
+	//
+	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
+	// +optional
+	CACertHash string `json:"caCertHash,omitempty"`
+
+	// CABundle holds the parent's CA certificates (PEM) instead of a pin.
+	//
+	// +optional
+	CABundle []byte `json:"caBundle,omitempty"`
+
+	// ReportFrequency is how often the summary of this cluster is sent to
+	// the parent; a significant change is sent sooner, rate-limited.
+	//
+	// +kubebuilder:default="10s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="reportFrequency must be between 1s and 1h"
+	// +optional
+	ReportFrequency metav1.Duration `json:"reportFrequency,omitempty"`
+
+	// Labels are added to the virtual node. Keys NodeRestriction does not
+	// let a node set (kubernetes.io and k8s.io prefixes, except
+	// topology.kubernetes.io and the kubelet's own) are refused.
+	//
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Taints are added to the virtual node, beside the
+	// virtual-kubelet.io/provider=nestlet:NoSchedule taint it always has.
+	//
+	// +optional
+	// +listType=atomic
+	Taints []corev1.Taint `json:"taints,omitempty"`
+}
+
+// SecretReference names a Secret.
+type SecretReference struct {
+	// +kubebuilder:validation:MinLength=1
+	Namespace string `json:"namespace"`
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+}
+
+// TargetStatus is what the agent observed, step by step.
+type TargetStatus struct {
+	// ObservedGeneration is the generation of the spec last acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Joined (this cluster holds a node identity in the
+	// parent) and Ready (its virtual node is registered and reporting).
+	// Reasons and messages say what is wrong and what to do.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// NodeName is the virtual node in the parent.
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
+
+	// ParentClusterName is the parent's own cluster name, when it publishes
+	// one.
+	// +optional
+	ParentClusterName string `json:"parentClusterName,omitempty"`
+
+	// CertificateExpiry is when the node certificate expires; it is renewed
+	// before.
+	// +optional
+	CertificateExpiry *metav1.Time `json:"certificateExpiry,omitempty"`
+
+	// LastReportTime is when the summary was last sent.
+	// +optional
+	LastReportTime *metav1.Time `json:"lastReportTime,omitempty"`
+}
+
+// TargetList is a list of Targets.
+//
+// +kubebuilder:object:root=true
+type TargetList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Target `json:"items"`
+}
+
+// Condition types.
+const (
+	ConditionJoined = "Joined"
+	ConditionReady  = "Ready"
+)
+
+// Condition reasons. Each is documented in docs/troubleshooting.md.
+const (
+	ReasonJoined            = "Joined"
+	ReasonReporting         = "Reporting"
+	ReasonJoining           = "Joining"
+	ReasonAwaitingApproval  = "AwaitingApproval"
+	ReasonInvalidSpec       = "InvalidSpec"
+	ReasonTokenSecretError  = "TokenSecretError"
+	ReasonTokenRejected     = "TokenRejected"
+	ReasonParentUnreachable = "ParentUnreachable"
+	ReasonCAMismatch        = "CAMismatch"
+	ReasonCSRDenied         = "CSRDenied"
+	ReasonNameTaken         = "NameTaken"
+	ReasonSelfTarget        = "SelfTarget"
+	ReasonDuplicateName     = "DuplicateClusterName"
+	ReasonNodeError         = "NodeError"
+	ReasonChildNotReady     = "ChildNotReady"
+)
+
+// DefaultReportFrequency applies when spec.reportFrequency is unset.
+const DefaultReportFrequency = "10s"

@@ -1,0 +1,37 @@
+// Package app holds nestctl's commands, one file each.
+package app
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// NewCommand returns the nestctl root command.
+func NewCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "nestctl",
+		Short:         "Join Kubernetes clusters into a Nestlet tree and look at it",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().String("kubeconfig", "", "kubeconfig of the cluster to act on (default $KUBECONFIG or ~/.kube/config)")
+	root.PersistentFlags().String("context", "", "kubeconfig context to use")
+	root.AddCommand(newTokenCommand(), newJoinCommand(), newApproveCommand())
+	return root
+}
+
+// restConfig loads the kubeconfig named by the persistent flags.
+func restConfig(cmd *cobra.Command) (*rest.Config, error) {
+	path, _ := cmd.Flags().GetString("kubeconfig")
+	ctxName, _ := cmd.Flags().GetString("context")
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: ctxName}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	return cfg, nil
+}

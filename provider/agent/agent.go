@@ -1,0 +1,180 @@
+// Package agent is the Nestlet agent of one cluster. For every Target of
+// its cluster it joins that parent and runs a virtual node there; it also
+// decorates the virtual nodes of its own children (role label, taints).
+// Targets are watched: adding, changing or deleting one takes effect at
+// run time.
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/api/v1alpha1"
+)
+
+// Config of an Agent.
+type Config struct {
+	// RESTConfig reaches this cluster's API server. Required.
+	RESTConfig *rest.Config
+	// Namespace holds the node identities (Secrets). Default nestlet-system.
+	Namespace string
+	// GroupKeys group nodes in summaries. Default api.DefaultGroupKeys.
+	GroupKeys []string
+	// LeaseDurationSeconds of the virtual nodes' leases. Default 40.
+	LeaseDurationSeconds int32
+	// Workers reconciling Targets. Default 2.
+	Workers int
+	Clock   clock.WithTicker
+}
+
+// Agent runs the Targets of one cluster.
+type Agent struct {
+	cfg        Config
+	client     kubernetes.Interface
+	targets    v1alpha1.TargetInterface
+	clusterUID string
+
+	factory      informers.SharedInformerFactory
+	nodes        corelisters.NodeLister
+	pods         corelisters.PodLister
+	targetLister cache.Indexer
+	changes      *broadcaster
+
+	mu      sync.Mutex
+	runners map[string]*runner
+}
+
+// New checks cfg, fills its defaults and builds the clients.
+func New(cfg Config) (*Agent, error) {
+	if cfg.RESTConfig == nil {
+		return nil, fmt.Errorf("agent: RESTConfig is required")
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = "nestlet-system"
+	}
+	if cfg.GroupKeys == nil {
+		cfg.GroupKeys = api.DefaultGroupKeys
+	}
+	if cfg.LeaseDurationSeconds == 0 {
+		cfg.LeaseDurationSeconds = 40
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = 2
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	client, err := kubernetes.NewForConfig(cfg.RESTConfig)
+	if err != nil {
+		return nil, err
+	}
+	targets, err := v1alpha1.NewTargetClient(cfg.RESTConfig)
+	if err != nil {
+		return nil, err
+	}
+	return &Agent{cfg: cfg, client: client, targets: targets, changes: newBroadcaster(), runners: map[string]*runner{}}, nil
+}
+
+// Run runs the agent until ctx is cancelled.
+func (a *Agent) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	ns, err := a.client.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading kube-system to identify this cluster: %w", err)
+	}
+	a.clusterUID = string(ns.UID)
+	if _, err := a.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.Namespace}}, metav1.CreateOptions{FieldManager: fieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", a.cfg.Namespace, err)
+	}
+
+	a.factory = informers.NewSharedInformerFactory(a.client, 0)
+	nodeInformer := a.factory.Core().V1().Nodes()
+	podInformer := a.factory.Core().V1().Pods()
+	a.nodes, a.pods = nodeInformer.Lister(), podInformer.Lister()
+	notify := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { a.changes.notify() },
+		UpdateFunc: func(any, any) { a.changes.notify() },
+		DeleteFunc: func(any) { a.changes.notify() },
+	}
+	if _, err := nodeInformer.Informer().AddEventHandler(notify); err != nil {
+		return err
+	}
+	if _, err := podInformer.Informer().AddEventHandler(notify); err != nil {
+		return err
+	}
+
+	tc := newTargetController(a)
+	dc, err := newDecorator(a.client, nodeInformer)
+	if err != nil {
+		return err
+	}
+	a.factory.Start(ctx.Done())
+	go tc.informer.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), nodeInformer.Informer().HasSynced, podInformer.Informer().HasSynced, tc.informer.HasSynced) {
+		return fmt.Errorf("waiting for caches to sync: %w", ctx.Err())
+	}
+	logger.Info("Agent started", "clusterUID", a.clusterUID, "namespace", a.cfg.Namespace)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { dc.run(ctx) })
+	wg.Go(func() { tc.run(ctx, a.cfg.Workers) })
+	<-ctx.Done()
+	wg.Wait()
+	a.stopRunners()
+	a.factory.Shutdown()
+	return nil
+}
+
+func (a *Agent) stopRunners() {
+	a.mu.Lock()
+	runners := a.runners
+	a.runners = map[string]*runner{}
+	a.mu.Unlock()
+	for _, r := range runners {
+		r.stop()
+	}
+}
+
+// broadcaster fans a change signal out to subscribers without blocking.
+type broadcaster struct {
+	mu   sync.Mutex
+	subs map[chan struct{}]struct{}
+}
+
+func newBroadcaster() *broadcaster { return &broadcaster{subs: map[chan struct{}]struct{}{}} }
+
+func (b *broadcaster) subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	b.mu.Lock()
+	b.subs[ch] = struct{}{}
+	b.mu.Unlock()
+	return ch, func() {
+		b.mu.Lock()
+		delete(b.subs, ch)
+		b.mu.Unlock()
+	}
+}
+
+func (b *broadcaster) notify() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for ch := range b.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}

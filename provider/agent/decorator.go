@@ -1,0 +1,141 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/provider/vnode"
+)
+
+// decorator is the parent's side: it gives the virtual nodes of this
+// cluster's children what a node may not set on itself, the role label
+// (so ROLES shows cluster) and changes of taints after registration.
+type decorator struct {
+	client kubernetes.Interface
+	nodes  corelisters.NodeLister
+	queue  workqueue.TypedRateLimitingInterface[string]
+}
+
+func newDecorator(client kubernetes.Interface, nodes coreinformers.NodeInformer) (*decorator, error) {
+	d := &decorator{
+		client: client,
+		nodes:  nodes.Lister(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "virtual-nodes"}),
+	}
+	enqueue := func(obj any) {
+		if n, ok := obj.(*corev1.Node); ok && n.Labels[api.LabelCluster] != "" {
+			d.queue.Add(n.Name)
+		}
+	}
+	_, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+	})
+	return d, err
+}
+
+func (d *decorator) run(ctx context.Context) {
+	defer d.queue.ShutDown()
+	go func() {
+		for d.processNext(ctx) {
+		}
+	}()
+	<-ctx.Done()
+}
+
+func (d *decorator) processNext(ctx context.Context) bool {
+	name, shutdown := d.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer d.queue.Done(name)
+	if err := d.sync(ctx, name); err != nil {
+		klog.FromContext(ctx).Error(err, "Decorating virtual node", "node", name)
+		d.queue.AddRateLimited(name)
+		return true
+	}
+	d.queue.Forget(name)
+	return true
+}
+
+func (d *decorator) sync(ctx context.Context, name string) error {
+	n, err := d.nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	want := n.DeepCopy()
+	if want.Labels == nil {
+		want.Labels = map[string]string{}
+	}
+	want.Labels[api.LabelNodeRoleCluster] = ""
+	if raw, ok := n.Annotations[api.AnnotationDesiredTaints]; ok {
+		var desired []corev1.Taint
+		if err := json.Unmarshal([]byte(raw), &desired); err != nil {
+			return fmt.Errorf("parsing %s of node %s: %w", api.AnnotationDesiredTaints, name, err)
+		}
+		want.Spec.Taints = mergeTaints(n.Spec.Taints, desired)
+	}
+	if reflect.DeepEqual(want.Labels, n.Labels) && reflect.DeepEqual(want.Spec.Taints, n.Spec.Taints) {
+		return nil
+	}
+	_, err = d.client.CoreV1().Nodes().Update(ctx, want, metav1.UpdateOptions{FieldManager: fieldManager})
+	return err
+}
+
+// mergeTaints returns the provider taint, the desired taints, and every
+// current taint of another owner (node lifecycle taints such as
+// node.kubernetes.io/unreachable), in that order.
+func mergeTaints(current, desired []corev1.Taint) []corev1.Taint {
+	out := append([]corev1.Taint{vnode.ProviderTaint()}, desired...)
+	managed := map[string]bool{api.TaintKeyProvider: true}
+	for _, t := range desired {
+		managed[t.Key] = true
+	}
+	// Taints the child once asked for and asks for no more are dropped;
+	// they are recognisable only by not being system taints.
+	for _, t := range current {
+		if managed[t.Key] || !isSystemTaint(t) {
+			continue
+		}
+		out = append(out, t)
+	}
+	if len(out) == len(current) {
+		same := true
+		for i := range out {
+			if !out[i].MatchTaint(&current[i]) || out[i].Value != current[i].Value {
+				same = false
+				break
+			}
+		}
+		if same {
+			return current
+		}
+	}
+	return out
+}
+
+func isSystemTaint(t corev1.Taint) bool {
+	for _, prefix := range []string{"node.kubernetes.io/", "node.cloudprovider.kubernetes.io/", "node-role.kubernetes.io/"} {
+		if len(t.Key) >= len(prefix) && t.Key[:len(prefix)] == prefix {
+			return true
+		}
+	}
+	return false
+}

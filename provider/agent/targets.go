@@ -1,0 +1,241 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/provider/join"
+)
+
+// Finalizer lets the agent remove the virtual node from the parent before a
+// Target goes away.
+const Finalizer = "nestlet.io/cleanup"
+
+const fieldManager = "nestlet"
+
+// targetController starts, restarts and stops one runner per Target.
+type targetController struct {
+	a        *Agent
+	informer cache.SharedIndexInformer
+	queue    workqueue.TypedRateLimitingInterface[string]
+}
+
+func newTargetController(a *Agent) *targetController {
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return a.targets.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return a.targets.Watch(ctx, o)
+		},
+	}
+	inf := cache.NewSharedIndexInformer(lw, &v1alpha1.Target{}, 0, cache.Indexers{})
+	tc := &targetController{
+		a:        a,
+		informer: inf,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "targets"}),
+	}
+	a.targetLister = inf.GetIndexer()
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			tc.queue.Add(key)
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	})
+	return tc
+}
+
+func (tc *targetController) run(ctx context.Context, workers int) {
+	defer tc.queue.ShutDown()
+	for range workers {
+		go func() {
+			for tc.processNext(ctx) {
+			}
+		}()
+	}
+	<-ctx.Done()
+}
+
+func (tc *targetController) processNext(ctx context.Context) bool {
+	key, shutdown := tc.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer tc.queue.Done(key)
+	if err := tc.sync(ctx, key); err != nil {
+		klog.FromContext(ctx).Error(err, "Syncing target", "target", key)
+		tc.queue.AddRateLimited(key)
+		return true
+	}
+	tc.queue.Forget(key)
+	return true
+}
+
+func (tc *targetController) sync(ctx context.Context, name string) error {
+	a := tc.a
+	obj, exists, err := a.targetLister.GetByKey(name)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		a.stopRunner(name)
+		return nil
+	}
+	t := obj.(*v1alpha1.Target)
+	if t.DeletionTimestamp != nil {
+		a.stopRunner(name)
+		if !slices.Contains(t.Finalizers, Finalizer) {
+			return nil
+		}
+		if err := a.leave(ctx, t); err != nil {
+			reason, msg := join.ReasonOf(err, v1alpha1.ReasonNodeError)
+			a.setConditions(ctx, name, t.Generation, nil, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason,
+				Message: "leaving the parent: " + msg + "; it is retried (remove finalizer " + Finalizer + " to give up)"})
+			return err
+		}
+		return a.removeFinalizer(ctx, name)
+	}
+	if !slices.Contains(t.Finalizers, Finalizer) {
+		t = t.DeepCopy()
+		t.Finalizers = append(t.Finalizers, Finalizer)
+		if _, err := a.targets.Update(ctx, t, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+			return fmt.Errorf("adding finalizer: %w", err)
+		}
+		return nil // the update brings the Target back
+	}
+	a.ensureRunner(ctx, t)
+	return nil
+}
+
+// ensureRunner starts a runner for t unless one runs for its generation.
+func (a *Agent) ensureRunner(ctx context.Context, t *v1alpha1.Target) {
+	a.mu.Lock()
+	old := a.runners[t.Name]
+	if old != nil && old.generation == t.Generation {
+		a.mu.Unlock()
+		return
+	}
+	r := newRunner(a, t.DeepCopy())
+	a.runners[t.Name] = r
+	a.mu.Unlock()
+	if old != nil {
+		old.stop()
+	}
+	r.start(ctx)
+}
+
+func (a *Agent) stopRunner(name string) {
+	a.mu.Lock()
+	r := a.runners[name]
+	delete(a.runners, name)
+	a.mu.Unlock()
+	if r != nil {
+		r.stop()
+	}
+}
+
+// leave removes the virtual node from the parent and forgets the identity.
+func (a *Agent) leave(ctx context.Context, t *v1alpha1.Target) error {
+	logger := klog.FromContext(ctx).WithValues("target", t.Name)
+	store := join.Store{Client: a.client, Namespace: a.cfg.Namespace}
+	id, err := store.Load(ctx, t.Name, t.Spec.ParentURL, t.Spec.ClusterName, a.cfg.Clock.Now())
+	if err != nil {
+		return err
+	}
+	if id != nil {
+		nodeClient, err := kubernetes.NewForConfig(id.RESTConfig())
+		if err != nil {
+			return err
+		}
+		err = nodeClient.CoreV1().Nodes().Delete(ctx, t.Spec.ClusterName, metav1.DeleteOptions{})
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+			logger.Info("Removed virtual node from parent", "node", t.Spec.ClusterName)
+		case apierrors.IsForbidden(err):
+			// The parent did not grant nodes the right to delete
+			// themselves: its operator removes the node.
+			logger.Error(err, "Parent forbids removing the virtual node; delete it there by hand", "node", t.Spec.ClusterName)
+		default:
+			return join.Classify(err, t.Spec.ParentURL)
+		}
+	}
+	return store.Delete(ctx, t.Name)
+}
+
+func (a *Agent) removeFinalizer(ctx context.Context, name string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		t, err := a.targets.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		t.Finalizers = slices.DeleteFunc(t.Finalizers, func(f string) bool { return f == Finalizer })
+		_, err = a.targets.Update(ctx, t, metav1.UpdateOptions{FieldManager: fieldManager})
+		return err
+	})
+}
+
+// setConditions writes conditions (and, when mutate is set, other status
+// fields) to the Target, if anything changed.
+func (a *Agent) setConditions(ctx context.Context, name string, generation int64, mutate func(*v1alpha1.TargetStatus), conds ...metav1.Condition) {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		t, err := a.targets.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if t.Generation != generation {
+			return nil // a newer runner owns the status
+		}
+		before := t.Status.DeepCopy()
+		for _, c := range conds {
+			c.ObservedGeneration = generation
+			meta.SetStatusCondition(&t.Status.Conditions, c)
+		}
+		t.Status.ObservedGeneration = generation
+		if mutate != nil {
+			mutate(&t.Status)
+		}
+		if equalStatus(before, &t.Status) {
+			return nil
+		}
+		_, err = a.targets.UpdateStatus(ctx, t, metav1.UpdateOptions{FieldManager: fieldManager})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		klog.FromContext(ctx).Error(err, "Updating target status", "target", name)
+	}
+}
+
+func equalStatus(a, b *v1alpha1.TargetStatus) bool {
+	if a.ObservedGeneration != b.ObservedGeneration || a.NodeName != b.NodeName || a.ParentClusterName != b.ParentClusterName ||
+		!a.CertificateExpiry.Equal(b.CertificateExpiry) || !a.LastReportTime.Equal(b.LastReportTime) || len(a.Conditions) != len(b.Conditions) {
+		return false
+	}
+	for i := range a.Conditions {
+		x, y := a.Conditions[i], b.Conditions[i]
+		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message || x.ObservedGeneration != y.ObservedGeneration {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,125 @@
+package join
+
+import (
+	"context"
+	"crypto"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/klog/v2"
+
+	"github.com/nestlet/nestlet/api/v1alpha1"
+)
+
+// NodeUser returns the user name of the node identity of a cluster.
+func NodeUser(clusterName string) string { return "system:node:" + clusterName }
+
+// CSRName returns the name of the CSR for key: stable for one key, so a
+// retry after a restart finds the CSR it made.
+func CSRName(clusterName string, key crypto.Signer) (string, error) {
+	der, err := x509.MarshalPKIXPublicKey(key.Public())
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(der)
+	return fmt.Sprintf("nestlet-%s-%s", clusterName, hex.EncodeToString(sum[:5])), nil
+}
+
+// RequestNodeCertificate asks the parent for a client certificate of
+// system:node:<clusterName> (signer kubernetes.io/kube-apiserver-client-kubelet)
+// and watches the CSR until it is issued, denied or failed. awaiting is
+// called once the CSR exists and is not yet approved. It returns the
+// certificate (PEM).
+func RequestNodeCertificate(ctx context.Context, client kubernetes.Interface, clusterName string, key crypto.Signer, awaiting func(csrName string)) ([]byte, error) {
+	logger := klog.FromContext(ctx)
+	name, err := CSRName(clusterName, key)
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: NodeUser(clusterName), Organization: []string{"system:nodes"}},
+	}, key)
+	if err != nil {
+		return nil, fmt.Errorf("creating certificate request: %w", err)
+	}
+	csrs := client.CertificatesV1().CertificateSigningRequests()
+	_, err = csrs.Create(ctx, &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
+			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+		},
+	}, metav1.CreateOptions{FieldManager: "nestlet"})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		if apierrors.IsForbidden(err) {
+			return nil, Errorf(v1alpha1.ReasonTokenRejected, err,
+				"the token may not create certificate signing requests in the parent: run 'nestctl token create' on the parent, which grants bootstrappers that")
+		}
+		return nil, Classify(err, "the parent")
+	}
+	logger.V(2).Info("Created certificate signing request", "csr", name)
+
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return csrs.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return csrs.Watch(ctx, o)
+		},
+	}
+	notified := false
+	var issued []byte
+	_, err = watchtools.UntilWithSync(ctx, lw, &certificatesv1.CertificateSigningRequest{}, nil, func(ev watch.Event) (bool, error) {
+		if ev.Type == watch.Deleted {
+			return false, Errorf(v1alpha1.ReasonCSRDenied, nil, "certificate signing request %s was deleted in the parent before it was issued", name)
+		}
+		csr, ok := ev.Object.(*certificatesv1.CertificateSigningRequest)
+		if !ok {
+			return false, nil
+		}
+		approved := false
+		for _, c := range csr.Status.Conditions {
+			switch {
+			case c.Type == certificatesv1.CertificateDenied && c.Status == corev1.ConditionTrue:
+				return false, Errorf(v1alpha1.ReasonCSRDenied, nil,
+					"the parent denied certificate signing request %s (%s: %s): ask the parent's operator to approve this cluster, then recreate the Target", name, c.Reason, c.Message)
+			case c.Type == certificatesv1.CertificateFailed && c.Status == corev1.ConditionTrue:
+				return false, Errorf(v1alpha1.ReasonCSRDenied, nil, "the parent failed to sign certificate signing request %s (%s: %s)", name, c.Reason, c.Message)
+			case c.Type == certificatesv1.CertificateApproved && c.Status == corev1.ConditionTrue:
+				approved = true
+			}
+		}
+		if len(csr.Status.Certificate) > 0 {
+			issued = csr.Status.Certificate
+			return true, nil
+		}
+		if !approved && !notified && awaiting != nil {
+			notified = true
+			awaiting(name)
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return issued, nil
+}

@@ -1,0 +1,182 @@
+package join
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	certutil "k8s.io/client-go/util/cert"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+	"k8s.io/cluster-bootstrap/token/jws"
+	bootstraputil "k8s.io/cluster-bootstrap/token/util"
+	"k8s.io/kubernetes/cmd/kubeadm/app/util/pubkeypin"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/api/v1alpha1"
+)
+
+// Parent is what discovery learned about the parent.
+type Parent struct {
+	URL string
+	// CAData is the parent's CA bundle (PEM), trusted from now on.
+	CAData []byte
+	// ClusterName is the parent's own name, when it publishes one
+	// (kube-public/nestlet-info); empty otherwise.
+	ClusterName string
+}
+
+// DiscoveryOptions say how to find and trust the parent.
+type DiscoveryOptions struct {
+	ParentURL string
+	// Token is the bootstrap token, <id>.<secret>.
+	Token string
+	// Exactly one of CACertHash (sha256:<hex>) and CABundle is set.
+	CACertHash string
+	CABundle   []byte
+	// Timeout bounds each request (default 10s).
+	Timeout time.Duration
+}
+
+// Discover establishes trust in the parent and checks that the token
+// authenticates there.
+//
+// With a CA hash, the cluster-info ConfigMap is read without trusting the
+// server, its JWS signature for the token proves the parent knows the
+// token's secret, and the CA it names must match the pin. Then the server
+// is contacted again, trusting only that CA.
+func Discover(ctx context.Context, o DiscoveryOptions) (*Parent, error) {
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if !bootstraputil.IsValidBootstrapToken(o.Token) {
+		return nil, Errorf(v1alpha1.ReasonTokenSecretError, nil,
+			"the bootstrap token is not of the form <6 chars>.<16 chars> of [a-z0-9]: create one with 'nestctl token create' on the parent and store it under key 'token'")
+	}
+	tokenID, tokenSecret, _ := strings.Cut(o.Token, ".")
+
+	caData := o.CABundle
+	if o.CACertHash != "" {
+		var err error
+		if caData, err = discoverCA(ctx, o, tokenID, tokenSecret); err != nil {
+			return nil, err
+		}
+	} else if len(caData) == 0 {
+		return nil, Errorf(v1alpha1.ReasonInvalidSpec, nil, "set caCertHash or caBundle")
+	}
+
+	cfg := &rest.Config{Host: o.ParentURL, BearerToken: o.Token, Timeout: o.Timeout,
+		TLSClientConfig: rest.TLSClientConfig{CAData: caData}}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, Errorf(v1alpha1.ReasonInvalidSpec, err, "cannot build a client for %s", o.ParentURL)
+	}
+	review, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, classify(err, o.ParentURL)
+	}
+	if !strings.HasPrefix(review.Status.UserInfo.Username, bootstrapapi.BootstrapUserPrefix) {
+		return nil, Errorf(v1alpha1.ReasonTokenRejected, nil, "the parent took the token for %q, not a bootstrap token user", review.Status.UserInfo.Username)
+	}
+
+	p := &Parent{URL: o.ParentURL, CAData: caData}
+	cm, err := client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
+	if err == nil {
+		p.ClusterName = cm.Data[api.ClusterInfoNameKey]
+	}
+	return p, nil
+}
+
+// discoverCA reads cluster-info without trusting the server and returns the
+// CA it names once its signature and pin are checked.
+func discoverCA(ctx context.Context, o DiscoveryOptions, tokenID, tokenSecret string) ([]byte, error) {
+	pins := pubkeypin.NewSet()
+	if err := pins.Allow(o.CACertHash); err != nil {
+		return nil, Errorf(v1alpha1.ReasonInvalidSpec, err, "caCertHash %q is not a sha256:<hex> pin", o.CACertHash)
+	}
+	insecure := &rest.Config{Host: o.ParentURL, Timeout: o.Timeout, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	client, err := kubernetes.NewForConfig(insecure)
+	if err != nil {
+		return nil, Errorf(v1alpha1.ReasonInvalidSpec, err, "cannot build a client for %s", o.ParentURL)
+	}
+	cm, err := client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, bootstrapapi.ConfigMapClusterInfo, metav1.GetOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			return nil, Errorf(v1alpha1.ReasonTokenRejected, err,
+				"the parent publishes no readable kube-public/cluster-info: run 'nestctl token create' on the parent, which sets it up")
+		}
+		return nil, classify(err, o.ParentURL)
+	}
+	kubeconfig, ok := cm.Data[bootstrapapi.KubeConfigKey]
+	if !ok {
+		return nil, Errorf(v1alpha1.ReasonTokenRejected, nil, "the parent's cluster-info has no kubeconfig: run 'nestctl token create' on the parent")
+	}
+	sig, ok := cm.Data[bootstrapapi.JWSSignatureKeyPrefix+tokenID]
+	if !ok {
+		return nil, Errorf(v1alpha1.ReasonTokenRejected, nil,
+			"the parent knows no bootstrap token with id %q (wrong, expired or deleted): create a new one with 'nestctl token create' on the parent and update the token Secret", tokenID)
+	}
+	if !jws.DetachedTokenIsValid(sig, kubeconfig, tokenID, tokenSecret) {
+		return nil, Errorf(v1alpha1.ReasonTokenRejected, nil,
+			"the secret part of bootstrap token %q does not match the parent's: check the token Secret, or create a new token with 'nestctl token create'", tokenID)
+	}
+	cfg, err := clientcmd.Load([]byte(kubeconfig))
+	if err != nil || len(cfg.Clusters) != 1 {
+		return nil, Errorf(v1alpha1.ReasonTokenRejected, err, "the parent's cluster-info kubeconfig does not name exactly one cluster")
+	}
+	var caData []byte
+	for _, c := range cfg.Clusters {
+		caData = c.CertificateAuthorityData
+	}
+	certs, err := certutil.ParseCertsPEM(caData)
+	if err != nil {
+		return nil, Errorf(v1alpha1.ReasonCAMismatch, err, "the parent's cluster-info holds no valid CA certificate")
+	}
+	if err := pins.CheckAny(certs); err != nil {
+		return nil, Errorf(v1alpha1.ReasonCAMismatch, err,
+			"the parent's CA does not match caCertHash %s: check the hash printed by 'nestctl token create' on the parent (a man in the middle would also look like this)", o.CACertHash)
+	}
+	return caData, nil
+}
+
+// classify maps a transport or API error to a condition reason.
+func classify(err error, parentURL string) error {
+	var unknownAuthority x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var certInvalid x509.CertificateInvalidError
+	var tlsVerify *tls.CertificateVerificationError
+	switch {
+	case apierrors.IsUnauthorized(err):
+		return Errorf(v1alpha1.ReasonTokenRejected, err,
+			"the parent refused the bootstrap token (wrong or expired): create a new one with 'nestctl token create' on the parent and update the token Secret")
+	case errors.As(err, &unknownAuthority), errors.As(err, &hostname), errors.As(err, &certInvalid), errors.As(err, &tlsVerify):
+		return Errorf(v1alpha1.ReasonCAMismatch, err,
+			"the parent's serving certificate is not trusted by the configured CA: check caBundle/caCertHash against the parent's CA")
+	}
+	var netErr net.Error
+	var urlErr *url.Error
+	var opErr *net.OpError
+	if errors.As(err, &netErr) || errors.As(err, &urlErr) || errors.As(err, &opErr) || errors.Is(err, context.DeadlineExceeded) {
+		return Errorf(v1alpha1.ReasonParentUnreachable, err,
+			"cannot reach the parent at %s: check parentURL and that this cluster can connect to it (it retries with backoff)", parentURL)
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return Errorf(v1alpha1.ReasonParentUnreachable, err, "the parent at %s answered with an error", parentURL)
+	}
+	return Errorf(v1alpha1.ReasonParentUnreachable, err, "cannot talk to the parent at %s", parentURL)
+}
+
+// Classify maps an error from a request to the parent to a condition
+// reason, for callers outside this package.
+func Classify(err error, parentURL string) error { return classify(err, parentURL) }

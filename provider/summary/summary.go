@@ -1,0 +1,140 @@
+// Package summary computes what a child cluster reports to one parent: the
+// capacity and labels of the virtual node that stands for it, and the
+// api.Summary of its whole subtree. Everything here is a pure function of
+// its Input; inputs are never mutated.
+package summary
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+// Input is the state of the reporting cluster that Compute summarises.
+type Input struct {
+	// Cluster is the name of this (reporting) cluster.
+	Cluster string
+	// Parent is the name of the parent the report goes to, for split
+	// horizon; "" if unknown.
+	Parent string
+	// GroupKeys are the label keys that group nodes; nil means
+	// api.DefaultGroupKeys.
+	GroupKeys []string
+	// Nodes are every node of this cluster (read-only).
+	Nodes []*corev1.Node
+	// Pods are every pod of this cluster, in any phase (read-only).
+	Pods []*corev1.Pod
+	// Now is the time the summary is stamped with.
+	Now time.Time
+}
+
+// Result is what the reporting cluster publishes on its virtual node in the
+// parent.
+type Result struct {
+	// Allocatable is what the virtual node advertises as capacity and
+	// allocatable: the counted nodes' allocatable minus the requests of the
+	// counted pods the parent did not send, clamped at zero.
+	Allocatable corev1.ResourceList
+	// Labels are the labels with one value over the whole counted subtree
+	// that a node may set on itself.
+	Labels map[string]string
+	// Summary describes the subtree; it goes in the api.AnnotationSummary
+	// annotation as JSON.
+	Summary api.Summary
+}
+
+// Compute returns what the cluster described by in reports to in.Parent.
+//
+// A node counts when it is Ready and not cordoned; a virtual node (one with
+// the api.AnnotationSummary annotation) counts only if its summary parses
+// and does not cover in.Parent (split horizon). A pod counts when it is
+// bound to a counted node and neither Succeeded nor Failed.
+func Compute(in Input) Result {
+	keys := groupKeys(in.GroupKeys)
+	nodes := countNodes(in.Nodes, in.Parent)
+	load := countPods(in.Pods, nodes, in.Parent)
+	return Result{
+		Allocatable: allocatable(nodes, load),
+		Labels:      commonLabels(nodes),
+		Summary: api.Summary{
+			Cluster:   in.Cluster,
+			Covered:   covered(in.Cluster, nodes),
+			Depth:     depth(nodes),
+			GroupKeys: keys,
+			Groups:    groups(keys, nodes, load),
+			Time:      in.Now.UTC().Format(time.RFC3339),
+		},
+	}
+}
+
+// Parse returns the summary in the api.AnnotationSummary annotation of node,
+// and false when node has no such annotation or its JSON does not parse.
+func Parse(node *corev1.Node) (*api.Summary, bool) {
+	if node == nil {
+		return nil, false
+	}
+	raw, ok := node.Annotations[api.AnnotationSummary]
+	if !ok {
+		return nil, false
+	}
+	var s api.Summary
+	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+		return nil, false
+	}
+	return &s, true
+}
+
+// Equal reports whether a and b say the same thing: everything but
+// Summary.Time is compared, resource quantities by value ("1" equals
+// "1000m"), and nil equals empty for maps and slices.
+func Equal(a, b Result) bool {
+	a.Summary.Time, b.Summary.Time = "", ""
+	return apiequality.Semantic.DeepEqual(a, b)
+}
+
+// groupKeys returns the group keys to use, a copy so that the result never
+// aliases api.DefaultGroupKeys or the caller's slice.
+func groupKeys(keys []string) []string {
+	if keys == nil {
+		keys = api.DefaultGroupKeys
+	}
+	return slices.Clone(keys)
+}
+
+// covered returns, sorted and unique, the reporting cluster and every
+// cluster the counted virtual nodes cover. Empty names are dropped.
+func covered(cluster string, nodes []counted) []string {
+	out := []string{}
+	if cluster != "" {
+		out = append(out, cluster)
+	}
+	for _, c := range nodes {
+		if c.summary == nil {
+			continue
+		}
+		for _, name := range c.summary.Covered {
+			if name != "" {
+				out = append(out, name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// depth is 0 without counted virtual nodes, else one more than the deepest
+// of them.
+func depth(nodes []counted) int {
+	d := 0
+	for _, c := range nodes {
+		if c.summary != nil {
+			d = max(d, c.summary.Depth+1)
+		}
+	}
+	return d
+}

@@ -1,0 +1,254 @@
+// Package vnode is the virtual node a child cluster runs in its parent: a
+// virtual-kubelet NodeProvider whose Ping fails when the child's API server
+// is not ready, and whose status is the summary of the child's subtree,
+// pushed every report period and sooner, rate-limited, when it changes.
+package vnode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/provider/summary"
+)
+
+// Config of a Provider. Every field without a default is required.
+type Config struct {
+	// ClusterName is this cluster's name in the parent (the node name).
+	ClusterName string
+	// ClusterUID identifies this cluster (its kube-system UID).
+	ClusterUID string
+	// ParentName is the parent's cluster name, for split horizon; may be
+	// empty.
+	ParentName string
+	// GroupKeys group nodes in the summary (default api.DefaultGroupKeys).
+	GroupKeys []string
+	// Labels and Taints come from the Target.
+	Labels map[string]string
+	Taints []corev1.Taint
+	// ReportFrequency is the period of reports; MinReportInterval bounds
+	// early reports on change (default 1s).
+	ReportFrequency   time.Duration
+	MinReportInterval time.Duration
+
+	Nodes corelisters.NodeLister
+	Pods  corelisters.PodLister
+	// Changed receives a value when a node or pod of this cluster changes.
+	Changed <-chan struct{}
+	// Ready checks this cluster's API server.
+	Ready func(context.Context) error
+	// Reported is called after each report is handed to the node
+	// controller (optional).
+	Reported func(time.Time)
+
+	Clock clock.WithTicker
+}
+
+// Provider implements virtual-kubelet's node.NodeProvider.
+type Provider struct {
+	cfg Config
+
+	mu   sync.Mutex
+	last summary.Result
+}
+
+// New validates cfg and fills its defaults.
+func New(cfg Config) (*Provider, error) {
+	switch {
+	case cfg.ClusterName == "":
+		return nil, fmt.Errorf("vnode: ClusterName is required")
+	case cfg.Nodes == nil || cfg.Pods == nil:
+		return nil, fmt.Errorf("vnode: Nodes and Pods listers are required")
+	case cfg.Ready == nil:
+		return nil, fmt.Errorf("vnode: Ready is required")
+	case cfg.ReportFrequency <= 0:
+		return nil, fmt.Errorf("vnode: ReportFrequency must be positive")
+	}
+	if cfg.MinReportInterval == 0 {
+		cfg.MinReportInterval = time.Second
+	}
+	if cfg.GroupKeys == nil {
+		cfg.GroupKeys = api.DefaultGroupKeys
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return &Provider{cfg: cfg}, nil
+}
+
+// Ping fails when this cluster's API server is not ready, so that the
+// parent sees the node go NotReady (virtual-kubelet stops renewing the
+// lease).
+func (p *Provider) Ping(ctx context.Context) error { return p.cfg.Ready(ctx) }
+
+// Compute summarises this cluster now.
+func (p *Provider) Compute() (summary.Result, error) {
+	nodes, err := p.cfg.Nodes.List(labels.Everything())
+	if err != nil {
+		return summary.Result{}, err
+	}
+	pods, err := p.cfg.Pods.List(labels.Everything())
+	if err != nil {
+		return summary.Result{}, err
+	}
+	return summary.Compute(summary.Input{
+		Cluster: p.cfg.ClusterName, Parent: p.cfg.ParentName, GroupKeys: p.cfg.GroupKeys,
+		Nodes: nodes, Pods: pods, Now: p.cfg.Clock.Now(),
+	}), nil
+}
+
+// Node returns the node object for a summary.
+func (p *Provider) Node(r summary.Result) (*corev1.Node, error) {
+	sum, err := json.Marshal(r.Summary)
+	if err != nil {
+		return nil, err
+	}
+	nodeLabels := map[string]string{}
+	maps.Copy(nodeLabels, r.Labels)
+	maps.Copy(nodeLabels, p.cfg.Labels)
+	maps.Copy(nodeLabels, map[string]string{
+		api.LabelNodeType:      api.NodeTypeVirtualKubelet,
+		api.LabelCluster:       p.cfg.ClusterName,
+		corev1.LabelHostname:   p.cfg.ClusterName,
+		corev1.LabelOSStable:   valueOr(r.Labels[corev1.LabelOSStable], "linux"),
+		corev1.LabelArchStable: valueOr(r.Labels[corev1.LabelArchStable], "amd64"),
+	})
+	desired, err := json.Marshal(p.cfg.Taints)
+	if err != nil {
+		return nil, err
+	}
+	now := metav1.NewTime(p.cfg.Clock.Now())
+	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now}
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   p.cfg.ClusterName,
+			Labels: nodeLabels,
+			Annotations: map[string]string{
+				api.AnnotationSummary:       string(sum),
+				api.AnnotationClusterUID:    p.cfg.ClusterUID,
+				api.AnnotationDesiredTaints: string(desired),
+			},
+		},
+		Spec: corev1.NodeSpec{Taints: append([]corev1.Taint{ProviderTaint()}, p.cfg.Taints...)},
+		Status: corev1.NodeStatus{
+			Capacity:    r.Allocatable.DeepCopy(),
+			Allocatable: r.Allocatable.DeepCopy(),
+			Phase:       corev1.NodeRunning,
+			Conditions: []corev1.NodeCondition{
+				cond(corev1.NodeReady, corev1.ConditionTrue, "ChildClusterReady", "the child cluster's API server is ready"),
+				cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "ChildCluster", "summarised by the child cluster"),
+				cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "ChildCluster", "summarised by the child cluster"),
+				cond(corev1.NodePIDPressure, corev1.ConditionFalse, "ChildCluster", "summarised by the child cluster"),
+			},
+			NodeInfo: corev1.NodeSystemInfo{
+				OperatingSystem: nodeLabels[corev1.LabelOSStable],
+				Architecture:    nodeLabels[corev1.LabelArchStable],
+				KubeletVersion:  "v1.35.4",
+			},
+		},
+	}, nil
+}
+
+// ProviderTaint is the taint every virtual node carries.
+func ProviderTaint() corev1.Taint {
+	return corev1.Taint{Key: api.TaintKeyProvider, Value: api.TaintValueProvider, Effect: corev1.TaintEffectNoSchedule}
+}
+
+func valueOr(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// InitialNode returns the node to register, from a first summary.
+func (p *Provider) InitialNode() (*corev1.Node, error) {
+	r, err := p.Compute()
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.last = r
+	p.mu.Unlock()
+	return p.Node(r)
+}
+
+// NotifyNodeStatus starts reporting: every ReportFrequency, and on a change
+// of the summary, no more often than MinReportInterval. It does not block.
+func (p *Provider) NotifyNodeStatus(ctx context.Context, cb func(*corev1.Node)) {
+	go p.report(ctx, cb)
+}
+
+func (p *Provider) report(ctx context.Context, cb func(*corev1.Node)) {
+	logger := klog.FromContext(ctx)
+	period := p.cfg.Clock.NewTicker(p.cfg.ReportFrequency)
+	defer period.Stop()
+	var lastSent time.Time
+	var pending <-chan time.Time // set while an early report waits for the rate limit
+	send := func(force bool) {
+		r, err := p.Compute()
+		if err != nil {
+			logger.Error(err, "Computing summary")
+			return
+		}
+		p.mu.Lock()
+		changed := !summary.Equal(p.last, r)
+		p.mu.Unlock()
+		if !force && !changed {
+			return
+		}
+		if !force {
+			if wait := p.cfg.MinReportInterval - p.cfg.Clock.Since(lastSent); wait > 0 {
+				if pending == nil {
+					pending = p.cfg.Clock.After(wait)
+				}
+				return
+			}
+		}
+		node, err := p.Node(r)
+		if err != nil {
+			logger.Error(err, "Building node")
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		default:
+		}
+		cb(node)
+		p.mu.Lock()
+		p.last = r
+		p.mu.Unlock()
+		lastSent = p.cfg.Clock.Now()
+		if p.cfg.Reported != nil {
+			p.cfg.Reported(lastSent)
+		}
+		logger.V(4).Info("Reported summary", "changed", changed)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-period.C():
+			send(true)
+		case <-p.cfg.Changed:
+			send(false)
+		case <-pending:
+			pending = nil
+			send(false)
+		}
+	}
+}
