@@ -28,6 +28,11 @@ test: binaries
 test-unit:
 	hack/test.sh unit
 
+## bench: benchmarks against real local control planes (cluster start, join latency), printed
+.PHONY: bench
+bench: binaries
+	hack/bench.sh
+
 ## lint: golangci-lint v2 (pinned, built from the Go module proxy)
 .PHONY: lint
 lint:

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/provider/join"
 )
@@ -165,7 +166,7 @@ func (a *Agent) leave(ctx context.Context, t *v1alpha1.Target) error {
 		if err != nil {
 			return err
 		}
-		err = nodeClient.CoreV1().Nodes().Delete(ctx, t.Spec.ClusterName, metav1.DeleteOptions{})
+		err = deleteOwnNode(ctx, nodeClient, t.Spec.ClusterName, a.clusterUID)
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
 			logger.Info("Removed virtual node from parent", "node", t.Spec.ClusterName)
@@ -178,6 +179,20 @@ func (a *Agent) leave(ctx context.Context, t *v1alpha1.Target) error {
 		}
 	}
 	return store.Delete(ctx, t.Name)
+}
+
+// deleteOwnNode deletes node name in the parent only if it is this
+// cluster's (a Target that failed with NameTaken must not remove another
+// cluster's node), with a UID precondition against a concurrent re-create.
+func deleteOwnNode(ctx context.Context, client kubernetes.Interface, name, clusterUID string) error {
+	n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if n.Annotations[api.AnnotationClusterUID] != clusterUID {
+		return nil
+	}
+	return client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}})
 }
 
 func (a *Agent) removeFinalizer(ctx context.Context, name string) error {

@@ -1,0 +1,162 @@
+package join
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/provider/join"
+	"github.com/nestlet/nestlet/test/framework"
+)
+
+// The child's identity in the parent is a kubelet's: it may not read the
+// parent's Secrets or list all pods.
+func TestNodeIdentityIsScoped(t *testing.T) {
+	east := env.Cluster("east")
+	sec, err := east.Client.CoreV1().Secrets("nestlet-system").Get(t.Context(), join.SecretName(targetOf["east"]), metav1.GetOptions{})
+	require.NoError(t, err)
+	cfg := &rest.Config{Host: env.Cluster("root").URL, TLSClientConfig: rest.TLSClientConfig{
+		CAData: sec.Data["ca.crt"], CertData: sec.Data[corev1.TLSCertKey], KeyData: sec.Data[corev1.TLSPrivateKeyKey]}}
+	client := kubernetes.NewForConfigOrDie(cfg)
+
+	_, err = client.CoreV1().Secrets(metav1.NamespaceDefault).Get(t.Context(), "anything", metav1.GetOptions{})
+	require.Truef(t, apierrors.IsForbidden(err), "GET secret: want 403, got %v", err)
+	_, err = client.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{})
+	require.Truef(t, apierrors.IsForbidden(err), "list all pods: want 403, got %v", err)
+	// It may see its own node.
+	_, err = client.CoreV1().Nodes().Get(t.Context(), "east", metav1.GetOptions{})
+	require.NoError(t, err)
+}
+
+// A parent without auto-approval: the child waits with AwaitingApproval
+// until `nestctl approve`; labels and taints changed at run time reach the
+// node; deleting the Target removes the node. A denied CSR ends in
+// CSRDenied with no node.
+func TestManualApprovalAndRuntimeChanges(t *testing.T) {
+	ctx := t.Context()
+	east, west := env.Cluster("east"), env.Cluster("west")
+
+	name, err := framework.Join(ctx, east, west, framework.JoinOptions{
+		ClusterName: "west-manual", ManualApproval: true, NoWait: true,
+		ExtraJoinArgs: []string{"--name=to-east-manual", "--report-frequency=2s"},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { deleteTarget(t, "west", name) })
+	tg := waitReason(t, "west", name, v1alpha1.ReasonAwaitingApproval)
+	require.Contains(t, framework.TargetCondition(tg, v1alpha1.ConditionReady).Message, "nestctl approve west-manual")
+	requireNoNode(t, "east", "west-manual")
+
+	out, err := east.Nestctl(ctx, "approve", "west-manual")
+	require.NoError(t, err)
+	require.Contains(t, out, "approved")
+	require.NoError(t, west.WaitTargetReady(ctx, name, time.Minute))
+	waitNode(t, "east", "west-manual", time.Minute, func(n *corev1.Node) bool {
+		_, role := n.Labels[api.LabelNodeRoleCluster]
+		return framework.NodeReady(n) && role
+	})
+	tg = getTarget(t, "west", name)
+	require.NotNil(t, tg.Status.CertificateExpiry)
+	require.Equal(t, "west-manual", tg.Status.NodeName)
+	require.Equal(t, "east", tg.Status.ParentClusterName)
+
+	// Change labels and taints at run time.
+	tg.Spec.Labels = map[string]string{"example.com/tier": "gold"}
+	tg.Spec.Taints = []corev1.Taint{{Key: "example.com/dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule}}
+	_, err = targets(t, "west").Update(ctx, tg, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	waitNode(t, "east", "west-manual", time.Minute, func(n *corev1.Node) bool {
+		return n.Labels["example.com/tier"] == "gold" && hasTaint(n, "example.com/dedicated") && hasTaint(n, api.TaintKeyProvider)
+	})
+	// And back.
+	tg = getTarget(t, "west", name)
+	tg.Spec.Labels, tg.Spec.Taints = nil, nil
+	_, err = targets(t, "west").Update(ctx, tg, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	waitNode(t, "east", "west-manual", time.Minute, func(n *corev1.Node) bool {
+		_, labelled := n.Labels["example.com/tier"]
+		return !labelled && !hasTaint(n, "example.com/dedicated") && hasTaint(n, api.TaintKeyProvider)
+	})
+
+	// Deleting the Target removes the node from the parent.
+	deleteTarget(t, "west", name)
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := east.Client.CoreV1().Nodes().Get(ctx, "west-manual", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	require.NoError(t, err, "node west-manual still in the parent after its Target was deleted")
+	_, err = west.Client.CoreV1().Secrets("nestlet-system").Get(ctx, join.SecretName(name), metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "identity secret left behind")
+
+	// A denied request.
+	denied, err := framework.Join(ctx, east, west, framework.JoinOptions{
+		ClusterName: "west-denied", ManualApproval: true, NoWait: true, ExtraJoinArgs: []string{"--name=to-east-denied"},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { deleteTarget(t, "west", denied) })
+	waitReason(t, "west", denied, v1alpha1.ReasonAwaitingApproval)
+	csrs, err := east.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	found := false
+	for i := range csrs.Items {
+		csr := &csrs.Items[i]
+		if len(csr.Status.Conditions) > 0 || !strings.HasPrefix(csr.Name, "nestlet-west-denied-") {
+			continue
+		}
+		csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+			Type: certificatesv1.CertificateDenied, Status: corev1.ConditionTrue, Reason: "NotWelcome", Message: "denied by the test"})
+		_, err := east.Client.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		found = true
+	}
+	require.True(t, found, "no pending CSR of west-denied")
+	tg = waitReason(t, "west", denied, v1alpha1.ReasonCSRDenied)
+	require.Contains(t, framework.TargetCondition(tg, v1alpha1.ConditionReady).Message, "NotWelcome")
+	requireNoNode(t, "east", "west-denied")
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// A child whose API server dies goes NotReady in the parent: its agent's
+// Ping fails, so the lease is no longer renewed (LESSONS.md, item 3).
+func TestDeadChildGoesNotReady(t *testing.T) {
+	ctx := t.Context()
+	require.NoError(t, env.AddClusters(ctx, framework.ClusterOptions{Name: "doomed",
+		Nodes: []framework.NodeOptions{node("doomed-1", "north", "north-a", "2", "4Gi")}}))
+	doomed := env.Cluster("doomed")
+	_, err := env.StartAgent(ctx, doomed)
+	require.NoError(t, err)
+	_, err = framework.Join(ctx, env.Cluster("root"), doomed, framework.JoinOptions{})
+	require.NoError(t, err)
+	waitNode(t, "root", "doomed", time.Minute, framework.NodeReady)
+
+	for _, p := range doomed.Processes() {
+		if p.Name == "kube-apiserver" {
+			p.Stop(5 * time.Second)
+		}
+	}
+	start := time.Now()
+	waitNode(t, "root", "doomed", 2*time.Minute, func(n *corev1.Node) bool { return !framework.NodeReady(n) })
+	t.Logf("root saw the dead child NotReady after %s (node monitor grace period 20s)", time.Since(start).Round(time.Second))
+	// The parent's node lifecycle controller then taints it, so its pods
+	// are evicted and replaced elsewhere; the parent's agent keeps that taint.
+	waitNode(t, "root", "doomed", time.Minute, func(n *corev1.Node) bool { return hasTaint(n, corev1.TaintNodeUnreachable) })
+}
