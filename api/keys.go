@@ -26,6 +26,11 @@ const (
 	// JSON; the parent's agent applies them (a node may not change its own
 	// taints after creation).
 	AnnotationDesiredTaints = "nestlet.io/desired-taints"
+	// AnnotationAvoid is set by a child on its virtual node: JSON mapping
+	// the UID of a pod owner (a ReplicaSet, a Job...) to the time (RFC 3339)
+	// until which the parent's scheduler should not send that owner's pods
+	// here, because one of them bounced back.
+	AnnotationAvoid = "nestlet.io/avoid"
 	// AnnotationOrigin is set on a delegate pod to "<parent cluster>/<parent
 	// pod UID>".
 	AnnotationOrigin = "nestlet.io/origin"

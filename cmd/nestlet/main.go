@@ -1,16 +1,22 @@
 // Command nestlet is the Nestlet agent: it runs in every cluster, joins the
-// parents named by this cluster's Targets, runs a virtual node in each, and
-// decorates the virtual nodes of this cluster's own children.
+// parents named by this cluster's Targets, runs a virtual node in each,
+// forwards the pods bound to it into this cluster, and decorates the
+// virtual nodes of this cluster's own children.
 package main
 
 import (
 	"context"
+	"errors"
 	goflag "flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -22,13 +28,25 @@ import (
 	"github.com/nestlet/nestlet/provider/agent"
 )
 
+type options struct {
+	kubeconfig    string
+	namespace     string
+	groupKeys     []string
+	lease         int32
+	podWorkers    int
+	bounceTimeout time.Duration
+	metricsAddr   string
+}
+
 func main() {
-	var (
-		kubeconfig = pflag.String("kubeconfig", "", "kubeconfig of this cluster (default: in-cluster config, or $KUBECONFIG)")
-		namespace  = pflag.String("namespace", "nestlet-system", "namespace of this cluster where node identities are kept")
-		groupKeys  = pflag.StringSlice("group-keys", api.DefaultGroupKeys, "node label keys that group nodes in the summary sent to parents")
-		lease      = pflag.Int32("lease-duration", 40, "lease duration of virtual nodes, in seconds")
-	)
+	var o options
+	pflag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of this cluster (default: in-cluster config, or $KUBECONFIG)")
+	pflag.StringVar(&o.namespace, "namespace", "nestlet-system", "namespace of this cluster where node identities are kept")
+	pflag.StringSliceVar(&o.groupKeys, "group-keys", api.DefaultGroupKeys, "node label keys that group nodes in the summary sent to parents")
+	pflag.Int32Var(&o.lease, "lease-duration", 40, "lease duration of virtual nodes, in seconds")
+	pflag.IntVar(&o.podWorkers, "pod-workers", 10, "pods forwarded concurrently per parent")
+	pflag.DurationVar(&o.bounceTimeout, "bounce-timeout", 30*time.Second, "how long a forwarded pod may stay unschedulable here before it is bounced back to the parent")
+	pflag.StringVar(&o.metricsAddr, "metrics-bind-address", "", "address serving Prometheus metrics at /metrics, e.g. :9090 (off when empty: a child in tunnel mode listens on nothing)")
 	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	pflag.CommandLine.AddGoFlagSet(klogFlags)
@@ -36,11 +54,10 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	logger := klog.Background()
-	ctx = klog.NewContext(ctx, logger)
+	ctx = klog.NewContext(ctx, klog.Background())
 	vklog.L = klogv2.New(nil)
 
-	if err := run(ctx, *kubeconfig, *namespace, *groupKeys, *lease); err != nil {
+	if err := run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "nestlet:", err)
 		klog.Flush()
 		os.Exit(1)
@@ -48,15 +65,37 @@ func main() {
 	klog.Flush()
 }
 
-func run(ctx context.Context, kubeconfig, namespace string, groupKeys []string, lease int32) error {
+func run(ctx context.Context, o options) error {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
+	rules.ExplicitPath = o.kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = 100, 200
-	a, err := agent.New(agent.Config{RESTConfig: cfg, Namespace: namespace, GroupKeys: groupKeys, LeaseDurationSeconds: lease})
+
+	var reg *prometheus.Registry
+	if o.metricsAddr != "" {
+		reg = prometheus.NewRegistry()
+		srv := &http.Server{Addr: o.metricsAddr, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				klog.FromContext(ctx).Error(err, "Serving metrics")
+			}
+		}()
+		go func() {
+			<-ctx.Done()
+			_ = srv.Close()
+		}()
+	}
+	acfg := agent.Config{
+		RESTConfig: cfg, Namespace: o.namespace, GroupKeys: o.groupKeys, LeaseDurationSeconds: o.lease,
+		PodWorkers: o.podWorkers, BounceTimeout: o.bounceTimeout,
+	}
+	if reg != nil {
+		acfg.Metrics = reg
+	}
+	a, err := agent.New(acfg)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,8 +22,11 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/provider/forward"
 )
 
 // Config of an Agent.
@@ -37,6 +41,13 @@ type Config struct {
 	LeaseDurationSeconds int32
 	// Workers reconciling Targets. Default 2.
 	Workers int
+	// PodWorkers per Target forwarding pods. Default 10.
+	PodWorkers int
+	// BounceTimeout: how long a forwarded pod may stay unschedulable here
+	// before it is bounced back to the parent. Default 30s.
+	BounceTimeout time.Duration
+	// Metrics receives the agent's Prometheus metrics (optional).
+	Metrics prometheus.Registerer
 	Clock   clock.WithTicker
 }
 
@@ -52,6 +63,8 @@ type Agent struct {
 	pods         corelisters.PodLister
 	targetLister cache.Indexer
 	changes      *broadcaster
+
+	metrics *forward.Metrics
 
 	mu      sync.Mutex
 	runners map[string]*runner
@@ -74,6 +87,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Workers == 0 {
 		cfg.Workers = 2
 	}
+	if cfg.PodWorkers == 0 {
+		cfg.PodWorkers = 10
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -85,7 +101,8 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{cfg: cfg, client: client, targets: targets, changes: newBroadcaster(), runners: map[string]*runner{}}, nil
+	return &Agent{cfg: cfg, client: client, targets: targets, changes: newBroadcaster(), runners: map[string]*runner{},
+		metrics: forward.NewMetrics(cfg.Metrics)}, nil
 }
 
 // Run runs the agent until ctx is cancelled.

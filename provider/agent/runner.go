@@ -13,9 +13,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/klog/v2"
 
@@ -23,6 +28,7 @@ import (
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/provider/forward"
 	"github.com/nestlet/nestlet/provider/join"
 	"github.com/nestlet/nestlet/provider/vnode"
 )
@@ -142,7 +148,7 @@ func (r *runner) once(ctx context.Context) error {
 	prov, err := vnode.New(vnode.Config{
 		ClusterName:     t.Spec.ClusterName,
 		ClusterUID:      r.a.clusterUID,
-		ParentName:      id.ParentClusterName,
+		ParentName:      parentName(id, t),
 		GroupKeys:       r.a.cfg.GroupKeys,
 		Labels:          t.Spec.Labels,
 		Taints:          t.Spec.Taints,
@@ -192,6 +198,18 @@ func (r *runner) once(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	pc, err := r.startPods(runCtx, nodeClient, prov, parentName(id, t))
+	if err != nil {
+		return err
+	}
+	select {
+	case <-pc.Ready():
+	case <-pc.Done():
+		return join.Errorf(v1alpha1.ReasonNodeError, pc.Err(), "forwarding pods stopped")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+
 	r.a.setConditions(ctx, t.Name, r.generation, func(s *v1alpha1.TargetStatus) { s.NodeName = t.Spec.ClusterName },
 		metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReporting,
 			Message: fmt.Sprintf("virtual node %s is registered in the parent and reports every %s", t.Spec.ClusterName, reportFrequency(t))})
@@ -202,6 +220,8 @@ func (r *runner) once(ctx context.Context) error {
 		return ctx.Err()
 	case <-nc.Done():
 		return nodeError(nc.Err(), t)
+	case <-pc.Done():
+		return join.Errorf(v1alpha1.ReasonNodeError, pc.Err(), "forwarding pods stopped")
 	case <-renew:
 		cancel()
 		<-nc.Done()
@@ -210,6 +230,78 @@ func (r *runner) once(ctx context.Context) error {
 		}
 		return errRenewed
 	}
+}
+
+// startPods runs virtual-kubelet's pod controller over the pods bound to
+// the virtual node, with the forwarding provider.
+func (r *runner) startPods(ctx context.Context, nodeClient kubernetes.Interface, prov *vnode.Provider, parent string) (*node.PodController, error) {
+	t := r.target
+	// The node identity may list and watch only the pods bound to it.
+	podFactory := informers.NewSharedInformerFactoryWithOptions(nodeClient, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", t.Spec.ClusterName).String()
+	}))
+	pods := podFactory.Core().V1().Pods()
+	pods.Informer() // register before Start
+	// virtual-kubelet requires these informers, for downward API
+	// resolution, which is skipped (the child resolves it); they are never
+	// started, so they make no requests.
+	unused := informers.NewSharedInformerFactory(nodeClient, 0)
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: nodeClient.CoreV1().Events("")})
+	go func() {
+		<-ctx.Done()
+		broadcaster.Shutdown()
+	}()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nestlet", Host: t.Spec.ClusterName})
+
+	fwd, err := forward.New(forward.Config{
+		TargetName:    t.Name,
+		TargetUID:     t.UID,
+		ClusterName:   t.Spec.ClusterName,
+		ParentName:    parent,
+		BounceTimeout: r.a.cfg.BounceTimeout,
+		Parent:        nodeClient,
+		ParentPods:    pods.Lister(),
+		Child:         r.a.client,
+		Recorder:      recorder,
+		Avoid:         prov.Avoid,
+		Metrics:       r.a.metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	podFactory.Start(ctx.Done())
+	if err := fwd.Run(ctx); err != nil {
+		return nil, err
+	}
+	pc, err := node.NewPodController(node.PodControllerConfig{
+		PodClient:                 nodeClient.CoreV1(),
+		PodInformer:               pods,
+		EventRecorder:             recorder,
+		Provider:                  fwd,
+		ConfigMapInformer:         unused.Core().V1().ConfigMaps(),
+		SecretInformer:            unused.Core().V1().Secrets(),
+		ServiceInformer:           unused.Core().V1().Services(),
+		SkipDownwardAPIResolution: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	go func() { _ = pc.Run(ctx, r.a.cfg.PodWorkers) }()
+	return pc, nil
+}
+
+// parentName is the parent's cluster name as published by the parent, or
+// its API server's host:port when it publishes none.
+func parentName(id *join.Identity, t *v1alpha1.Target) string {
+	if id.ParentClusterName != "" {
+		return id.ParentClusterName
+	}
+	if u, err := url.Parse(t.Spec.ParentURL); err == nil {
+		return u.Host
+	}
+	return t.Spec.ParentURL
 }
 
 func nodeError(err error, t *v1alpha1.Target) error {

@@ -78,7 +78,9 @@ func (id *Identity) NotAfter() time.Time { return id.cert.NotAfter }
 // RenewAt is when the certificate should be renewed: at 80% of its life.
 func (id *Identity) RenewAt() time.Time {
 	life := id.cert.NotAfter.Sub(id.cert.NotBefore)
-	return id.cert.NotBefore.Add(life * 4 / 5)
+	// Divide first: life*4 overflows a Duration beyond ~73 years (a
+	// --cluster-signing-duration of 100 years is not unheard of).
+	return id.cert.NotBefore.Add(life / 5 * 4)
 }
 
 // RESTConfig returns a client config authenticated as the node.

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -59,8 +60,10 @@ type Config struct {
 type Provider struct {
 	cfg Config
 
-	mu   sync.Mutex
-	last summary.Result
+	mu    sync.Mutex
+	last  summary.Result
+	avoid map[types.UID]time.Time
+	kick  chan struct{}
 }
 
 // New validates cfg and fills its defaults.
@@ -84,7 +87,40 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Provider{cfg: cfg}, nil
+	return &Provider{cfg: cfg, avoid: map[types.UID]time.Time{}, kick: make(chan struct{}, 1)}, nil
+}
+
+// Avoid asks the parent's scheduler not to send pods of owner here until a
+// time (published in the api.AnnotationAvoid annotation at once).
+func (p *Provider) Avoid(owner types.UID, until time.Time) {
+	p.mu.Lock()
+	p.avoid[owner] = until
+	p.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// avoidAnnotation returns the current, unexpired avoid list as JSON, or ""
+// when empty.
+func (p *Provider) avoidAnnotation() string {
+	now := p.cfg.Clock.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[types.UID]string{}
+	for owner, until := range p.avoid {
+		if !until.After(now) {
+			delete(p.avoid, owner)
+			continue
+		}
+		out[owner] = until.UTC().Format(time.RFC3339)
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	data, _ := json.Marshal(out)
+	return string(data)
 }
 
 // Ping fails when this cluster's API server is not ready, so that the
@@ -128,19 +164,23 @@ func (p *Provider) Node(r summary.Result) (*corev1.Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	annotations := map[string]string{
+		api.AnnotationSummary:       string(sum),
+		api.AnnotationClusterUID:    p.cfg.ClusterUID,
+		api.AnnotationDesiredTaints: string(desired),
+	}
+	if avoid := p.avoidAnnotation(); avoid != "" {
+		annotations[api.AnnotationAvoid] = avoid
+	}
 	now := metav1.NewTime(p.cfg.Clock.Now())
 	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
 		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now}
 	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:   p.cfg.ClusterName,
-			Labels: nodeLabels,
-			Annotations: map[string]string{
-				api.AnnotationSummary:       string(sum),
-				api.AnnotationClusterUID:    p.cfg.ClusterUID,
-				api.AnnotationDesiredTaints: string(desired),
-			},
+			Name:        p.cfg.ClusterName,
+			Labels:      nodeLabels,
+			Annotations: annotations,
 		},
 		Spec: corev1.NodeSpec{Taints: append([]corev1.Taint{ProviderTaint()}, p.cfg.Taints...)},
 		Status: corev1.NodeStatus{
@@ -246,6 +286,8 @@ func (p *Provider) report(ctx context.Context, cb func(*corev1.Node)) {
 			send(true)
 		case <-p.cfg.Changed:
 			send(false)
+		case <-p.kick:
+			send(true)
 		case <-pending:
 			pending = nil
 			send(false)

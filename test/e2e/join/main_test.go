@@ -8,12 +8,8 @@
 package join
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -21,7 +17,11 @@ import (
 	"github.com/nestlet/nestlet/test/framework"
 )
 
-var env *framework.Environment
+var (
+	env *framework.Environment
+	// targetOf holds the Target name of each join, by child.
+	targetOf map[string]string
+)
 
 func node(name, region, zone, cpu, memory string) framework.NodeOptions {
 	return framework.NodeOptions{
@@ -44,67 +44,10 @@ var spec = framework.Spec{Clusters: []framework.ClusterOptions{
 	{Name: "leaf-b", Nodes: []framework.NodeOptions{node("leaf-b-1", "west", "west-b", "5", "10Gi"), node("leaf-b-2", "west", "west-c", "1", "2Gi")}},
 }}
 
-// joins is the tree: child -> parent.
-var joins = [][2]string{{"east", "root"}, {"west", "root"}, {"mid", "root"}, {"leaf-a", "mid"}, {"leaf-b", "mid"}}
-
-// targetOf holds the Target name of each join, by child.
-var targetOf = map[string]string{}
-
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) (code int) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	var err error
-	env, err = framework.Start(ctx, framework.Config{}, spec)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting clusters:", err)
-		return 1
-	}
-	defer func() {
-		env.Cleanup(code != 0, func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) })
-	}()
-	if err := setup(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "setting up the tree:", err)
-		return 1
-	}
-	return m.Run()
-}
-
-func setup(ctx context.Context) error {
-	var wg sync.WaitGroup
-	errs := make([]error, len(env.Clusters()))
-	for i, c := range env.Clusters() {
-		wg.Go(func() {
-			_, errs[i] = env.StartAgent(ctx, c)
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	var mu sync.Mutex
-	jerrs := make([]error, len(joins))
-	for i, j := range joins {
-		wg.Go(func() {
-			name, err := framework.Join(ctx, env.Cluster(j[1]), env.Cluster(j[0]), framework.JoinOptions{
-				ExtraJoinArgs: []string{"--report-frequency=3s"},
-			})
-			jerrs[i] = err
-			mu.Lock()
-			targetOf[j[0]] = name
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	for _, err := range jerrs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	os.Exit(framework.RunTreeMain(m, framework.Tree{
+		Clusters: spec.Clusters,
+		Edges:    [][2]string{{"east", "root"}, {"west", "root"}, {"mid", "root"}, {"leaf-a", "mid"}, {"leaf-b", "mid"}},
+		JoinArgs: []string{"--report-frequency=3s"},
+	}, func(te *framework.TreeEnv) { env, targetOf = te.Environment, te.Targets }))
 }

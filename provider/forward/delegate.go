@@ -1,0 +1,85 @@
+package forward
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"maps"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+// Labels and annotations on delegates (beyond the wire contract in api/).
+const (
+	// LabelTargetUID marks the delegates (and copied objects) of one
+	// Target: its UID, which fits a label value.
+	LabelTargetUID = "nestlet.io/target-uid"
+	// AnnotationParentPod is "<namespace>/<name>" of the parent pod.
+	AnnotationParentPod = "nestlet.io/parent-pod"
+	// AnnotationOwnerKind is the kind of the parent pod's controller (Job,
+	// ReplicaSet, ...), for tools that look at delegates.
+	AnnotationOwnerKind = "nestlet.io/owner-kind"
+)
+
+// origin is the value of api.AnnotationOrigin for a parent pod.
+func origin(parentCluster string, pod *corev1.Pod) string {
+	return parentCluster + "/" + string(pod.UID)
+}
+
+// delegateName is the name a delegate of pod gets when the pod's own name is
+// taken in this cluster by a pod that is not its delegate: stable for one
+// parent pod, so retries find it.
+func delegateName(pod *corev1.Pod, taken bool) string {
+	if !taken {
+		return pod.Name
+	}
+	sum := sha256.Sum256([]byte(pod.UID))
+	suffix := "-" + hex.EncodeToString(sum[:])[:8]
+	name := pod.Name
+	if len(name)+len(suffix) > 253 {
+		name = name[:253-len(suffix)]
+	}
+	return name + suffix
+}
+
+// buildDelegate returns the pod to create in this cluster for pod: its spec
+// kept (selectors, affinity, tolerations, topology spread), node and status
+// cleared, origin and path recorded, and owned by the Target so that no
+// controller here adopts it and deleting the Target removes it.
+func buildDelegate(pod *corev1.Pod, name string, c *Config, path []string) *corev1.Pod {
+	d := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Namespace:   pod.Namespace,
+			Labels:      maps.Clone(pod.Labels),
+			Annotations: maps.Clone(pod.Annotations),
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "nestlet.io/v1alpha1", Kind: "Target", Name: c.TargetName, UID: c.TargetUID,
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false),
+			}},
+		},
+		Spec: *pod.Spec.DeepCopy(),
+	}
+	if d.Labels == nil {
+		d.Labels = map[string]string{}
+	}
+	if d.Annotations == nil {
+		d.Annotations = map[string]string{}
+	}
+	d.Labels[LabelTargetUID] = string(c.TargetUID)
+	d.Annotations[api.AnnotationOrigin] = origin(c.ParentName, pod)
+	d.Annotations[api.AnnotationPath] = strings.Join(path, ",")
+	d.Annotations[AnnotationParentPod] = pod.Namespace + "/" + pod.Name
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		d.Annotations[AnnotationOwnerKind] = ref.Kind
+	}
+	d.Spec.NodeName = ""
+	// The priority value is computed again here from priorityClassName;
+	// admission refuses a pod that brings its own.
+	d.Spec.Priority = nil
+	return d
+}

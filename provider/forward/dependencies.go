@@ -1,0 +1,359 @@
+package forward
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"reflect"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+)
+
+// AnnotationCopiedFrom marks a ConfigMap or Secret copied from a parent.
+const AnnotationCopiedFrom = "nestlet.io/copied-from"
+
+// rootCAConfigMap is published in every namespace of every cluster by the
+// controller manager; each cluster keeps its own.
+const rootCAConfigMap = "kube-root-ca.crt"
+
+type depKind string
+
+const (
+	kindConfigMap depKind = "ConfigMap"
+	kindSecret    depKind = "Secret"
+)
+
+type depKey struct {
+	kind            depKind
+	namespace, name string
+}
+
+// references returns the ConfigMaps and Secrets a pod uses (volumes,
+// projected volumes, env, envFrom, image pull secrets), as the kubelet
+// finds them.
+func references(pod *corev1.Pod) []depKey {
+	var keys []depKey
+	podutil.VisitPodConfigmapNames(pod, func(name string) bool {
+		if name != rootCAConfigMap {
+			keys = append(keys, depKey{kindConfigMap, pod.Namespace, name})
+		}
+		return true
+	})
+	podutil.VisitPodSecretNames(pod, func(name string) bool {
+		keys = append(keys, depKey{kindSecret, pod.Namespace, name})
+		return true
+	})
+	return keys
+}
+
+// dependencies copies what delegates reference from the parent, keeps the
+// copies in sync by watching each object in the parent (the node identity
+// may watch exactly the objects its pods reference), and removes a copy
+// once no delegate of this Target uses it.
+type dependencies struct {
+	p     *Provider
+	queue workqueue.TypedRateLimitingInterface[string] // namespaces to collect
+
+	mu      sync.Mutex
+	watches map[depKey]context.CancelFunc
+}
+
+func newDependencies(p *Provider) *dependencies {
+	return &dependencies{
+		p:       p,
+		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "dependency-gc"}),
+		watches: map[depKey]context.CancelFunc{},
+	}
+}
+
+// copyFor copies every object pod references into this cluster and starts
+// watching each in the parent.
+func (d *dependencies) copyFor(ctx context.Context, pod *corev1.Pod) error {
+	for _, k := range references(pod) {
+		if err := d.copyOne(ctx, k); err != nil {
+			return err
+		}
+		d.watch(k)
+	}
+	if sa := pod.Spec.ServiceAccountName; sa != "" && sa != "default" {
+		return d.ensureServiceAccount(ctx, pod.Namespace, sa)
+	}
+	return nil
+}
+
+// copyOne reads k from the parent and writes it here. A referenced object
+// missing in the parent is not an error: the pod waits for it there too,
+// and the watch copies it once it appears.
+func (d *dependencies) copyOne(ctx context.Context, k depKey) error {
+	var obj metav1.Object
+	var err error
+	switch k.kind {
+	case kindConfigMap:
+		obj, err = d.p.cfg.Parent.CoreV1().ConfigMaps(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
+	case kindSecret:
+		obj, err = d.p.cfg.Parent.CoreV1().Secrets(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
+	}
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading %s %s/%s in the parent: %w", k.kind, k.namespace, k.name, err)
+	}
+	return d.write(ctx, obj)
+}
+
+// write creates or updates the copy of a parent object. It refuses to
+// overwrite an object of the same name that is not a Nestlet copy.
+func (d *dependencies) write(ctx context.Context, parent metav1.Object) error {
+	meta := metav1.ObjectMeta{
+		Name: parent.GetName(), Namespace: parent.GetNamespace(),
+		Labels:      maps.Clone(parent.GetLabels()),
+		Annotations: map[string]string{AnnotationCopiedFrom: d.p.cfg.ParentName + "/" + string(parent.GetUID())},
+	}
+	if meta.Labels == nil {
+		meta.Labels = map[string]string{}
+	}
+	meta.Labels[LabelTargetUID] = string(d.p.cfg.TargetUID)
+	switch src := parent.(type) {
+	case *corev1.ConfigMap:
+		c := d.p.cfg.Child.CoreV1().ConfigMaps(meta.Namespace)
+		want := &corev1.ConfigMap{ObjectMeta: meta, Data: src.Data, BinaryData: src.BinaryData}
+		cur, err := c.Get(ctx, meta.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = c.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
+			return ignoreExists(err)
+		case err != nil:
+			return err
+		case cur.Labels[LabelTargetUID] == "":
+			return notACopy("ConfigMap", cur.Namespace, cur.Name)
+		case reflect.DeepEqual(cur.Data, want.Data) && reflect.DeepEqual(cur.BinaryData, want.BinaryData) && reflect.DeepEqual(cur.Labels, want.Labels):
+			return nil
+		}
+		want.ResourceVersion = cur.ResourceVersion
+		_, err = c.Update(ctx, want, metav1.UpdateOptions{FieldManager: fieldManager})
+		return err
+	case *corev1.Secret:
+		if src.Type == corev1.SecretTypeServiceAccountToken {
+			return nil
+		}
+		c := d.p.cfg.Child.CoreV1().Secrets(meta.Namespace)
+		want := &corev1.Secret{ObjectMeta: meta, Data: src.Data, Type: src.Type}
+		cur, err := c.Get(ctx, meta.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = c.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
+			return ignoreExists(err)
+		case err != nil:
+			return err
+		case cur.Labels[LabelTargetUID] == "":
+			return notACopy("Secret", cur.Namespace, cur.Name)
+		case reflect.DeepEqual(cur.Data, want.Data) && reflect.DeepEqual(cur.Labels, want.Labels):
+			return nil
+		}
+		want.ResourceVersion = cur.ResourceVersion
+		_, err = c.Update(ctx, want, metav1.UpdateOptions{FieldManager: fieldManager})
+		return err
+	}
+	return fmt.Errorf("cannot copy %T", parent)
+}
+
+func notACopy(kind, ns, name string) error {
+	return fmt.Errorf("%s %s/%s exists in this cluster and is not a copy made by Nestlet: rename it here or in the parent", kind, ns, name)
+}
+
+func ignoreExists(err error) error {
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+func (d *dependencies) ensureServiceAccount(ctx context.Context, ns, name string) error {
+	_, err := d.p.cfg.Child.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
+		Name: name, Namespace: ns, Labels: map[string]string{LabelTargetUID: string(d.p.cfg.TargetUID)},
+	}}, metav1.CreateOptions{FieldManager: fieldManager})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating service account %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// watch keeps the copy of k in step with the parent until the copy is
+// collected.
+func (d *dependencies) watch(k depKey) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.watches[k]; ok {
+		return
+	}
+	ctx, cancel := context.WithCancel(d.p.ctx)
+	d.watches[k] = cancel
+	go d.follow(ctx, k)
+}
+
+func (d *dependencies) follow(ctx context.Context, k depKey) {
+	logger := klog.FromContext(ctx).WithValues("kind", k.kind, "object", klog.KRef(k.namespace, k.name))
+	selector := fields.OneTermEqualSelector("metadata.name", k.name).String()
+	var lw *cache.ListWatch
+	var example runtime.Object
+	switch k.kind {
+	case kindConfigMap:
+		c := d.p.cfg.Parent.CoreV1().ConfigMaps(k.namespace)
+		example = &corev1.ConfigMap{}
+		lw = &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				o.FieldSelector = selector
+				return c.List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				o.FieldSelector = selector
+				return c.Watch(ctx, o)
+			},
+		}
+	case kindSecret:
+		c := d.p.cfg.Parent.CoreV1().Secrets(k.namespace)
+		example = &corev1.Secret{}
+		lw = &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				o.FieldSelector = selector
+				return c.List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				o.FieldSelector = selector
+				return c.Watch(ctx, o)
+			},
+		}
+	}
+	_, err := watchtools.UntilWithSync(ctx, lw, example, nil, func(ev watch.Event) (bool, error) {
+		if ev.Type != watch.Added && ev.Type != watch.Modified {
+			return false, nil
+		}
+		obj, ok := ev.Object.(metav1.Object)
+		if !ok {
+			return false, nil
+		}
+		if err := d.write(ctx, obj); err != nil {
+			logger.Error(err, "Updating copy")
+		} else {
+			logger.V(4).Info("Copy in step with the parent")
+		}
+		return false, nil
+	})
+	if err != nil && ctx.Err() == nil {
+		logger.Error(err, "Watching dependency in the parent")
+	}
+}
+
+func (d *dependencies) enqueueGC(namespace string) { d.queue.AddAfter(namespace, time.Second) }
+
+// run collects unused copies: at start in every namespace holding copies of
+// this Target, then whenever a delegate goes away.
+func (d *dependencies) run(ctx context.Context) {
+	defer d.queue.ShutDown()
+	sel := metav1.ListOptions{LabelSelector: LabelTargetUID + "=" + string(d.p.cfg.TargetUID)}
+	if cms, err := d.p.cfg.Child.CoreV1().ConfigMaps("").List(ctx, sel); err == nil {
+		for _, c := range cms.Items {
+			d.enqueueGC(c.Namespace)
+		}
+	}
+	if secs, err := d.p.cfg.Child.CoreV1().Secrets("").List(ctx, sel); err == nil {
+		for _, s := range secs.Items {
+			d.enqueueGC(s.Namespace)
+		}
+	}
+	// Delegates that exist (after a restart) keep their copies followed.
+	for _, obj := range d.p.delegates.GetStore().List() {
+		for _, k := range references(obj.(*corev1.Pod)) {
+			d.watch(k)
+		}
+	}
+	go func() {
+		<-ctx.Done()
+		d.queue.ShutDown()
+	}()
+	for {
+		ns, shutdown := d.queue.Get()
+		if shutdown {
+			return
+		}
+		if err := d.gc(ctx, ns); err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "Collecting unused copies", "namespace", ns)
+			d.queue.AddRateLimited(ns)
+		} else {
+			d.queue.Forget(ns)
+		}
+		d.queue.Done(ns)
+	}
+}
+
+// gc deletes the copies in namespace that no delegate of this Target uses.
+func (d *dependencies) gc(ctx context.Context, namespace string) error {
+	used := map[depKey]bool{}
+	pods, err := d.p.lister.Pods(namespace).List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	for _, pod := range pods {
+		for _, k := range references(pod) {
+			used[k] = true
+		}
+	}
+	sel := metav1.ListOptions{LabelSelector: LabelTargetUID + "=" + string(d.p.cfg.TargetUID)}
+	cms, err := d.p.cfg.Child.CoreV1().ConfigMaps(namespace).List(ctx, sel)
+	if err != nil {
+		return err
+	}
+	for _, c := range cms.Items {
+		if err := d.collect(ctx, depKey{kindConfigMap, namespace, c.Name}, used); err != nil {
+			return err
+		}
+	}
+	secs, err := d.p.cfg.Child.CoreV1().Secrets(namespace).List(ctx, sel)
+	if err != nil {
+		return err
+	}
+	for _, s := range secs.Items {
+		if err := d.collect(ctx, depKey{kindSecret, namespace, s.Name}, used); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *dependencies) collect(ctx context.Context, k depKey, used map[depKey]bool) error {
+	if used[k] {
+		return nil
+	}
+	d.mu.Lock()
+	if cancel, ok := d.watches[k]; ok {
+		cancel()
+		delete(d.watches, k)
+	}
+	d.mu.Unlock()
+	var err error
+	switch k.kind {
+	case kindConfigMap:
+		err = d.p.cfg.Child.CoreV1().ConfigMaps(k.namespace).Delete(ctx, k.name, metav1.DeleteOptions{})
+	case kindSecret:
+		err = d.p.cfg.Child.CoreV1().Secrets(k.namespace).Delete(ctx, k.name, metav1.DeleteOptions{})
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("Collected unused copy", "kind", k.kind, "object", klog.KRef(k.namespace, k.name))
+	return nil
+}

@@ -1,0 +1,143 @@
+package forward
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+const fieldManager = "nestlet"
+
+// CreatePod creates the delegate of pod in this cluster, after the objects
+// it references. It is idempotent: a pod that already has its delegate is
+// left alone, so an agent restarted at any point creates no second one.
+func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
+	start := p.cfg.Clock.Now()
+	if d := p.delegateOf(pod.Namespace, pod.Name); d != nil && originUID(d) == pod.UID {
+		return nil
+	}
+	path, err := nextPath(pod, p.cfg.ParentName, p.cfg.ClusterName, p.cfg.HopLimit)
+	if err != nil {
+		p.fail(pod, nil, ReasonLoop, err.Error())
+		return nil
+	}
+	if err := p.ensureNamespace(ctx, pod.Namespace); err != nil {
+		return p.errorf("namespace", "creating namespace %s in %s: %w", pod.Namespace, p.cfg.ClusterName, err)
+	}
+	if err := p.deps.copyFor(ctx, pod); err != nil {
+		return p.errorf("dependencies", "copying what pod %s/%s references into %s: %w", pod.Namespace, pod.Name, p.cfg.ClusterName, err)
+	}
+	pods := p.cfg.Child.CoreV1().Pods(pod.Namespace)
+	for _, taken := range []bool{false, true} {
+		d := buildDelegate(pod, delegateName(pod, taken), &p.cfg, path)
+		_, err := pods.Create(ctx, d, metav1.CreateOptions{FieldManager: fieldManager})
+		if err == nil {
+			p.cfg.Metrics.forwarded.WithLabelValues(p.cfg.TargetName).Inc()
+			p.cfg.Metrics.latency.WithLabelValues(p.cfg.TargetName).Observe(p.cfg.Clock.Since(start).Seconds())
+			klog.FromContext(ctx).V(2).Info("Created delegate", "pod", klog.KObj(pod), "delegate", d.Name, "path", d.Annotations[api.AnnotationPath])
+			return nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return p.errorf("create", "creating delegate of %s/%s in %s: %w", pod.Namespace, pod.Name, p.cfg.ClusterName, err)
+		}
+		existing, gerr := pods.Get(ctx, d.Name, metav1.GetOptions{})
+		if gerr == nil && existing.Annotations[api.AnnotationOrigin] == d.Annotations[api.AnnotationOrigin] {
+			return nil // made by an earlier attempt
+		}
+	}
+	return p.errorf("create", "creating delegate of %s/%s in %s: both %s and %s are taken", pod.Namespace, pod.Name, p.cfg.ClusterName, pod.Name, delegateName(pod, true))
+}
+
+func (p *Provider) errorf(reason, format string, args ...any) error {
+	p.cfg.Metrics.errors.WithLabelValues(p.cfg.TargetName, reason).Inc()
+	return fmt.Errorf(format, args...)
+}
+
+func (p *Provider) ensureNamespace(ctx context.Context, name string) error {
+	_, err := p.cfg.Child.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: name, Labels: map[string]string{"app.kubernetes.io/managed-by": "nestlet"},
+	}}, metav1.CreateOptions{FieldManager: fieldManager})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+// UpdatePod carries what may change on a running pod (labels, annotations,
+// images, active deadline, added tolerations) to its delegate.
+func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
+	d := p.delegateOf(pod.Namespace, pod.Name)
+	if d == nil || originUID(d) != pod.UID {
+		return p.CreatePod(ctx, pod)
+	}
+	want := d.DeepCopy()
+	want.Labels = maps.Clone(pod.Labels)
+	if want.Labels == nil {
+		want.Labels = map[string]string{}
+	}
+	want.Labels[LabelTargetUID] = d.Labels[LabelTargetUID]
+	ours := map[string]string{}
+	for _, k := range []string{api.AnnotationOrigin, api.AnnotationPath, AnnotationParentPod, AnnotationOwnerKind} {
+		if v, ok := d.Annotations[k]; ok {
+			ours[k] = v
+		}
+	}
+	want.Annotations = maps.Clone(pod.Annotations)
+	if want.Annotations == nil {
+		want.Annotations = map[string]string{}
+	}
+	maps.Copy(want.Annotations, ours)
+	for i := range want.Spec.Containers {
+		if i < len(pod.Spec.Containers) {
+			want.Spec.Containers[i].Image = pod.Spec.Containers[i].Image
+		}
+	}
+	for i := range want.Spec.InitContainers {
+		if i < len(pod.Spec.InitContainers) {
+			want.Spec.InitContainers[i].Image = pod.Spec.InitContainers[i].Image
+		}
+	}
+	want.Spec.ActiveDeadlineSeconds = pod.Spec.ActiveDeadlineSeconds
+	if len(pod.Spec.Tolerations) > len(want.Spec.Tolerations) {
+		want.Spec.Tolerations = append(want.Spec.Tolerations, pod.Spec.Tolerations[len(want.Spec.Tolerations):]...)
+	}
+	_, err := p.cfg.Child.CoreV1().Pods(d.Namespace).Update(ctx, want, metav1.UpdateOptions{FieldManager: fieldManager})
+	if err != nil {
+		return p.errorf("update", "updating delegate %s/%s: %w", d.Namespace, d.Name, err)
+	}
+	return nil
+}
+
+// DeletePod deletes the delegate with the parent pod's grace period; the
+// parent pod gets its terminal status once the delegate is gone.
+func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
+	p.cancelBounce(pod.UID)
+	d := p.delegateOf(pod.Namespace, pod.Name)
+	if d == nil || (pod.UID != "" && originUID(d) != pod.UID) {
+		return errdefs.NotFoundf("pod %s/%s has no delegate in %s", pod.Namespace, pod.Name, p.cfg.ClusterName)
+	}
+	p.mu.Lock()
+	p.deleting[originUID(d)] = true
+	p.mu.Unlock()
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &d.UID}}
+	if pod.DeletionGracePeriodSeconds != nil {
+		opts.GracePeriodSeconds = pod.DeletionGracePeriodSeconds
+	}
+	err := p.cfg.Child.CoreV1().Pods(d.Namespace).Delete(ctx, d.Name, opts)
+	if apierrors.IsNotFound(err) {
+		return errdefs.NotFoundf("delegate %s/%s is already gone", d.Namespace, d.Name)
+	}
+	if err != nil {
+		return p.errorf("delete", "deleting delegate %s/%s: %w", d.Namespace, d.Name, err)
+	}
+	return nil
+}

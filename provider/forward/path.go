@@ -1,0 +1,43 @@
+package forward
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+// DefaultHopLimit bounds how many times a pod is forwarded.
+const DefaultHopLimit = 8
+
+// PathOf returns the clusters a pod has passed through (its nestlet.io/path
+// annotation), nil for a pod created where it is.
+func PathOf(pod *corev1.Pod) []string {
+	raw := pod.Annotations[api.AnnotationPath]
+	if raw == "" {
+		return nil
+	}
+	return strings.Split(raw, ",")
+}
+
+// nextPath returns the path of the delegate of pod: the pod's own path (or
+// the parent cluster's name, for a pod created in the parent) followed by
+// this cluster. It refuses a pod that has already passed through this
+// cluster (a loop) or that would exceed the hop limit.
+func nextPath(pod *corev1.Pod, parent, self string, hopLimit int) ([]string, error) {
+	path := PathOf(pod)
+	if len(path) == 0 {
+		path = []string{parent}
+	}
+	if slices.Contains(path, self) {
+		return nil, fmt.Errorf("pod has already passed through cluster %s (path %s): forwarding it again would loop", self, strings.Join(path, ","))
+	}
+	next := append(slices.Clone(path), self)
+	if hops := len(next) - 1; hops > hopLimit {
+		return nil, fmt.Errorf("pod would be forwarded %d times (path %s), more than the hop limit %d", hops, strings.Join(next, ","), hopLimit)
+	}
+	return next, nil
+}

@@ -1,0 +1,230 @@
+// Package forward is the provider side of virtual-kubelet for Nestlet: a
+// pod bound to this cluster's virtual node in a parent is created here as a
+// delegate, wherever this cluster's scheduler then sends it (a real node, or
+// a deeper virtual node), and the delegate's status flows back up through
+// NotifyPods as informer events arrive.
+package forward
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+)
+
+// Config of a Provider. Fields without a stated default are required.
+type Config struct {
+	// TargetName and TargetUID identify the Target (the delegates' owner).
+	TargetName string
+	TargetUID  types.UID
+	// ClusterName is this cluster's name in the parent; ParentName the
+	// parent's, first on the path of pods created there.
+	ClusterName string
+	ParentName  string
+	// HopLimit bounds forwarding (default DefaultHopLimit).
+	HopLimit int
+	// BounceTimeout is how long a delegate may stay unschedulable here
+	// before the parent pod is failed (default 30s).
+	BounceTimeout time.Duration
+	// Cooldown is how long the virtual node is to be avoided for the owner
+	// of a bounced pod (default 2m).
+	Cooldown time.Duration
+
+	// Parent is a client of the parent with this cluster's node identity;
+	// ParentPods lists the pods bound to the virtual node.
+	Parent     kubernetes.Interface
+	ParentPods corelisters.PodLister
+	// Child is a client of this cluster.
+	Child kubernetes.Interface
+	// Recorder records events on parent pods.
+	Recorder record.EventRecorder
+	// Avoid is called when the virtual node should be avoided for an
+	// owner until a time (optional).
+	Avoid   func(ownerUID types.UID, until time.Time)
+	Metrics *Metrics
+	Clock   clock.WithDelayedExecution
+}
+
+// Provider implements node.PodLifecycleHandler and node.PodNotifier.
+type Provider struct {
+	cfg       Config
+	delegates cache.SharedIndexInformer
+	lister    corelisters.PodLister
+	deps      *dependencies
+
+	// ctx is the context of Run, for work started by informer events.
+	ctx context.Context
+
+	mu       sync.Mutex
+	notify   func(*corev1.Pod)
+	deleting map[types.UID]bool        // parent pods whose delegate we delete
+	failed   map[types.UID]*corev1.Pod // parent pods failed here (loop, bounce, delegate lost)
+	timers   map[types.UID]clock.Timer // bounce timers
+}
+
+const indexParent = "parent"
+
+// New checks cfg, fills defaults, and builds the informer over this Target's
+// delegates. Call Run before handing the Provider to a PodController.
+func New(cfg Config) (*Provider, error) {
+	switch {
+	case cfg.TargetName == "" || cfg.TargetUID == "" || cfg.ClusterName == "":
+		return nil, fmt.Errorf("forward: TargetName, TargetUID and ClusterName are required")
+	case cfg.Parent == nil || cfg.ParentPods == nil || cfg.Child == nil:
+		return nil, fmt.Errorf("forward: Parent, ParentPods and Child are required")
+	}
+	if cfg.HopLimit == 0 {
+		cfg.HopLimit = DefaultHopLimit
+	}
+	if cfg.BounceTimeout == 0 {
+		cfg.BounceTimeout = 30 * time.Second
+	}
+	if cfg.Cooldown == 0 {
+		cfg.Cooldown = 2 * time.Minute
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Recorder == nil {
+		cfg.Recorder = &record.FakeRecorder{}
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Child, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelTargetUID + "=" + string(cfg.TargetUID) }))
+	inf := factory.Core().V1().Pods().Informer()
+	if err := inf.AddIndexers(cache.Indexers{indexParent: func(obj any) ([]string, error) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			return nil, nil
+		}
+		if key := pod.Annotations[AnnotationParentPod]; key != "" {
+			return []string{key}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return nil, err
+	}
+	p := &Provider{
+		ctx:       context.Background(),
+		cfg:       cfg,
+		delegates: inf,
+		lister:    corelisters.NewPodLister(inf.GetIndexer()),
+		deleting:  map[types.UID]bool{},
+		failed:    map[types.UID]*corev1.Pod{},
+		timers:    map[types.UID]clock.Timer{},
+	}
+	p.deps = newDependencies(p)
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { p.delegateChanged(obj) },
+		UpdateFunc: func(_, obj any) { p.delegateChanged(obj) },
+		DeleteFunc: p.delegateDeleted,
+	})
+	return p, err
+}
+
+// Run starts the delegate informer and waits for it to sync; it returns
+// once synced, leaving the informer running until ctx ends.
+func (p *Provider) Run(ctx context.Context) error {
+	p.ctx = ctx
+	go p.delegates.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), p.delegates.HasSynced) {
+		return fmt.Errorf("waiting for delegates to sync: %w", ctx.Err())
+	}
+	go p.deps.run(ctx)
+	klog.FromContext(ctx).V(2).Info("Forwarding ready", "delegates", len(p.delegates.GetStore().ListKeys()))
+	return nil
+}
+
+// NotifyPods registers the callback that carries statuses to the parent.
+func (p *Provider) NotifyPods(_ context.Context, cb func(*corev1.Pod)) {
+	p.mu.Lock()
+	p.notify = cb
+	p.mu.Unlock()
+}
+
+func (p *Provider) send(pod *corev1.Pod) {
+	p.mu.Lock()
+	cb := p.notify
+	p.mu.Unlock()
+	if cb != nil {
+		cb(pod)
+		p.cfg.Metrics.statusUpdates.WithLabelValues(p.cfg.TargetName).Inc()
+	}
+}
+
+// delegateOf returns the delegate of the parent pod namespace/name, or nil.
+func (p *Provider) delegateOf(namespace, name string) *corev1.Pod {
+	objs, err := p.delegates.GetIndexer().ByIndex(indexParent, namespace+"/"+name)
+	if err != nil || len(objs) == 0 {
+		return nil
+	}
+	return objs[0].(*corev1.Pod)
+}
+
+// GetPod returns the parent pod as this cluster runs it: its delegate's
+// status, or the failure recorded here.
+func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
+	parent, err := p.cfg.ParentPods.Pods(namespace).Get(name)
+	if err != nil {
+		parent = nil
+	}
+	if parent != nil {
+		p.mu.Lock()
+		f := p.failed[parent.UID]
+		p.mu.Unlock()
+		if f != nil {
+			return f.DeepCopy(), nil
+		}
+	}
+	d := p.delegateOf(namespace, name)
+	if d == nil {
+		return nil, errdefs.NotFoundf("pod %s/%s has no delegate in %s", namespace, name, p.cfg.ClusterName)
+	}
+	if parent == nil {
+		return asParent(nil, d), nil
+	}
+	return asParent(parent, d), nil
+}
+
+// GetPodStatus returns the status of GetPod.
+func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*corev1.PodStatus, error) {
+	pod, err := p.GetPod(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return &pod.Status, nil
+}
+
+// GetPods returns every parent pod this cluster runs a delegate for, so
+// that virtual-kubelet removes delegates whose parent pod is gone.
+func (p *Provider) GetPods(_ context.Context) ([]*corev1.Pod, error) {
+	var out []*corev1.Pod
+	for _, obj := range p.delegates.GetStore().List() {
+		d := obj.(*corev1.Pod)
+		ns, name, ok := parentKey(d)
+		if !ok {
+			continue
+		}
+		parent, err := p.cfg.ParentPods.Pods(ns).Get(name)
+		if err != nil {
+			parent = nil
+		}
+		out = append(out, asParent(parent, d))
+	}
+	return out, nil
+}

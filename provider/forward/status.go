@@ -1,0 +1,269 @@
+package forward
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+// Reasons a parent pod is failed for by this cluster.
+const (
+	ReasonLoop            = "NestletLoop"
+	ReasonBounced         = "NestletBounced"
+	ReasonDelegateDeleted = "DelegateDeleted"
+)
+
+// parentKey returns the namespace and name of a delegate's parent pod.
+func parentKey(d *corev1.Pod) (namespace, name string, ok bool) {
+	namespace, name, ok = strings.Cut(d.Annotations[AnnotationParentPod], "/")
+	return namespace, name, ok && name != ""
+}
+
+// originUID returns the parent pod UID recorded on a delegate.
+func originUID(d *corev1.Pod) types.UID {
+	o := d.Annotations[api.AnnotationOrigin]
+	return types.UID(o[strings.LastIndex(o, "/")+1:])
+}
+
+// asParent returns the parent pod with the delegate's status. With parent
+// nil (the parent pod is gone) it returns a stand-in carrying the parent's
+// namespace, name and UID.
+func asParent(parent, d *corev1.Pod) *corev1.Pod {
+	if parent == nil {
+		ns, name, _ := parentKey(d)
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: originUID(d)},
+			Status:     *d.Status.DeepCopy(),
+		}
+	}
+	out := parent.DeepCopy()
+	out.Status = translateStatus(parent, d)
+	return out
+}
+
+// translateStatus is the delegate's status as the parent pod's: phase,
+// conditions, container statuses, IPs, start time. The parent keeps its own
+// scheduling condition (it is bound to the virtual node) and QoS class.
+func translateStatus(parent, d *corev1.Pod) corev1.PodStatus {
+	st := *d.Status.DeepCopy()
+	st.QOSClass = parent.Status.QOSClass
+	st.NominatedNodeName = ""
+	conds := st.Conditions[:0]
+	for _, c := range st.Conditions {
+		if c.Type != corev1.PodScheduled {
+			conds = append(conds, c)
+		}
+	}
+	for _, c := range parent.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			conds = append(conds, c)
+		}
+	}
+	st.Conditions = conds
+	if st.Phase == "" {
+		st.Phase = corev1.PodPending
+	}
+	return st
+}
+
+// terminalStatus is the final status of a parent pod whose delegate was
+// deleted on request: every container terminated.
+func terminalStatus(parent, d *corev1.Pod, now time.Time) corev1.PodStatus {
+	st := translateStatus(parent, d)
+	failed := false
+	for i := range st.ContainerStatuses {
+		cs := &st.ContainerStatuses[i]
+		cs.Ready = false
+		cs.Started = ptr.To(false)
+		if cs.State.Terminated == nil {
+			cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 0, Reason: "Completed", Message: "the delegate was deleted", FinishedAt: metav1.NewTime(now),
+			}}
+		}
+		if cs.State.Terminated.ExitCode != 0 {
+			failed = true
+		}
+	}
+	st.Phase = corev1.PodSucceeded
+	if failed {
+		st.Phase = corev1.PodFailed
+	}
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == corev1.PodReady || st.Conditions[i].Type == corev1.ContainersReady {
+			st.Conditions[i].Status = corev1.ConditionFalse
+		}
+	}
+	return st
+}
+
+// parentOf returns the live parent pod of delegate d, or nil when it is gone
+// or d belongs to an earlier pod of the same name.
+func (p *Provider) parentOf(d *corev1.Pod) *corev1.Pod {
+	ns, name, ok := parentKey(d)
+	if !ok {
+		return nil
+	}
+	parent, err := p.cfg.ParentPods.Pods(ns).Get(name)
+	if err != nil || parent.UID != originUID(d) {
+		return nil
+	}
+	return parent
+}
+
+func (p *Provider) delegateChanged(obj any) {
+	d, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	parent := p.parentOf(d)
+	if parent == nil {
+		return
+	}
+	p.mu.Lock()
+	_, failed := p.failed[parent.UID]
+	p.mu.Unlock()
+	if failed {
+		return
+	}
+	if since, msg, stuck := unschedulable(d); stuck {
+		p.scheduleBounce(parent.UID, d, since, msg)
+	} else {
+		p.cancelBounce(parent.UID)
+	}
+	p.send(asParent(parent, d))
+}
+
+func (p *Provider) delegateDeleted(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	d, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	p.deps.enqueueGC(d.Namespace)
+	parent := p.parentOf(d)
+	if parent == nil {
+		return
+	}
+	p.cancelBounce(parent.UID)
+	p.mu.Lock()
+	deleting := p.deleting[parent.UID]
+	delete(p.deleting, parent.UID)
+	_, failed := p.failed[parent.UID]
+	p.mu.Unlock()
+	switch {
+	case failed:
+		return
+	case deleting || parent.DeletionTimestamp != nil:
+		out := parent.DeepCopy()
+		out.Status = terminalStatus(parent, d, p.cfg.Clock.Now())
+		p.send(out)
+	case parent.Status.Phase == corev1.PodSucceeded || parent.Status.Phase == corev1.PodFailed:
+		return
+	default:
+		reason, msg := ReasonDelegateDeleted, fmt.Sprintf("the pod's delegate %s/%s in cluster %s was deleted there, not by Nestlet; the pod's controller replaces it", d.Namespace, d.Name, p.cfg.ClusterName)
+		if d.Status.Reason != "" {
+			reason, msg = d.Status.Reason, fmt.Sprintf("in cluster %s: %s", p.cfg.ClusterName, d.Status.Message)
+		}
+		p.fail(parent, d, reason, msg)
+	}
+}
+
+// fail marks the parent pod Failed with reason and message, for good: this
+// cluster will not create it again.
+func (p *Provider) fail(parent, d *corev1.Pod, reason, msg string) {
+	out := parent.DeepCopy()
+	if d != nil {
+		out.Status = translateStatus(parent, d)
+	}
+	out.Status.Phase = corev1.PodFailed
+	out.Status.Reason = reason
+	out.Status.Message = msg
+	p.mu.Lock()
+	p.failed[parent.UID] = out
+	p.mu.Unlock()
+	p.cfg.Recorder.Event(parent, corev1.EventTypeWarning, reason, msg)
+	p.cfg.Metrics.errors.WithLabelValues(p.cfg.TargetName, reason).Inc()
+	klog.FromContext(p.ctx).Info("Failing parent pod", "pod", klog.KObj(parent), "reason", reason, "message", msg)
+	p.send(out.DeepCopy())
+}
+
+// unschedulable reports whether d has been refused by this cluster's
+// scheduler, since when, and why.
+func unschedulable(d *corev1.Pod) (time.Time, string, bool) {
+	if d.Spec.NodeName != "" {
+		return time.Time{}, "", false
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return c.LastTransitionTime.Time, c.Message, true
+		}
+	}
+	return time.Time{}, "", false
+}
+
+// scheduleBounce fails the parent pod once d has been unschedulable for
+// BounceTimeout (now, or when a timer fires).
+func (p *Provider) scheduleBounce(uid types.UID, d *corev1.Pod, since time.Time, msg string) {
+	remaining := p.cfg.BounceTimeout - p.cfg.Clock.Since(since)
+	if remaining <= 0 {
+		p.bounce(uid, d, msg)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.timers[uid]; ok {
+		return
+	}
+	ns, name := d.Namespace, d.Name
+	p.timers[uid] = p.cfg.Clock.AfterFunc(remaining, func() {
+		p.mu.Lock()
+		delete(p.timers, uid)
+		p.mu.Unlock()
+		cur, err := p.lister.Pods(ns).Get(name)
+		if err != nil {
+			return
+		}
+		if _, msg, stuck := unschedulable(cur); stuck {
+			p.bounce(uid, cur, msg)
+		}
+	})
+}
+
+func (p *Provider) cancelBounce(uid types.UID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t, ok := p.timers[uid]; ok {
+		t.Stop()
+		delete(p.timers, uid)
+	}
+}
+
+// bounce removes a delegate this cluster cannot place, fails the parent pod
+// with this cluster's scheduler's reason, and asks the parent to avoid this
+// virtual node for the pod's owner for a while.
+func (p *Provider) bounce(uid types.UID, d *corev1.Pod, msg string) {
+	parent := p.parentOf(d)
+	if parent == nil || parent.UID != uid {
+		return
+	}
+	p.fail(parent, d, ReasonBounced, fmt.Sprintf("cluster %s could not place the pod within %s: %s", p.cfg.ClusterName, p.cfg.BounceTimeout, msg))
+	err := p.cfg.Child.CoreV1().Pods(d.Namespace).Delete(p.ctx, d.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	if err != nil && !apierrors.IsNotFound(err) {
+		klog.FromContext(p.ctx).Error(err, "Deleting bounced delegate", "pod", klog.KObj(d))
+	}
+	if ref := metav1.GetControllerOf(parent); ref != nil && p.cfg.Avoid != nil {
+		p.cfg.Avoid(ref.UID, p.cfg.Clock.Now().Add(p.cfg.Cooldown))
+	}
+}

@@ -1,0 +1,42 @@
+// Package forward tests recursive pod forwarding on a 3-level tree of real
+// control planes:
+//
+//	root <- east, west
+//	east <- east-1, east-2      (kwok nodes, region east)
+//	west <- west-1, west-2      (kwok nodes, region west)
+package forward
+
+import (
+	"os"
+	"testing"
+
+	"github.com/nestlet/nestlet/test/framework"
+)
+
+var (
+	env      *framework.Environment
+	targetOf map[string]string
+)
+
+func leaf(name, region string) framework.ClusterOptions {
+	node := func(suffix, zone string) framework.NodeOptions {
+		return framework.NodeOptions{Name: name + "-" + suffix, Labels: map[string]string{
+			"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": zone}}
+	}
+	return framework.ClusterOptions{Name: name, Nodes: []framework.NodeOptions{node("a", name+"-a"), node("b", name+"-b")}}
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(framework.RunTreeMain(m, framework.Tree{
+		Clusters: []framework.ClusterOptions{
+			{Name: "root"}, {Name: "east"}, {Name: "west"},
+			leaf("east-1", "east"), leaf("east-2", "east"), leaf("west-1", "west"), leaf("west-2", "west"),
+		},
+		Edges: [][2]string{
+			{"east", "root"}, {"west", "root"},
+			{"east-1", "east"}, {"east-2", "east"}, {"west-1", "west"}, {"west-2", "west"},
+		},
+		JoinArgs:  []string{"--report-frequency=3s"},
+		AgentArgs: []string{"--bounce-timeout=10s"},
+	}, func(te *framework.TreeEnv) { env, targetOf = te.Environment, te.Targets }))
+}

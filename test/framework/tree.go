@@ -1,0 +1,93 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Tree is a topology: clusters, and which joins which.
+type Tree struct {
+	Clusters []ClusterOptions
+	// Edges are {child, parent} pairs.
+	Edges [][2]string
+	// JoinArgs are added to every `nestctl join` (e.g. --report-frequency).
+	JoinArgs []string
+	// AgentArgs are added to every agent's command line.
+	AgentArgs []string
+}
+
+// TreeEnv is a started Tree.
+type TreeEnv struct {
+	*Environment
+	// Targets holds the name of the Target of each child, by child.
+	Targets map[string]string
+}
+
+// StartTree starts the clusters, an agent in each, and joins every edge as
+// an operator does (nestctl token create / nestctl join), all joins at once;
+// it returns once every Target is Ready.
+func StartTree(ctx context.Context, cfg Config, tree Tree) (*TreeEnv, error) {
+	env, err := Start(ctx, cfg, Spec{Clusters: tree.Clusters})
+	if err != nil {
+		return nil, err
+	}
+	te := &TreeEnv{Environment: env, Targets: map[string]string{}}
+	if err := te.setup(ctx, tree); err != nil {
+		env.Stop()
+		return nil, fmt.Errorf("%w (logs kept in %s)", err, env.Dir)
+	}
+	return te, nil
+}
+
+func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
+	clusters := te.Clusters()
+	errs := make([]error, len(clusters)+len(tree.Edges))
+	var wg sync.WaitGroup
+	for i, c := range clusters {
+		wg.Go(func() { _, errs[i] = te.StartAgent(ctx, c, tree.AgentArgs...) })
+	}
+	wg.Wait()
+	var mu sync.Mutex
+	for i, e := range tree.Edges {
+		child, parent := te.Cluster(e[0]), te.Cluster(e[1])
+		if child == nil || parent == nil {
+			return fmt.Errorf("edge %v names an unknown cluster", e)
+		}
+		wg.Go(func() {
+			name, err := Join(ctx, parent, child, JoinOptions{ExtraJoinArgs: tree.JoinArgs})
+			errs[len(clusters)+i] = err
+			mu.Lock()
+			te.Targets[e[0]] = name
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RunTreeMain starts tree for a test package's TestMain, runs the tests and
+// stops everything, keeping the logs (and printing their tails) on failure.
+// It returns the exit code.
+func RunTreeMain(m *testing.M, tree Tree, started func(*TreeEnv)) (code int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	te, err := StartTree(ctx, Config{}, tree)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the tree:", err)
+		return 1
+	}
+	defer func() {
+		te.Cleanup(code != 0, func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) })
+	}()
+	started(te)
+	return m.Run()
+}
