@@ -74,7 +74,9 @@ func buildDelegate(pod *corev1.Pod, name string, c *Config, path []string) *core
 	d.Annotations[api.AnnotationOrigin] = origin(c.ParentName, pod)
 	d.Annotations[api.AnnotationPath] = strings.Join(path, ",")
 	d.Annotations[AnnotationParentPod] = pod.Namespace + "/" + pod.Name
-	if ref := metav1.GetControllerOf(pod); ref != nil {
+	// The first hop records the original controller's kind; later hops
+	// keep it (their pod's controller is a Target).
+	if ref := metav1.GetControllerOf(pod); ref != nil && d.Annotations[AnnotationOwnerKind] == "" {
 		d.Annotations[AnnotationOwnerKind] = ref.Kind
 	}
 	d.Spec.NodeName = ""

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	_ "embed"
 	"crypto/x509/pkix"
 	"fmt"
 	"net"
@@ -60,6 +61,11 @@ func (c *Cluster) Processes() []*Process { return append([]*Process(nil), c.own.
 
 // CA returns the cluster CA certificate and key paths.
 func (c *Cluster) CA() (certPath, keyPath string) { return c.ca.CertPath, c.ca.KeyPath }
+
+// delegatedJobStage completes delegates of Job pods in kwok leaves.
+//
+//go:embed kwok-delegated-job.yaml
+var delegatedJobStage []byte
 
 const (
 	// ServiceCIDR is the (never routed) service range of every test cluster.
@@ -192,6 +198,10 @@ func startCluster(ctx context.Context, bins *Binaries, etcd *Etcd, baseDir strin
 	}
 	c.track(sched)
 
+	extraStages := filepath.Join(dir, "kwok-nestlet-stages.yaml")
+	if err := os.WriteFile(extraStages, delegatedJobStage, 0o644); err != nil {
+		return nil, err
+	}
 	kwokKubeconfig, err := c.writeKubeconfig("kwok", pki.admin)
 	if err != nil {
 		return nil, err
@@ -199,6 +209,7 @@ func startCluster(ctx context.Context, bins *Binaries, etcd *Etcd, baseDir strin
 	kwok, err := startProcess(dir, "kwok", bins.Kwok,
 		"--kubeconfig="+kwokKubeconfig,
 		"--config="+bins.KwokStages,
+		"--config="+extraStages,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector="+KwokNodeAnnotation+"=fake",
 		"--node-ip=127.0.0.1",

@@ -1,0 +1,90 @@
+package forward
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nestlet/nestlet/provider/forward"
+)
+
+var allClusters = []string{"root", "east", "west", "east-1", "east-2", "west-1", "west-2"}
+
+// A ConfigMap and a Secret used through env, envFrom and a volume reach the
+// leaves, an update of the ConfigMap reaches them too, and once the
+// Deployment is gone no pod and no copy is left at any level.
+func TestDependenciesFollowPods(t *testing.T) {
+	ctx := t.Context()
+	ns := namespace(t)
+	root := env.Cluster("root")
+	_, err := root.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "app-config"}, Data: map[string]string{"greeting": "hello"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = root.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "app-secret"}, StringData: map[string]string{"password": "s3cret"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	dep := deployment(ns, "configured", 4, "west")
+	spec := &dep.Spec.Template.Spec
+	spec.Containers[0].Env = []corev1.EnvVar{{Name: "GREETING", ValueFrom: &corev1.EnvVarSource{
+		ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "app-config"}, Key: "greeting"}}}}
+	spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app-secret"}}}}
+	spec.Volumes = []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "app-config"}}}}}
+	spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "config", MountPath: "/etc/app"}}
+	_, err = root.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitPods(t, "root", ns, "app=configured", 2*time.Minute, func(ps []corev1.Pod) bool { return countRunning(ps) == 4 })
+
+	// Every cluster that runs a delegate has the copies.
+	var holders []string
+	for _, c := range []string{"west", "west-1", "west-2"} {
+		if len(delegates(t, c, ns)) == 0 {
+			continue
+		}
+		holders = append(holders, c)
+		cm, err := env.Cluster(c).Client.CoreV1().ConfigMaps(ns).Get(ctx, "app-config", metav1.GetOptions{})
+		require.NoError(t, err, "ConfigMap copy in %s", c)
+		require.Equal(t, "hello", cm.Data["greeting"])
+		sec, err := env.Cluster(c).Client.CoreV1().Secrets(ns).Get(ctx, "app-secret", metav1.GetOptions{})
+		require.NoError(t, err, "Secret copy in %s", c)
+		require.Equal(t, "s3cret", string(sec.Data["password"]))
+	}
+	require.Contains(t, holders, "west")
+	require.Len(t, holders, 1+len(holders[1:]))
+	require.GreaterOrEqual(t, len(holders), 2, "at least one leaf holds copies")
+
+	// An update in the root reaches every level.
+	cm, err := root.Client.CoreV1().ConfigMaps(ns).Get(ctx, "app-config", metav1.GetOptions{})
+	require.NoError(t, err)
+	cm.Data["greeting"] = "bonjour"
+	_, err = root.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	for _, c := range holders {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			cm, err := env.Cluster(c).Client.CoreV1().ConfigMaps(ns).Get(ctx, "app-config", metav1.GetOptions{})
+			return err == nil && cm.Data["greeting"] == "bonjour", nil
+		})
+		require.NoError(t, err, "update did not reach %s", c)
+	}
+
+	// Deleting the Deployment leaves nothing behind at any level.
+	require.NoError(t, root.Client.AppsV1().Deployments(ns).Delete(ctx, "configured", metav1.DeleteOptions{}))
+	for _, c := range allClusters {
+		waitPods(t, c, ns, "app=configured", 2*time.Minute, func(ps []corev1.Pod) bool { return len(ps) == 0 })
+	}
+	for _, c := range holders {
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			sel := metav1.ListOptions{LabelSelector: forward.LabelTargetUID}
+			cms, err1 := env.Cluster(c).Client.CoreV1().ConfigMaps(ns).List(ctx, sel)
+			secs, err2 := env.Cluster(c).Client.CoreV1().Secrets(ns).List(ctx, sel)
+			return err1 == nil && err2 == nil && len(cms.Items) == 0 && len(secs.Items) == 0, nil
+		})
+		require.NoError(t, err, "copies left in %s", c)
+	}
+}
