@@ -2,8 +2,8 @@ package framework
 
 import (
 	"context"
-	_ "embed"
 	"crypto/x509/pkix"
+	_ "embed"
 	"fmt"
 	"net"
 	"os"
