@@ -18,6 +18,8 @@ type Tree struct {
 	JoinArgs []string
 	// AgentArgs are added to every agent's command line.
 	AgentArgs []string
+	// Metrics gives every agent a metrics port (TreeEnv.MetricsURL).
+	Metrics bool
 }
 
 // TreeEnv is a started Tree.
@@ -25,6 +27,8 @@ type TreeEnv struct {
 	*Environment
 	// Targets holds the name of the Target of each child, by child.
 	Targets map[string]string
+	// MetricsURL is each agent's /metrics, by cluster (with Tree.Metrics).
+	MetricsURL map[string]string
 }
 
 // StartTree starts the clusters, an agent in each, and joins every edge as
@@ -35,7 +39,7 @@ func StartTree(ctx context.Context, cfg Config, tree Tree) (*TreeEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	te := &TreeEnv{Environment: env, Targets: map[string]string{}}
+	te := &TreeEnv{Environment: env, Targets: map[string]string{}, MetricsURL: map[string]string{}}
 	if err := te.setup(ctx, tree); err != nil {
 		env.Stop()
 		return nil, fmt.Errorf("%w (logs kept in %s)", err, env.Dir)
@@ -48,7 +52,17 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 	errs := make([]error, len(clusters)+len(tree.Edges))
 	var wg sync.WaitGroup
 	for i, c := range clusters {
-		wg.Go(func() { _, errs[i] = te.StartAgent(ctx, c, tree.AgentArgs...) })
+		args := tree.AgentArgs
+		if tree.Metrics {
+			port, err := freePort()
+			if err != nil {
+				return err
+			}
+			addr := fmt.Sprintf("127.0.0.1:%d", port)
+			args = append(append([]string(nil), args...), "--metrics-bind-address="+addr)
+			te.MetricsURL[c.Name] = "http://" + addr + "/metrics"
+		}
+		wg.Go(func() { _, errs[i] = te.StartAgent(ctx, c, args...) })
 	}
 	wg.Wait()
 	var mu sync.Mutex

@@ -14,8 +14,9 @@ import (
 )
 
 var (
-	env      *framework.Environment
-	targetOf map[string]string
+	env        *framework.Environment
+	targetOf   map[string]string
+	metricsURL map[string]string
 )
 
 func leaf(name, region string) framework.ClusterOptions {
@@ -38,5 +39,6 @@ func TestMain(m *testing.M) {
 		},
 		JoinArgs:  []string{"--report-frequency=3s"},
 		AgentArgs: []string{"--bounce-timeout=10s"},
-	}, func(te *framework.TreeEnv) { env, targetOf = te.Environment, te.Targets }))
+		Metrics:   true,
+	}, func(te *framework.TreeEnv) { env, targetOf, metricsURL = te.Environment, te.Targets, te.MetricsURL }))
 }
