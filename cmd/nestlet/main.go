@@ -44,7 +44,7 @@ func main() {
 	pflag.StringVar(&o.namespace, "namespace", "nestlet-system", "namespace of this cluster where node identities are kept")
 	pflag.StringSliceVar(&o.groupKeys, "group-keys", api.DefaultGroupKeys, "node label keys that group nodes in the summary sent to parents")
 	pflag.Int32Var(&o.lease, "lease-duration", 40, "lease duration of virtual nodes, in seconds")
-	pflag.IntVar(&o.podWorkers, "pod-workers", 10, "pods forwarded concurrently per parent")
+	pflag.IntVar(&o.podWorkers, "pod-workers", 50, "pods forwarded concurrently per parent")
 	pflag.DurationVar(&o.bounceTimeout, "bounce-timeout", 30*time.Second, "how long a forwarded pod may stay unschedulable here before it is bounced back to the parent")
 	pflag.StringVar(&o.metricsAddr, "metrics-bind-address", "", "address serving Prometheus metrics at /metrics, e.g. :9090 (off when empty: a child in tunnel mode listens on nothing)")
 	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
@@ -72,7 +72,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	cfg.QPS, cfg.Burst = 100, 200
+	cfg.QPS, cfg.Burst = 500, 1000
 
 	var reg *prometheus.Registry
 	if o.metricsAddr != "" {

@@ -41,7 +41,7 @@ type Config struct {
 	LeaseDurationSeconds int32
 	// Workers reconciling Targets. Default 2.
 	Workers int
-	// PodWorkers per Target forwarding pods. Default 10.
+	// PodWorkers per Target forwarding pods. Default 50.
 	PodWorkers int
 	// BounceTimeout: how long a forwarded pod may stay unschedulable here
 	// before it is bounced back to the parent. Default 30s.
@@ -88,7 +88,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Workers = 2
 	}
 	if cfg.PodWorkers == 0 {
-		cfg.PodWorkers = 10
+		cfg.PodWorkers = 50
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"github.com/virtual-kubelet/virtual-kubelet/node"
@@ -284,12 +286,27 @@ func (r *runner) startPods(ctx context.Context, nodeClient kubernetes.Interface,
 		SecretInformer:            unused.Core().V1().Secrets(),
 		ServiceInformer:           unused.Core().V1().Services(),
 		SkipDownwardAPIResolution: true,
+		// virtual-kubelet's default is client-go's controller limiter,
+		// whose overall bucket (10/s after a burst of 100) would make a
+		// burst of pods wait seconds at each level.
+		SyncPodsFromKubernetesRateLimiter:    podQueueLimiter(),
+		DeletePodsFromKubernetesRateLimiter:  podQueueLimiter(),
+		SyncPodStatusFromProviderRateLimiter: podQueueLimiter(),
 	})
 	if err != nil {
 		return nil, err
 	}
 	go func() { _ = pc.Run(ctx, r.a.cfg.PodWorkers) }()
 	return pc, nil
+}
+
+// podQueueLimiter retries a failing pod with per-pod exponential backoff
+// and lets new pods through at up to 1000/s.
+func podQueueLimiter() workqueue.TypedRateLimiter[any] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[any](5*time.Millisecond, time.Minute),
+		&workqueue.TypedBucketRateLimiter[any]{Limiter: rate.NewLimiter(rate.Limit(1000), 2000)},
+	)
 }
 
 // parentName is the parent's cluster name as published by the parent, or

@@ -63,12 +63,16 @@ func (p *Provider) errorf(reason, format string, args ...any) error {
 }
 
 func (p *Provider) ensureNamespace(ctx context.Context, name string) error {
+	if _, ok := p.namespaces.Load(name); ok {
+		return nil
+	}
 	_, err := p.cfg.Child.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name: name, Labels: map[string]string{"app.kubernetes.io/managed-by": "nestlet"},
 	}}, metav1.CreateOptions{FieldManager: fieldManager})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
+	p.namespaces.Store(name, true)
 	return nil
 }
 

@@ -64,6 +64,9 @@ type Provider struct {
 	delegates cache.SharedIndexInformer
 	lister    corelisters.PodLister
 	deps      *dependencies
+	// namespaces known to exist here (a namespace deleted later makes the
+	// create fail, and the pod is retried).
+	namespaces sync.Map
 
 	// ctx is the context of Run, for work started by informer events.
 	ctx context.Context

@@ -90,8 +90,11 @@ func (id *Identity) RESTConfig() *rest.Config {
 		TLSClientConfig: rest.TLSClientConfig{
 			CAData: id.CAData, CertData: id.CertData, KeyData: id.KeyData,
 		},
-		QPS:   50,
-		Burst: 100,
+		// Every forwarded pod's status and events go through this client;
+		// the parent's API priority and fairness protects the server, so
+		// the client does not throttle itself to a trickle.
+		QPS:   500,
+		Burst: 1000,
 	}
 }
 

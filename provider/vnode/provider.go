@@ -239,6 +239,17 @@ func (p *Provider) report(ctx context.Context, cb func(*corev1.Node)) {
 	var lastSent time.Time
 	var pending <-chan time.Time // set while an early report waits for the rate limit
 	send := func(force bool) {
+		if !force && pending != nil {
+			return // a report is already due when the interval has passed
+		}
+		if !force {
+			if wait := p.cfg.MinReportInterval - p.cfg.Clock.Since(lastSent); wait > 0 {
+				// Computing on every event of a burst would cost
+				// O(pods) each time: compute once the interval is over.
+				pending = p.cfg.Clock.After(wait)
+				return
+			}
+		}
 		r, err := p.Compute()
 		if err != nil {
 			logger.Error(err, "Computing summary")
@@ -249,14 +260,6 @@ func (p *Provider) report(ctx context.Context, cb func(*corev1.Node)) {
 		p.mu.Unlock()
 		if !force && !changed {
 			return
-		}
-		if !force {
-			if wait := p.cfg.MinReportInterval - p.cfg.Clock.Since(lastSent); wait > 0 {
-				if pending == nil {
-					pending = p.cfg.Clock.After(wait)
-				}
-				return
-			}
 		}
 		node, err := p.Node(r)
 		if err != nil {

@@ -190,6 +190,10 @@ func startCluster(ctx context.Context, bins *Binaries, etcd *Etcd, baseDir strin
 		"--bind-address=127.0.0.1",
 		"--secure-port=0",
 		"--leader-elect=false",
+		// The default client limit (50/s) would make binding the
+		// bottleneck of every burst, in baselines and trees alike.
+		"--kube-api-qps=500",
+		"--kube-api-burst=1000",
 		"--v=1",
 	}
 	sched, err := startProcess(dir, "kube-scheduler", schedBin, append(schedArgs, opts.SchedulerArgs...)...)

@@ -1,0 +1,217 @@
+package agent
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+)
+
+var (
+	providerTaint = corev1.Taint{Key: "virtual-kubelet.io/provider", Value: "nestlet", Effect: corev1.TaintEffectNoSchedule}
+	unreachable   = corev1.Taint{Key: "node.kubernetes.io/unreachable", Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}}
+	notReady      = corev1.Taint{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule}
+	controlPlane  = corev1.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}
+	cloudInit     = corev1.Taint{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+)
+
+func taint(key, value string, effect corev1.TaintEffect) corev1.Taint {
+	return corev1.Taint{Key: key, Value: value, Effect: effect}
+}
+
+func TestMergeTaints(t *testing.T) {
+	gpu := taint("example.com/gpu", "true", corev1.TaintEffectNoSchedule)
+	team := taint("example.com/team", "a", corev1.TaintEffectPreferNoSchedule)
+	stampedProvider := providerTaint
+	stampedProvider.TimeAdded = &metav1.Time{Time: time.Date(2025, 2, 1, 0, 0, 0, 0, time.UTC)}
+	tests := []struct {
+		name     string
+		current  []corev1.Taint
+		desired  []corev1.Taint
+		want     []corev1.Taint
+		wantSame bool // current is returned as it is
+	}{
+		{
+			name:    "new node gets the provider taint and the desired ones",
+			current: nil,
+			desired: []corev1.Taint{gpu},
+			want:    []corev1.Taint{providerTaint, gpu},
+		},
+		{
+			name:    "system taints are kept after the desired ones",
+			current: []corev1.Taint{providerTaint, unreachable, notReady, controlPlane, cloudInit},
+			desired: []corev1.Taint{gpu},
+			want:    []corev1.Taint{providerTaint, gpu, unreachable, notReady, controlPlane, cloudInit},
+		},
+		{
+			name:    "a desired taint replaces the current one of its key",
+			current: []corev1.Taint{providerTaint, taint("example.com/gpu", "false", corev1.TaintEffectNoExecute), unreachable},
+			desired: []corev1.Taint{gpu},
+			want:    []corev1.Taint{providerTaint, gpu, unreachable},
+		},
+		{
+			name:    "a taint no longer desired is dropped",
+			current: []corev1.Taint{providerTaint, gpu, team, unreachable},
+			desired: []corev1.Taint{team},
+			want:    []corev1.Taint{providerTaint, team, unreachable},
+		},
+		{
+			name:    "no desired taints leave the provider and system taints",
+			current: []corev1.Taint{providerTaint, gpu, notReady},
+			desired: nil,
+			want:    []corev1.Taint{providerTaint, notReady},
+		},
+		{
+			name:    "a changed provider taint is restored",
+			current: []corev1.Taint{taint("virtual-kubelet.io/provider", "other", corev1.TaintEffectNoSchedule), gpu},
+			desired: []corev1.Taint{gpu},
+			want:    []corev1.Taint{providerTaint, gpu},
+		},
+		{
+			name:    "equal taints in another order are put in order",
+			current: []corev1.Taint{gpu, providerTaint},
+			desired: []corev1.Taint{gpu},
+			want:    []corev1.Taint{providerTaint, gpu},
+		},
+		{
+			name:     "current is returned unchanged when equal",
+			current:  []corev1.Taint{stampedProvider, gpu, unreachable},
+			desired:  []corev1.Taint{gpu},
+			want:     []corev1.Taint{stampedProvider, gpu, unreachable},
+			wantSame: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := append([]corev1.Taint(nil), tt.current...)
+			got := mergeTaints(tt.current, tt.desired)
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Errorf("mergeTaints() mismatch (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(before, tt.current); d != "" {
+				t.Errorf("mergeTaints() changed current (-want +got):\n%s", d)
+			}
+			if tt.wantSame {
+				require.NotEmpty(t, got)
+				assert.Same(t, &tt.current[0], &got[0], "current not returned as it is")
+			}
+		})
+	}
+}
+
+func TestDecoratorSync(t *testing.T) {
+	gpu := taint("example.com/gpu", "true", corev1.TaintEffectNoSchedule)
+	node := func(labels, annotations map[string]string, taints ...corev1.Taint) *corev1.Node {
+		return &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: "child", Labels: labels, Annotations: annotations},
+			Spec:       corev1.NodeSpec{Taints: taints},
+		}
+	}
+	desiredGPU := map[string]string{"nestlet.io/desired-taints": `[{"key":"example.com/gpu","value":"true","effect":"NoSchedule"}]`}
+	tests := []struct {
+		name    string
+		node    *corev1.Node // in the lister and the API
+		want    *corev1.Node // the update; nil for none
+		wantErr string
+	}{
+		{
+			name: "role label and desired taints are added",
+			node: node(map[string]string{"nestlet.io/cluster": "child"}, desiredGPU, providerTaint, unreachable),
+			want: node(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}, desiredGPU, providerTaint, gpu, unreachable),
+		},
+		{
+			name: "a node without labels gets the role label",
+			node: node(nil, desiredGPU, providerTaint, gpu),
+			want: node(map[string]string{"node-role.kubernetes.io/cluster": ""}, desiredGPU, providerTaint, gpu),
+		},
+		{
+			name: "taints no longer desired are removed",
+			node: node(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""},
+				map[string]string{"nestlet.io/desired-taints": "null"}, providerTaint, gpu, notReady),
+			want: node(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""},
+				map[string]string{"nestlet.io/desired-taints": "null"}, providerTaint, notReady),
+		},
+		{
+			name: "without the annotation the taints are left alone",
+			node: node(map[string]string{"nestlet.io/cluster": "child"}, nil, gpu),
+			want: node(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}, nil, gpu),
+		},
+		{
+			name: "an up-to-date node is not updated",
+			node: node(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}, desiredGPU, providerTaint, gpu, unreachable),
+		},
+		{
+			name:    "a bad annotation is an error",
+			node:    node(map[string]string{"nestlet.io/cluster": "child"}, map[string]string{"nestlet.io/desired-taints": "{"}, providerTaint),
+			wantErr: "nestlet.io/desired-taints",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewClientset(tt.node)
+			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+			require.NoError(t, indexer.Add(tt.node))
+			d := &decorator{client: client, nodes: corelisters.NewNodeLister(indexer)}
+
+			err := d.sync(t.Context(), "child")
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+			} else {
+				require.NoError(t, err)
+			}
+
+			var wantActions []k8stesting.Action
+			if tt.want != nil {
+				wantActions = append(wantActions, k8stesting.NewRootUpdateAction(corev1.SchemeGroupVersion.WithResource("nodes"), tt.want))
+			}
+			if d := cmp.Diff(actionSummaries(wantActions), actionSummaries(client.Actions())); d != "" {
+				t.Errorf("actions mismatch (-want +got):\n%s", d)
+			}
+			if tt.want != nil {
+				got, err := client.CoreV1().Nodes().Get(t.Context(), "child", metav1.GetOptions{})
+				require.NoError(t, err)
+				if d := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(metav1.ObjectMeta{}, "ManagedFields", "ResourceVersion")); d != "" {
+					t.Errorf("updated node mismatch (-want +got):\n%s", d)
+				}
+			}
+		})
+	}
+}
+
+func TestDecoratorSyncMissingNode(t *testing.T) {
+	client := fake.NewClientset()
+	d := &decorator{client: client, nodes: corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))}
+	require.NoError(t, d.sync(t.Context(), "gone"))
+	assert.Empty(t, client.Actions())
+}
+
+// actionSummary is what a test compares of a fake client action.
+type actionSummary struct {
+	Verb, Resource, Namespace, Name string
+	Object                          runtime.Object
+}
+
+func actionSummaries(actions []k8stesting.Action) []actionSummary {
+	var out []actionSummary
+	for _, a := range actions {
+		s := actionSummary{Verb: a.GetVerb(), Resource: a.GetResource().Resource, Namespace: a.GetNamespace()}
+		if named, ok := a.(interface{ GetName() string }); ok { // get, delete
+			s.Name = named.GetName()
+		}
+		if withObject, ok := a.(interface{ GetObject() runtime.Object }); ok { // create, update
+			s.Object = withObject.GetObject()
+		}
+		out = append(out, s)
+	}
+	return out
+}

@@ -1,0 +1,307 @@
+package bootstrap
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// newCA returns a self-signed CA certificate (PEM) and its parsed form.
+func newCA(t *testing.T, cn string) ([]byte, *x509.Certificate) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: cn},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	require.NoError(t, err)
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), cert
+}
+
+func clusterRoleBinding(name, role, group string) rbacv1.ClusterRoleBinding {
+	return rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: group}},
+	}
+}
+
+func TestEnsurePlumbing(t *testing.T) {
+	caPEM, _ := newCA(t, "parent-ca")
+	const server = "https://parent.example:6443"
+	existingInfo := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "cluster-info", Namespace: "kube-public"},
+		Data:       map[string]string{"kubeconfig": "kubeadm's", "jws-kws-abcdef": "signature"},
+	}
+	csrBinding := clusterRoleBinding("nestlet:bootstrappers-create-csr", "system:node-bootstrapper", "system:bootstrappers")
+	approveBinding := clusterRoleBinding("nestlet:bootstrappers-autoapprove", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", "system:bootstrappers")
+	renewBinding := clusterRoleBinding("nestlet:nodes-autoapprove-renewal", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", "system:nodes")
+	deleteBinding := clusterRoleBinding("nestlet:node-self-delete", "nestlet:node-self-delete", "system:nodes")
+
+	tests := []struct {
+		name     string
+		existing []runtime.Object
+		opts     Options
+		// wantClusterInfo is the existing cluster-info when it must be kept.
+		wantClusterInfo *corev1.ConfigMap
+		wantInfoName    string // "" for no nestlet-info
+		wantBindings    []rbacv1.ClusterRoleBinding
+	}{
+		{
+			name:         "new parent without auto-approval",
+			opts:         Options{ServerURL: server, CAData: caPEM, ClusterName: "root"},
+			wantInfoName: "root",
+			wantBindings: []rbacv1.ClusterRoleBinding{csrBinding, deleteBinding},
+		},
+		{
+			name:         "new parent with auto-approval",
+			opts:         Options{ServerURL: server, CAData: caPEM, ClusterName: "root", AutoApprove: true},
+			wantInfoName: "root",
+			wantBindings: []rbacv1.ClusterRoleBinding{approveBinding, csrBinding, deleteBinding, renewBinding},
+		},
+		{
+			name:         "no cluster name, no nestlet-info",
+			opts:         Options{ServerURL: server, CAData: caPEM},
+			wantBindings: []rbacv1.ClusterRoleBinding{csrBinding, deleteBinding},
+		},
+		{
+			name:            "an existing cluster-info is left alone",
+			existing:        []runtime.Object{existingInfo.DeepCopy()},
+			opts:            Options{ServerURL: server, CAData: caPEM, ClusterName: "root"},
+			wantClusterInfo: existingInfo,
+			wantInfoName:    "root",
+			wantBindings:    []rbacv1.ClusterRoleBinding{csrBinding, deleteBinding},
+		},
+		{
+			name: "an existing nestlet-info gets the new name",
+			existing: []runtime.Object{&corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: "nestlet-info", Namespace: "kube-public"},
+				Data:       map[string]string{"clusterName": "old"},
+			}},
+			opts:         Options{ServerURL: server, CAData: caPEM, ClusterName: "root"},
+			wantInfoName: "root",
+			wantBindings: []rbacv1.ClusterRoleBinding{csrBinding, deleteBinding},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewClientset(tt.existing...)
+			require.NoError(t, EnsurePlumbing(t.Context(), client, tt.opts))
+			ctx := t.Context()
+
+			info, err := client.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{})
+			require.NoError(t, err)
+			if tt.wantClusterInfo != nil {
+				if d := cmp.Diff(tt.wantClusterInfo.Data, info.Data); d != "" {
+					t.Errorf("existing cluster-info changed (-want +got):\n%s", d)
+				}
+				for _, a := range client.Actions() {
+					var name string
+					switch a.GetVerb() {
+					case "update":
+						name = a.(k8stesting.UpdateAction).GetObject().(metav1.Object).GetName()
+					case "patch":
+						name = a.(k8stesting.PatchAction).GetName()
+					case "delete":
+						name = a.(k8stesting.DeleteAction).GetName()
+					}
+					assert.NotEqual(t, "cluster-info", name, "cluster-info changed by %s", a.GetVerb())
+				}
+			} else {
+				cfg, err := clientcmd.Load([]byte(info.Data["kubeconfig"]))
+				require.NoError(t, err, "cluster-info kubeconfig does not parse")
+				require.Len(t, cfg.Clusters, 1)
+				for _, c := range cfg.Clusters {
+					assert.Equal(t, server, c.Server)
+					assert.Equal(t, caPEM, c.CertificateAuthorityData)
+				}
+			}
+
+			nestletInfo, err := client.CoreV1().ConfigMaps("kube-public").Get(ctx, "nestlet-info", metav1.GetOptions{})
+			if tt.wantInfoName == "" {
+				assert.True(t, apierrors.IsNotFound(err), "nestlet-info exists: %v", err)
+			} else {
+				require.NoError(t, err)
+				assert.Equal(t, map[string]string{"clusterName": tt.wantInfoName}, nestletInfo.Data)
+			}
+
+			// cluster-info and nestlet-info are readable by anyone.
+			role, err := client.RbacV1().Roles("kube-public").Get(ctx, "nestlet:cluster-info-reader", metav1.GetOptions{})
+			require.NoError(t, err)
+			wantRules := []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"cluster-info", "nestlet-info"}}}
+			if d := cmp.Diff(wantRules, role.Rules); d != "" {
+				t.Errorf("cluster-info reader rules mismatch (-want +got):\n%s", d)
+			}
+			rb, err := client.RbacV1().RoleBindings("kube-public").Get(ctx, "nestlet:cluster-info-reader", metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "nestlet:cluster-info-reader"}, rb.RoleRef)
+			wantSubjects := []rbacv1.Subject{
+				{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "system:anonymous"},
+				{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:authenticated"},
+			}
+			if d := cmp.Diff(wantSubjects, rb.Subjects); d != "" {
+				t.Errorf("cluster-info reader subjects mismatch (-want +got):\n%s", d)
+			}
+
+			// Nodes may delete (their own) Node.
+			cr, err := client.RbacV1().ClusterRoles().Get(ctx, "nestlet:node-self-delete", metav1.GetOptions{})
+			require.NoError(t, err)
+			wantDelete := []rbacv1.PolicyRule{{Verbs: []string{"delete"}, APIGroups: []string{""}, Resources: []string{"nodes"}}}
+			if d := cmp.Diff(wantDelete, cr.Rules); d != "" {
+				t.Errorf("node self-delete rules mismatch (-want +got):\n%s", d)
+			}
+
+			crbs, err := client.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{})
+			require.NoError(t, err)
+			got := slices.Clone(crbs.Items)
+			for i := range got {
+				got[i].ManagedFields, got[i].ResourceVersion, got[i].TypeMeta = nil, "", metav1.TypeMeta{}
+			}
+			slices.SortFunc(got, func(a, b rbacv1.ClusterRoleBinding) int { return strings.Compare(a.Name, b.Name) })
+			if d := cmp.Diff(tt.wantBindings, got); d != "" {
+				t.Errorf("cluster role bindings mismatch (-want +got):\n%s", d)
+			}
+
+			// Running it again changes nothing and does not fail.
+			require.NoError(t, EnsurePlumbing(ctx, client, tt.opts), "second run")
+		})
+	}
+}
+
+func TestEnsurePlumbingFails(t *testing.T) {
+	client := fake.NewClientset()
+	client.PrependReactor("create", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "cluster-info", errors.New("no"))
+	})
+	err := EnsurePlumbing(t.Context(), client, Options{ServerURL: "https://parent:6443"})
+	require.Error(t, err)
+	assert.True(t, apierrors.IsForbidden(err), "cause not wrapped: %v", err)
+	assert.ErrorContains(t, err, "kube-public/cluster-info")
+}
+
+// secretValue returns key of sec, from Data or, as the API server has not
+// converted it, StringData.
+func secretValue(sec *corev1.Secret, key string) (string, bool) {
+	if v, ok := sec.Data[key]; ok {
+		return string(v), true
+	}
+	v, ok := sec.StringData[key]
+	return v, ok
+}
+
+func TestCreateToken(t *testing.T) {
+	tests := []struct {
+		name        string
+		ttl         time.Duration
+		description string
+	}{
+		{name: "one hour", ttl: time.Hour, description: "for child a"},
+		{name: "one day", ttl: 24 * time.Hour, description: "for child b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewClientset()
+			before := time.Now()
+			token, err := CreateToken(t.Context(), client, tt.ttl, tt.description)
+			require.NoError(t, err)
+			require.Regexp(t, regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`), token)
+			id, secret, _ := strings.Cut(token, ".")
+
+			sec, err := client.CoreV1().Secrets("kube-system").Get(t.Context(), "bootstrap-token-"+id, metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, corev1.SecretType("bootstrap.kubernetes.io/token"), sec.Type)
+			for key, want := range map[string]string{
+				"token-id":                       id,
+				"token-secret":                   secret,
+				"description":                    tt.description,
+				"usage-bootstrap-authentication": "true",
+				"usage-bootstrap-signing":        "true",
+			} {
+				got, ok := secretValue(sec, key)
+				assert.True(t, ok, "no %s", key)
+				assert.Equal(t, want, got, key)
+			}
+			raw, ok := secretValue(sec, "expiration")
+			require.True(t, ok, "no expiration")
+			exp, err := time.Parse(time.RFC3339, raw)
+			require.NoError(t, err)
+			assert.True(t, exp.After(before), "expiration %s not in the future", exp)
+			assert.WithinDuration(t, before.Add(tt.ttl), exp, time.Minute)
+			_, ok = secretValue(sec, "auth-extra-groups")
+			assert.False(t, ok, "extra groups set: bootstrappers are system:bootstrappers")
+		})
+	}
+}
+
+func TestCreateTokenDistinct(t *testing.T) {
+	client := fake.NewClientset()
+	a, err := CreateToken(t.Context(), client, time.Hour, "")
+	require.NoError(t, err)
+	b, err := CreateToken(t.Context(), client, time.Hour, "")
+	require.NoError(t, err)
+	assert.NotEqual(t, a, b)
+}
+
+func TestCAHash(t *testing.T) {
+	caPEM, ca := newCA(t, "parent-ca")
+	otherPEM, _ := newCA(t, "other-ca")
+	sum := sha256.Sum256(ca.RawSubjectPublicKeyInfo)
+	want := "sha256:" + hex.EncodeToString(sum[:])
+	tests := []struct {
+		name    string
+		data    []byte
+		want    string
+		wantErr bool
+	}{
+		{name: "one CA", data: caPEM, want: want},
+		{name: "the first CA of a bundle", data: append(append([]byte{}, caPEM...), otherPEM...), want: want},
+		{name: "not PEM", data: []byte("garbage"), wantErr: true},
+		{name: "empty", data: nil, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := CAHash(tt.data)
+			if tt.wantErr {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Regexp(t, regexp.MustCompile(`^sha256:[0-9a-f]{64}$`), got)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}

@@ -1,0 +1,384 @@
+package vnode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/provider/summary"
+)
+
+var start = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+
+func rl(kv ...string) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for i := 0; i < len(kv); i += 2 {
+		out[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+	}
+	return out
+}
+
+// readyNode returns a Ready, schedulable node with cpu allocatable.
+func readyNode(name, cpu string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}},
+		Status: corev1.NodeStatus{
+			Allocatable: rl("cpu", cpu, "memory", "1Gi", "pods", "10"),
+			Capacity:    rl("cpu", cpu, "memory", "1Gi", "pods", "10"),
+			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+		},
+	}
+}
+
+func newIndexer() cache.Indexer {
+	return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+}
+
+func validConfig() Config {
+	return Config{
+		ClusterName:     "child",
+		ReportFrequency: 10 * time.Second,
+		Nodes:           corelisters.NewNodeLister(newIndexer()),
+		Pods:            corelisters.NewPodLister(newIndexer()),
+		Ready:           func(context.Context) error { return nil },
+	}
+}
+
+func TestNew(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(*Config)
+		wantErr string
+	}{
+		{name: "valid", mutate: func(*Config) {}},
+		{name: "no cluster name", mutate: func(c *Config) { c.ClusterName = "" }, wantErr: "ClusterName"},
+		{name: "no node lister", mutate: func(c *Config) { c.Nodes = nil }, wantErr: "listers"},
+		{name: "no pod lister", mutate: func(c *Config) { c.Pods = nil }, wantErr: "listers"},
+		{name: "no ready func", mutate: func(c *Config) { c.Ready = nil }, wantErr: "Ready"},
+		{name: "no report frequency", mutate: func(c *Config) { c.ReportFrequency = 0 }, wantErr: "ReportFrequency"},
+		{name: "negative report frequency", mutate: func(c *Config) { c.ReportFrequency = -time.Second }, wantErr: "ReportFrequency"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := validConfig()
+			tt.mutate(&cfg)
+			p, err := New(cfg)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				assert.Nil(t, p)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, time.Second, p.cfg.MinReportInterval, "default MinReportInterval")
+			assert.Equal(t, api.DefaultGroupKeys, p.cfg.GroupKeys, "default GroupKeys")
+			assert.NotNil(t, p.cfg.Clock, "default Clock")
+		})
+	}
+}
+
+func TestPing(t *testing.T) {
+	boom := errors.New("readyz: not ok")
+	tests := []struct {
+		name    string
+		ready   error
+		wantErr error
+	}{
+		{name: "ready", ready: nil, wantErr: nil},
+		{name: "not ready", ready: boom, wantErr: boom},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := validConfig()
+			cfg.Ready = func(context.Context) error { return tt.ready }
+			p, err := New(cfg)
+			require.NoError(t, err)
+			err = p.Ping(t.Context())
+			if tt.wantErr == nil {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, tt.wantErr)
+		})
+	}
+}
+
+func TestNode(t *testing.T) {
+	now := metav1.NewTime(start)
+	conditions := []corev1.NodeCondition{
+		{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "ChildClusterReady", Message: "the child cluster's API server is ready", LastHeartbeatTime: now, LastTransitionTime: now},
+		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "ChildCluster", Message: "summarised by the child cluster", LastHeartbeatTime: now, LastTransitionTime: now},
+		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "ChildCluster", Message: "summarised by the child cluster", LastHeartbeatTime: now, LastTransitionTime: now},
+		{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "ChildCluster", Message: "summarised by the child cluster", LastHeartbeatTime: now, LastTransitionTime: now},
+	}
+	provider := corev1.Taint{Key: "virtual-kubelet.io/provider", Value: "nestlet", Effect: corev1.TaintEffectNoSchedule}
+	dedicated := corev1.Taint{Key: "example.com/dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
+	sum := api.Summary{Cluster: "child", Covered: []string{"child"}, GroupKeys: []string{"kubernetes.io/arch"}, Groups: []api.Group{}, Time: start.Format(time.RFC3339)}
+	sumJSON, err := json.Marshal(sum)
+	require.NoError(t, err)
+
+	tests := []struct {
+		name   string
+		labels map[string]string
+		taints []corev1.Taint
+		result summary.Result
+		want   *corev1.Node
+	}{
+		{
+			name: "summary labels, target labels and taints",
+			labels: map[string]string{
+				"example.com/team":            "a",
+				"topology.kubernetes.io/zone": "from-target",
+			},
+			taints: []corev1.Taint{dedicated},
+			result: summary.Result{
+				Allocatable: rl("cpu", "4", "memory", "8Gi"),
+				Labels: map[string]string{
+					"kubernetes.io/arch":          "arm64",
+					"topology.kubernetes.io/zone": "from-summary",
+					"tier":                        "gold",
+				},
+				Summary: sum,
+			},
+			want: &corev1.Node{
+				ObjectMeta: metav1.ObjectMeta{
+					Name: "child",
+					Labels: map[string]string{
+						"example.com/team":            "a",
+						"tier":                        "gold",
+						"topology.kubernetes.io/zone": "from-target",
+						"kubernetes.io/arch":          "arm64",
+						"kubernetes.io/os":            "linux",
+						"kubernetes.io/hostname":      "child",
+						"nestlet.io/cluster":          "child",
+						"type":                        "virtual-kubelet",
+					},
+					Annotations: map[string]string{
+						"nestlet.io/summary":        string(sumJSON),
+						"nestlet.io/cluster-uid":    "uid-1",
+						"nestlet.io/desired-taints": `[{"key":"example.com/dedicated","value":"gpu","effect":"NoSchedule"}]`,
+					},
+				},
+				Spec: corev1.NodeSpec{Taints: []corev1.Taint{provider, dedicated}},
+				Status: corev1.NodeStatus{
+					Capacity:    rl("cpu", "4", "memory", "8Gi"),
+					Allocatable: rl("cpu", "4", "memory", "8Gi"),
+					Phase:       corev1.NodeRunning,
+					Conditions:  conditions,
+					NodeInfo:    corev1.NodeSystemInfo{OperatingSystem: "linux", Architecture: "arm64", KubeletVersion: "v1.35.4"},
+				},
+			},
+		},
+		{
+			name:   "no target labels or taints",
+			result: summary.Result{Allocatable: rl("cpu", "0"), Labels: map[string]string{}, Summary: sum},
+			want: &corev1.Node{
+				ObjectMeta: metav1.ObjectMeta{
+					Name: "child",
+					Labels: map[string]string{
+						"kubernetes.io/arch":     "amd64",
+						"kubernetes.io/os":       "linux",
+						"kubernetes.io/hostname": "child",
+						"nestlet.io/cluster":     "child",
+						"type":                   "virtual-kubelet",
+					},
+					Annotations: map[string]string{
+						"nestlet.io/summary":        string(sumJSON),
+						"nestlet.io/cluster-uid":    "uid-1",
+						"nestlet.io/desired-taints": "null",
+					},
+				},
+				Spec: corev1.NodeSpec{Taints: []corev1.Taint{provider}},
+				Status: corev1.NodeStatus{
+					Capacity:    rl("cpu", "0"),
+					Allocatable: rl("cpu", "0"),
+					Phase:       corev1.NodeRunning,
+					Conditions:  conditions,
+					NodeInfo:    corev1.NodeSystemInfo{OperatingSystem: "linux", Architecture: "amd64", KubeletVersion: "v1.35.4"},
+				},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := validConfig()
+			cfg.ClusterUID = "uid-1"
+			cfg.Labels = tt.labels
+			cfg.Taints = tt.taints
+			cfg.Clock = clocktesting.NewFakeClock(start)
+			p, err := New(cfg)
+			require.NoError(t, err)
+			got, err := p.Node(tt.result)
+			require.NoError(t, err)
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Errorf("Node() mismatch (-want +got):\n%s", d)
+			}
+			// The node's resource lists are copies: the caller may change them.
+			got.Status.Capacity[corev1.ResourceCPU] = resource.MustParse("99")
+			got.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("98")
+			assert.True(t, tt.result.Allocatable.Cpu().Equal(*tt.want.Status.Allocatable.Cpu()), "Node aliases the summary's allocatable")
+			assert.False(t, got.Status.Capacity.Cpu().Equal(*got.Status.Allocatable.Cpu()), "capacity and allocatable alias each other")
+		})
+	}
+}
+
+// step is one action of a report scenario, and the reports it must give.
+type step struct {
+	// addNode is added to this cluster, annotate gets an annotation that
+	// does not change the summary; signal sends a change event.
+	addNode  *corev1.Node
+	annotate string
+	signal   bool
+	// advance steps the fake clock.
+	advance time.Duration
+	// want are the times, as offsets from start, of the reports this step
+	// must give, in order; wantCPU is the allocatable CPU of the last one.
+	want    []time.Duration
+	wantCPU string
+}
+
+func TestNotifyNodeStatus(t *testing.T) {
+	const (
+		freq        = 10 * time.Second
+		minInterval = time.Second
+	)
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{
+			name: "periodic report without change",
+			steps: []step{
+				{advance: freq / 2},
+				{advance: freq / 2, want: []time.Duration{freq}, wantCPU: "2"},
+				{advance: freq, want: []time.Duration{2 * freq}, wantCPU: "2"},
+			},
+		},
+		{
+			name: "a change is reported at once",
+			steps: []step{
+				{addNode: readyNode("n1", "3"), signal: true, want: []time.Duration{0}, wantCPU: "5"},
+			},
+		},
+		{
+			name: "a change event that does not change the summary is not reported",
+			steps: []step{
+				{advance: 2 * time.Second, annotate: "n0", signal: true},
+				{signal: true},
+				{advance: freq - 2*time.Second, want: []time.Duration{freq}, wantCPU: "2"},
+			},
+		},
+		{
+			name: "two changes within the interval: one report now, one when the interval has passed",
+			steps: []step{
+				{addNode: readyNode("n1", "3"), signal: true, want: []time.Duration{0}, wantCPU: "5"},
+				{advance: 300 * time.Millisecond, addNode: readyNode("n2", "1"), signal: true},
+				{signal: true},
+				{advance: minInterval - 300*time.Millisecond - time.Millisecond},
+				{advance: time.Millisecond, want: []time.Duration{minInterval}, wantCPU: "6"},
+				{signal: true},
+				// The rate limit holds again for the next change.
+				{addNode: readyNode("n3", "1"), signal: true},
+				{advance: minInterval, want: []time.Duration{2 * minInterval}, wantCPU: "7"},
+			},
+		},
+		{
+			name: "a change right after a periodic report waits for the interval",
+			steps: []step{
+				{advance: freq, want: []time.Duration{freq}, wantCPU: "2"},
+				{addNode: readyNode("n1", "3"), signal: true},
+				{advance: minInterval, want: []time.Duration{freq + minInterval}, wantCPU: "5"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := clocktesting.NewFakeClock(start)
+			nodes := newIndexer()
+			require.NoError(t, nodes.Add(readyNode("n0", "2")))
+			changed := make(chan struct{}) // unbuffered: a send returns once the loop is back in its select
+			reported := make(chan time.Time, 10)
+			reports := make(chan *corev1.Node, 10)
+			cfg := validConfig()
+			cfg.Nodes = corelisters.NewNodeLister(nodes)
+			cfg.ReportFrequency = freq
+			cfg.MinReportInterval = minInterval
+			cfg.Changed = changed
+			cfg.Clock = clock
+			cfg.Reported = func(at time.Time) { reported <- at }
+			p, err := New(cfg)
+			require.NoError(t, err)
+			_, err = p.InitialNode()
+			require.NoError(t, err)
+
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			p.NotifyNodeStatus(ctx, func(n *corev1.Node) { reports <- n })
+
+			// barrier returns once every event sent so far has been handled:
+			// the loop takes the second send only after it handled the first.
+			signal := func() {
+				select {
+				case changed <- struct{}{}:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the report loop does not take change events")
+				}
+			}
+			barrier := func() { signal(); signal() }
+			barrier() // the loop runs and its ticker exists
+
+			for i, s := range tt.steps {
+				if s.addNode != nil {
+					require.NoError(t, nodes.Add(s.addNode))
+				}
+				if s.annotate != "" {
+					obj, ok, err := nodes.GetByKey(s.annotate)
+					require.NoError(t, err)
+					require.True(t, ok)
+					n := obj.(*corev1.Node).DeepCopy()
+					n.Annotations = map[string]string{"example.com/irrelevant": "x"}
+					require.NoError(t, nodes.Update(n))
+				}
+				if s.advance > 0 {
+					clock.Step(s.advance)
+				}
+				if s.signal {
+					signal()
+				}
+				for _, off := range s.want {
+					var n *corev1.Node
+					select {
+					case n = <-reports:
+					case <-time.After(10 * time.Second):
+						t.Fatalf("step %d: no report at %s", i, off)
+					}
+					select {
+					case at := <-reported:
+						assert.Equal(t, start.Add(off), at, "step %d: report time", i)
+					case <-time.After(10 * time.Second):
+						t.Fatalf("step %d: Reported not called", i)
+					}
+					assert.True(t, resource.MustParse(s.wantCPU).Equal(*n.Status.Allocatable.Cpu()), "step %d: allocatable cpu %s, want %s", i, n.Status.Allocatable.Cpu(), s.wantCPU)
+				}
+				barrier()
+				select {
+				case n := <-reports:
+					t.Fatalf("step %d: unexpected report at %s (allocatable cpu %s)", i, clock.Now().Sub(start), n.Status.Allocatable.Cpu())
+				default:
+				}
+			}
+		})
+	}
+}
