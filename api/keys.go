@@ -31,6 +31,10 @@ const (
 	// until which the parent's scheduler should not send that owner's pods
 	// here, because one of them bounced back.
 	AnnotationAvoid = "nestlet.io/avoid"
+	// AnnotationOwnerUID is set on a delegate to the UID of the original
+	// pod's controller (the ReplicaSet, Job... in the cluster where the pod
+	// was created), carried along every hop; avoidance is keyed by it.
+	AnnotationOwnerUID = "nestlet.io/owner-uid"
 	// AnnotationOrigin is set on a delegate pod to "<parent cluster>/<parent
 	// pod UID>".
 	AnnotationOrigin = "nestlet.io/origin"

@@ -79,6 +79,9 @@ func buildDelegate(pod *corev1.Pod, name string, c *Config, path []string) *core
 	if ref := metav1.GetControllerOf(pod); ref != nil && d.Annotations[AnnotationOwnerKind] == "" {
 		d.Annotations[AnnotationOwnerKind] = ref.Kind
 	}
+	if owner := api.PodOwnerUID(pod); owner != "" {
+		d.Annotations[api.AnnotationOwnerUID] = string(owner)
+	}
 	d.Spec.NodeName = ""
 	// The priority value is computed again here from priorityClassName;
 	// admission refuses a pod that brings its own.

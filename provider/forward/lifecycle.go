@@ -90,7 +90,7 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 	}
 	want.Labels[LabelTargetUID] = d.Labels[LabelTargetUID]
 	ours := map[string]string{}
-	for _, k := range []string{api.AnnotationOrigin, api.AnnotationPath, AnnotationParentPod, AnnotationOwnerKind} {
+	for _, k := range []string{api.AnnotationOrigin, api.AnnotationPath, AnnotationParentPod, AnnotationOwnerKind, api.AnnotationOwnerUID} {
 		if v, ok := d.Annotations[k]; ok {
 			ours[k] = v
 		}

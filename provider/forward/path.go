@@ -11,24 +11,14 @@ import (
 )
 
 // DefaultHopLimit bounds how many times a pod is forwarded.
-const DefaultHopLimit = 8
-
-// PathOf returns the clusters a pod has passed through (its nestlet.io/path
-// annotation), nil for a pod created where it is.
-func PathOf(pod *corev1.Pod) []string {
-	raw := pod.Annotations[api.AnnotationPath]
-	if raw == "" {
-		return nil
-	}
-	return strings.Split(raw, ",")
-}
+const DefaultHopLimit = api.DefaultHopLimit
 
 // nextPath returns the path of the delegate of pod: the pod's own path (or
 // the parent cluster's name, for a pod created in the parent) followed by
 // this cluster. It refuses a pod that has already passed through this
 // cluster (a loop) or that would exceed the hop limit.
 func nextPath(pod *corev1.Pod, parent, self string, hopLimit int) ([]string, error) {
-	path := PathOf(pod)
+	path := api.PodPath(pod)
 	if len(path) == 0 {
 		path = []string{parent}
 	}

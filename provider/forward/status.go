@@ -263,7 +263,7 @@ func (p *Provider) bounce(uid types.UID, d *corev1.Pod, msg string) {
 	if err != nil && !apierrors.IsNotFound(err) {
 		klog.FromContext(p.ctx).Error(err, "Deleting bounced delegate", "pod", klog.KObj(d))
 	}
-	if ref := metav1.GetControllerOf(parent); ref != nil && p.cfg.Avoid != nil {
-		p.cfg.Avoid(ref.UID, p.cfg.Clock.Now().Add(p.cfg.Cooldown))
+	if owner := api.PodOwnerUID(parent); owner != "" && p.cfg.Avoid != nil {
+		p.cfg.Avoid(owner, p.cfg.Clock.Now().Add(p.cfg.Cooldown))
 	}
 }

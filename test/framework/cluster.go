@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	schedconfig "github.com/nestlet/nestlet/scheduler-plugins/config"
 )
 
 // ClusterOptions describe one cluster to start.
@@ -25,10 +27,11 @@ type ClusterOptions struct {
 	// Name identifies the cluster: its etcd prefix, its directory and its
 	// kubeconfig context. Required.
 	Name string
-	// SchedulerBinary replaces the stock kube-scheduler; SchedulerArgs are
-	// added to its command line (for example --config).
-	SchedulerBinary string
-	SchedulerArgs   []string
+	// StockScheduler runs the stock kube-scheduler instead of
+	// nestlet-scheduler with its shipped profile (for baselines).
+	StockScheduler bool
+	// SchedulerArgs are added to the scheduler's command line.
+	SchedulerArgs []string
 	// Nodes are kwok nodes created once the cluster is up.
 	Nodes []NodeOptions
 }
@@ -179,22 +182,9 @@ func startCluster(ctx context.Context, bins *Binaries, etcd *Etcd, baseDir strin
 	if err != nil {
 		return nil, err
 	}
-	schedBin := bins.KubeScheduler
-	if opts.SchedulerBinary != "" {
-		schedBin = opts.SchedulerBinary
-	}
-	schedArgs := []string{
-		"--kubeconfig=" + schedKubeconfig,
-		"--authentication-kubeconfig=" + schedKubeconfig,
-		"--authorization-kubeconfig=" + schedKubeconfig,
-		"--bind-address=127.0.0.1",
-		"--secure-port=0",
-		"--leader-elect=false",
-		// The default client limit (50/s) would make binding the
-		// bottleneck of every burst, in baselines and trees alike.
-		"--kube-api-qps=500",
-		"--kube-api-burst=1000",
-		"--v=1",
+	schedBin, schedArgs, err := c.schedulerCommand(ctx, bins, schedKubeconfig, opts.StockScheduler)
+	if err != nil {
+		return nil, err
 	}
 	sched, err := startProcess(dir, "kube-scheduler", schedBin, append(schedArgs, opts.SchedulerArgs...)...)
 	if err != nil {
@@ -247,6 +237,41 @@ func startCluster(ctx context.Context, bins *Binaries, etcd *Etcd, baseDir strin
 		}
 	}
 	return c, nil
+}
+
+// schedulerCommand returns the scheduler to run: nestlet-scheduler with the
+// shipped profile, or the stock kube-scheduler.
+func (c *Cluster) schedulerCommand(ctx context.Context, bins *Binaries, kubeconfig string, stock bool) (string, []string, error) {
+	common := []string{
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		"--bind-address=127.0.0.1",
+		"--secure-port=0",
+		"--v=1",
+	}
+	if stock {
+		return bins.KubeScheduler, append(common,
+			"--kubeconfig="+kubeconfig,
+			"--leader-elect=false",
+			// The default client limit (50/s) would make binding the
+			// bottleneck of every burst, in baselines and trees alike.
+			"--kube-api-qps=500",
+			"--kube-api-burst=1000",
+		), nil
+	}
+	own, err := BuildNestlet(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	cfg, err := schedconfig.ForKubeconfig(kubeconfig, false)
+	if err != nil {
+		return "", nil, err
+	}
+	path := filepath.Join(c.Dir, "scheduler-config.yaml")
+	if err := os.WriteFile(path, cfg, 0o644); err != nil {
+		return "", nil, err
+	}
+	return own.Scheduler, append(common, "--config="+path), nil
 }
 
 func (c *Cluster) track(p *Process) {

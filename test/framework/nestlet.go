@@ -19,9 +19,10 @@ import (
 
 // NestletBinaries are the project's own programs, built from this checkout.
 type NestletBinaries struct {
-	Dir     string
-	Nestlet string
-	Nestctl string
+	Dir       string
+	Nestlet   string
+	Nestctl   string
+	Scheduler string
 }
 
 var (
@@ -30,8 +31,8 @@ var (
 	buildErr  error
 )
 
-// BuildNestlet builds cmd/nestlet and cmd/nestctl of this checkout once per
-// process into a temporary directory.
+// BuildNestlet builds cmd/nestlet, cmd/nestctl and cmd/nestlet-scheduler of
+// this checkout once per process into a temporary directory.
 func BuildNestlet(ctx context.Context) (*NestletBinaries, error) {
 	buildOnce.Do(func() {
 		root, err := RepoRoot()
@@ -44,13 +45,14 @@ func BuildNestlet(ctx context.Context) (*NestletBinaries, error) {
 			buildErr = err
 			return
 		}
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "./cmd/nestlet", "./cmd/nestctl")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "./cmd/nestlet", "./cmd/nestctl", "./cmd/nestlet-scheduler")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("building nestlet binaries: %w\n%s", err, out)
 			return
 		}
-		built = &NestletBinaries{Dir: dir, Nestlet: filepath.Join(dir, "nestlet"), Nestctl: filepath.Join(dir, "nestctl")}
+		built = &NestletBinaries{Dir: dir, Nestlet: filepath.Join(dir, "nestlet"), Nestctl: filepath.Join(dir, "nestctl"),
+			Scheduler: filepath.Join(dir, "nestlet-scheduler")}
 	})
 	return built, buildErr
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -38,7 +37,6 @@ func TestDelegateNameCollision(t *testing.T) {
 	remote := local.DeepCopy()
 	remote.Labels = map[string]string{"origin": "root"}
 	remote.Spec.NodeSelector = map[string]string{"topology.kubernetes.io/region": "east"}
-	remote.Spec.Tolerations = toleratesVirtualNodes
 	_, err = env.Cluster("root").Client.CoreV1().Pods(ns).Create(ctx, remote, metav1.CreateOptions{})
 	require.NoError(t, err)
 	waitPods(t, "root", ns, "origin=root", time.Minute, func(ps []corev1.Pod) bool { return countRunning(ps) == 1 })
@@ -52,22 +50,24 @@ func TestDelegateNameCollision(t *testing.T) {
 	require.Equal(t, "local", mine.Labels["origin"], "the child's own pod is untouched")
 }
 
-// After a bounce, the child asks the parent to avoid it for the owner of
-// the bounced pod, on its virtual node.
+// After bounces, the children ask to be avoided for the owner of the
+// bounced pods, level by level, until the root keeps the Deployment's pod
+// Pending with that reason instead of sending it down again (no ping-pong).
 func TestBounceRecordsAvoidance(t *testing.T) {
 	ctx := t.Context()
 	ns := namespace(t)
 	root := env.Cluster("root")
-	dep := deployment(ns, "huge", 1, "west")
-	dep.Spec.Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20")}
+	occupyHostPort(t, ns, 7002, "west-1", "west-2")
+	dep := deployment(ns, "port-bound", 1, "west")
+	dep.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 7002}}
 	_, err := root.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		_ = root.Client.AppsV1().Deployments(ns).Delete(context.WithoutCancel(ctx), "huge", metav1.DeleteOptions{})
+		_ = root.Client.AppsV1().Deployments(ns).Delete(context.WithoutCancel(ctx), "port-bound", metav1.DeleteOptions{})
 	})
 	var rsUID string
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		rss, err := root.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=huge"})
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		rss, err := root.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=port-bound"})
 		if err != nil || len(rss.Items) == 0 {
 			return false, nil //nolint:nilerr // retried until the timeout
 		}
@@ -83,7 +83,19 @@ func TestBounceRecordsAvoidance(t *testing.T) {
 		_, ok := avoid[rsUID]
 		return ok, nil
 	})
-	require.NoError(t, err, "west never asked to be avoided for ReplicaSet %s", rsUID)
+	require.NoError(t, err, "west never asked the root to avoid it for ReplicaSet %s", rsUID)
+
+	// The root now keeps the replacement Pending, saying why.
+	waitPods(t, "root", ns, "app=port-bound", time.Minute, func(ps []corev1.Pod) bool {
+		for _, p := range ps {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "asks to be avoided") {
+					return true
+				}
+			}
+		}
+		return false
+	})
 }
 
 // The agents export forwarding metrics.

@@ -138,7 +138,6 @@ func BenchmarkForwardingLatency(b *testing.B) {
 	ctx := b.Context()
 	spec := corev1.PodSpec{
 		NodeSelector: map[string]string{"topology.kubernetes.io/region": "east"},
-		Tolerations:  toleratesVirtualNodes,
 		Containers:   []corev1.Container{{Name: "app", Image: "nginx"}},
 	}
 	for b.Loop() {

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/provider/forward"
 )
 
@@ -25,9 +24,8 @@ func namespace(t *testing.T) string {
 	return ns
 }
 
-// toleratesVirtualNodes is what pods need while the stock scheduler runs.
-var toleratesVirtualNodes = []corev1.Toleration{{Key: api.TaintKeyProvider, Operator: corev1.TolerationOpEqual, Value: api.TaintValueProvider, Effect: corev1.TaintEffectNoSchedule}}
-
+// deployment is a plain Deployment pinned to a region: no toleration, no
+// scheduler name, as a user writes it.
 func deployment(ns, name string, replicas int32, region string) *appsv1.Deployment {
 	labels := map[string]string{"app": name}
 	return &appsv1.Deployment{
@@ -39,7 +37,6 @@ func deployment(ns, name string, replicas int32, region string) *appsv1.Deployme
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					NodeSelector: map[string]string{"topology.kubernetes.io/region": region},
-					Tolerations:  toleratesVirtualNodes,
 					Containers:   []corev1.Container{{Name: "app", Image: "nginx"}},
 				},
 			},

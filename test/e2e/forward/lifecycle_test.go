@@ -2,6 +2,7 @@ package forward
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -12,7 +13,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -34,7 +34,6 @@ func TestJobCompletesOnce(t *testing.T) {
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever,
 				NodeSelector:  map[string]string{"topology.kubernetes.io/region": "east"},
-				Tolerations:   toleratesVirtualNodes,
 				Containers:    []corev1.Container{{Name: "work", Image: "busybox"}},
 			}},
 		},
@@ -113,20 +112,19 @@ func TestDelegateDeletedBelowFailsParent(t *testing.T) {
 	})
 }
 
-// A pod that fits the aggregate of a child but no single node there bounces
-// back: the root pod fails with the child's scheduler's reason, visible in
-// kubectl describe.
+// A pod the west leaves cannot place for a reason no summary shows (its
+// host port is taken on every node there) bounces back: the root pod fails
+// with the leaf scheduler's reason, visible in kubectl describe.
 func TestBounceBack(t *testing.T) {
 	ctx := t.Context()
 	ns := namespace(t)
 	root := env.Cluster("root")
+	occupyHostPort(t, ns, 7001, "west-1", "west-2")
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "too-big", Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: "port-bound", Namespace: ns},
 		Spec: corev1.PodSpec{
 			NodeSelector: map[string]string{"topology.kubernetes.io/region": "west"},
-			Tolerations:  toleratesVirtualNodes,
-			Containers: []corev1.Container{{Name: "app", Image: "nginx", Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20")}}}},
+			Containers:   []corev1.Container{{Name: "app", Image: "nginx", Ports: []corev1.ContainerPort{{ContainerPort: 80, HostPort: 7001}}}},
 		},
 	}
 	_, err := root.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
@@ -140,13 +138,34 @@ func TestBounceBack(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "west", p.Spec.NodeName)
 	require.Equal(t, forward.ReasonBounced, p.Status.Reason)
-	require.Contains(t, p.Status.Message, "Insufficient cpu")
+	require.Contains(t, p.Status.Message, "free ports")
 
 	out, err := exec.CommandContext(ctx, env.Binaries.Kubectl, "--kubeconfig", root.KubeconfigPath, "describe", "pod", "-n", ns, pod.Name).CombinedOutput()
 	require.NoError(t, err, string(out))
 	require.Contains(t, string(out), forward.ReasonBounced)
-	require.Contains(t, string(out), "Insufficient cpu")
-	require.Empty(t, delegates(t, "west", ns), "the bounced delegate is removed")
+	require.Contains(t, string(out), "free ports")
+	for _, leaf := range []string{"west-1", "west-2"} {
+		require.Empty(t, delegates(t, leaf, ns), "the bounced delegate is removed from %s", leaf)
+	}
+}
+
+// occupyHostPort runs a pod holding port on every node of the leaves.
+func occupyHostPort(t *testing.T, ns string, port int32, leaves ...string) {
+	t.Helper()
+	for _, leaf := range leaves {
+		c := env.Cluster(leaf)
+		require.NoError(t, c.EnsureNamespace(t.Context(), ns))
+		nodes, err := c.Client.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{LabelSelector: "type=kwok"})
+		require.NoError(t, err)
+		for _, n := range nodes.Items {
+			_, err := c.Client.CoreV1().Pods(ns).Create(t.Context(), &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("holds-%d-%s", port, n.Name)},
+				Spec: corev1.PodSpec{NodeName: n.Name, Containers: []corev1.Container{{Name: "app", Image: "nginx",
+					Ports: []corev1.ContainerPort{{ContainerPort: 80, HostPort: port}}}}},
+			}, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+	}
 }
 
 // A pod that has already passed through a cluster is refused there.

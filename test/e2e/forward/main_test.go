@@ -1,7 +1,7 @@
 // Package forward tests recursive pod forwarding on a 3-level tree of real
 // control planes:
 //
-//	root <- east, west
+//	root <- east, west          (root has one real node, no region)
 //	east <- east-1, east-2      (kwok nodes, region east)
 //	west <- west-1, west-2      (kwok nodes, region west)
 package forward
@@ -30,7 +30,7 @@ func leaf(name, region string) framework.ClusterOptions {
 func TestMain(m *testing.M) {
 	os.Exit(framework.RunTreeMain(m, framework.Tree{
 		Clusters: []framework.ClusterOptions{
-			{Name: "root"}, {Name: "east"}, {Name: "west"},
+			{Name: "root", Nodes: []framework.NodeOptions{{Name: "root-node"}}}, {Name: "east"}, {Name: "west"},
 			leaf("east-1", "east"), leaf("east-2", "east"), leaf("west-1", "west"), leaf("west-2", "west"),
 		},
 		Edges: [][2]string{

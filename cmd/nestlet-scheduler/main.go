@@ -1,0 +1,24 @@
+// Command nestlet-scheduler is kube-scheduler with Nestlet's plugins
+// (Watermark, SummaryAffinity, LoopGuard) registered. Run it with the
+// profile in scheduler-plugins/config/scheduler-config.yaml.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+
+	"github.com/nestlet/nestlet/scheduler-plugins/loopguard"
+	"github.com/nestlet/nestlet/scheduler-plugins/summaryaffinity"
+	"github.com/nestlet/nestlet/scheduler-plugins/watermark"
+)
+
+func main() {
+	cmd := app.NewSchedulerCommand(
+		app.WithPlugin(watermark.Name, watermark.New),
+		app.WithPlugin(summaryaffinity.Name, summaryaffinity.New),
+		app.WithPlugin(loopguard.Name, loopguard.New),
+	)
+	os.Exit(cli.Run(cmd))
+}

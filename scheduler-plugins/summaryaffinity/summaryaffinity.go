@@ -1,0 +1,84 @@
+// Package summaryaffinity is the SummaryAffinity scheduler plugin: it
+// decides whether a pod's nodeSelector, required node affinity and
+// tolerations fit a node. A real node is judged exactly as the built-in
+// NodeAffinity and TaintToleration filters judge it; a virtual node is judged
+// by the groups of its summary, so a child spanning east and west fits pods
+// for either. The virtual-node taint counts as tolerated for every pod not
+// owned by a DaemonSet; DaemonSet pods never fit a virtual node.
+package summaryaffinity
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/nestlet/nestlet/scheduler-plugins/virtual"
+)
+
+// Name of the plugin in a scheduler profile.
+const Name = "SummaryAffinity"
+
+// Messages for real nodes, as the built-in plugins word them.
+const (
+	ErrReasonAffinity = "node(s) didn't match Pod's node affinity/selector"
+	ErrReasonTaint    = "node(s) had untolerated taint {%s: %s}"
+)
+
+// SummaryAffinity implements fwk.FilterPlugin.
+type SummaryAffinity struct{}
+
+var _ fwk.FilterPlugin = &SummaryAffinity{}
+
+// New returns the plugin; it takes no arguments.
+func New(_ context.Context, _ runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
+	return &SummaryAffinity{}, nil
+}
+
+// Name returns the plugin's name.
+func (*SummaryAffinity) Name() string { return Name }
+
+// Filter decides whether pod's node constraints fit the node.
+func (*SummaryAffinity) Filter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	node := nodeInfo.Node()
+	if node == nil {
+		return fwk.NewStatus(fwk.Error, "node not found")
+	}
+	if !virtual.IsVirtual(node) {
+		return filterReal(pod, node)
+	}
+	return filterVirtual(pod, node)
+}
+
+func filterReal(pod *corev1.Pod, node *corev1.Node) *fwk.Status {
+	if ok, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); !ok {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ErrReasonAffinity)
+	}
+	if taint, untolerated := virtual.UntoleratedTaint(pod, node.Spec.Taints, false); untolerated {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(ErrReasonTaint, taint.Key, taint.Value))
+	}
+	return nil
+}
+
+func filterVirtual(pod *corev1.Pod, node *corev1.Node) *fwk.Status {
+	if virtual.IsDaemonSetPod(pod) {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
+			fmt.Sprintf("%s: DaemonSet pods do not go to virtual nodes (each cluster runs its own)", node.Name))
+	}
+	// Taints of the node itself (a Target's taints, unreachable...), but
+	// the virtual-node taint.
+	if taint, untolerated := virtual.UntoleratedTaint(pod, node.Spec.Taints, true); untolerated {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: untolerated taint {%s: %s}", node.Name, taint.Key, taint.Value))
+	}
+	s, ok := virtual.Summary(node)
+	if !ok {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: no summary reported yet", node.Name))
+	}
+	if len(virtual.MatchingGroups(pod, node, s)) == 0 {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: no group matches %s", node.Name, virtual.DescribeSelector(pod)))
+	}
+	return nil
+}

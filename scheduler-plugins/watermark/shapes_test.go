@@ -1,0 +1,340 @@
+package watermark
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+func shapeOf(cpu, mem, pods string) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for r, v := range map[corev1.ResourceName]string{corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem, corev1.ResourcePods: pods} {
+		if v != "" {
+			out[r] = resource.MustParse(v)
+		}
+	}
+	return out
+}
+
+func shapes(cpus ...string) []corev1.ResourceList {
+	var out []corev1.ResourceList
+	for _, c := range cpus {
+		out = append(out, shapeOf(c, "32Gi", "110"))
+	}
+	return out
+}
+
+func regionGroup(region string, shapes []corev1.ResourceList, taints ...corev1.Taint) api.Group {
+	g := api.Group{Nodes: len(shapes), Shapes: shapes, Taints: taints,
+		Allocatable: corev1.ResourceList{}, Free: corev1.ResourceList{}}
+	if region != "" {
+		g.Labels = map[string]string{regionKey: region}
+	}
+	for _, sh := range shapes {
+		for r, q := range sh {
+			sum := g.Free[r]
+			sum.Add(q)
+			g.Free[r] = sum
+			g.Allocatable[r] = sum.DeepCopy()
+		}
+	}
+	return g
+}
+
+func summaryOf(groups ...api.Group) *api.Summary {
+	return &api.Summary{Cluster: "child", Covered: []string{"child"}, GroupKeys: api.DefaultGroupKeys,
+		Groups: groups, Time: summaryTime.Format(time.RFC3339)}
+}
+
+// Pods already on the virtual node, by when they were bound.
+func boundAt(name, cpu string, at time.Time) *corev1.Pod {
+	return cpuPod(name, cpu).Conditions([]corev1.PodCondition{
+		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(at.Add(time.Hour))},
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(at)},
+	}).Obj()
+}
+
+func after(name, cpu string) *corev1.Pod  { return boundAt(name, cpu, summaryTime.Add(time.Minute)) }
+func before(name, cpu string) *corev1.Pod { return boundAt(name, cpu, summaryTime.Add(-time.Minute)) }
+func assumed(name, cpu string) *corev1.Pod {
+	return cpuPod(name, cpu).Obj()
+}
+
+func inEast(w *st.PodWrapper) *corev1.Pod {
+	return w.NodeSelector(map[string]string{regionKey: "east"}).Obj()
+}
+
+func TestFilterShapes(t *testing.T) {
+	dedicated := corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
+	// east: 64 CPU free in all, on 16 nodes of 4 free each (the summary
+	// keeps the 4 largest shapes); west: one node with 16 free.
+	fragmented := summaryOf(
+		func() api.Group {
+			g := regionGroup("east", shapes("4", "4", "4", "4"))
+			g.Nodes = 16
+			g.Free[corev1.ResourceCPU] = resource.MustParse("64")
+			g.Allocatable[corev1.ResourceCPU] = resource.MustParse("128")
+			return g
+		}(),
+		regionGroup("west", shapes("16")),
+	)
+	one8 := summaryOf(regionGroup("east", shapes("8")))
+	noTime := summaryOf(regionGroup("east", shapes("8")))
+	noTime.Time = ""
+	longAgo := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+
+	tests := []struct {
+		name        string
+		summary     *api.Summary
+		pods        []*corev1.Pod
+		pod         *corev1.Pod
+		wantCode    fwk.Code
+		wantMessage string
+	}{
+		// Fragmentation.
+		{name: "fragmented: 8 CPU pod", summary: fragmented, pod: inEast(cpuPod("p", "8")),
+			wantCode: fwk.Unschedulable, wantMessage: "vn-child: largest free shape 4 CPU < 8 CPU"},
+		{name: "fragmented: 4 CPU pod", summary: fragmented, pod: inEast(cpuPod("p", "4"))},
+		{name: "fragmented: 8 CPU pod for any region fits west", summary: fragmented, pod: cpuPod("p", "8").Obj()},
+		{name: "fragmented: 17 CPU pod for any region", summary: fragmented, pod: cpuPod("p", "17").Obj(),
+			wantCode: fwk.Unschedulable, wantMessage: "largest free shape 16 CPU < 17 CPU"},
+		{name: "shapes of every matching group", summary: summaryOf(
+			func() api.Group { g := regionGroup("east", shapes("4")); g.Labels["zone"] = "a"; return g }(),
+			func() api.Group { g := regionGroup("east", shapes("6")); g.Labels["zone"] = "b"; return g }(),
+			regionGroup("west", shapes("32")),
+		), pod: inEast(cpuPod("p", "6"))},
+		{name: "largest shape of the matching groups", summary: summaryOf(
+			func() api.Group { g := regionGroup("east", shapes("4")); g.Labels["zone"] = "a"; return g }(),
+			func() api.Group { g := regionGroup("east", shapes("6")); g.Labels["zone"] = "b"; return g }(),
+			regionGroup("west", shapes("32")),
+		), pod: inEast(cpuPod("p", "7")), wantCode: fwk.Unschedulable, wantMessage: "largest free shape 6 CPU < 7 CPU"},
+		{name: "untolerated group left out", summary: summaryOf(regionGroup("east", shapes("16"), dedicated), regionGroup("east", shapes("4"))),
+			pod: inEast(cpuPod("p", "8")), wantCode: fwk.Unschedulable, wantMessage: "largest free shape 4 CPU < 8 CPU"},
+		{name: "tolerated group counted", summary: summaryOf(regionGroup("east", shapes("16"), dedicated), regionGroup("east", shapes("4"))),
+			pod: inEast(cpuPod("p", "8").Toleration("dedicated"))},
+		{name: "memory shortfall", summary: summaryOf(regionGroup("east", []corev1.ResourceList{shapeOf("8", "4Gi", "110")})),
+			pod:      inEast(st.MakePod().Name("p").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "1", corev1.ResourceMemory: "8Gi"})),
+			wantCode: fwk.Unschedulable, wantMessage: "largest free shape 4Gi memory < 8Gi memory"},
+		{name: "resource the shapes lack", summary: one8,
+			pod:      inEast(st.MakePod().Name("p").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "1", "nvidia.com/gpu": "1"})),
+			wantCode: fwk.Unschedulable, wantMessage: "largest free shape 0 nvidia.com/gpu < 1 nvidia.com/gpu"},
+		{name: "matching group without shapes", summary: summaryOf(regionGroup("east", nil), regionGroup("west", shapes("16"))),
+			pod: inEast(cpuPod("p", "1")), wantCode: fwk.Unschedulable, wantMessage: "vn-child: no free node in the groups matching region=east"},
+		{name: "no matching group: left to SummaryAffinity", summary: one8,
+			pod: cpuPod("p", "1").NodeSelector(map[string]string{regionKey: "north"}).Obj()},
+		{name: "no summary: left to SummaryAffinity", summary: nil, pod: inEast(cpuPod("p", "100"))},
+
+		// Pods bound since the summary.
+		{name: "two 3 CPU pods bound after the summary: 3 CPU pod", summary: one8,
+			pods: []*corev1.Pod{after("a", "3"), after("b", "3")}, pod: inEast(cpuPod("p", "3")),
+			wantCode: fwk.Unschedulable, wantMessage: "largest free shape 2 CPU < 3 CPU"},
+		{name: "two 3 CPU pods bound after the summary: 2 CPU pod", summary: one8,
+			pods: []*corev1.Pod{after("a", "3"), after("b", "3")}, pod: inEast(cpuPod("p", "2"))},
+		{name: "two 3 CPU pods bound before the summary: 3 CPU pod", summary: one8,
+			pods: []*corev1.Pod{before("a", "3"), before("b", "3")}, pod: inEast(cpuPod("p", "3"))},
+		{name: "two 3 CPU pods bound before the summary: 8 CPU pod", summary: one8,
+			pods: []*corev1.Pod{before("a", "3"), before("b", "3")}, pod: inEast(cpuPod("p", "8"))},
+		{name: "two 3 CPU pods only assumed", summary: one8,
+			pods: []*corev1.Pod{assumed("a", "3"), assumed("b", "3")}, pod: inEast(cpuPod("p", "3")),
+			wantCode: fwk.Unschedulable, wantMessage: "largest free shape 2 CPU < 3 CPU"},
+		{name: "PodScheduled false counts as assumed", summary: one8,
+			pods: []*corev1.Pod{
+				cpuPod("a", "3").Condition(corev1.PodScheduled, corev1.ConditionFalse, "Unschedulable").Obj(),
+				cpuPod("b", "3").Condition(corev1.PodScheduled, corev1.ConditionFalse, "Unschedulable").Obj(),
+			}, pod: inEast(cpuPod("p", "3")), wantCode: fwk.Unschedulable, wantMessage: "2 CPU < 3 CPU"},
+		{name: "one before, one after: 5 CPU pod", summary: one8,
+			pods: []*corev1.Pod{before("a", "3"), after("b", "3")}, pod: inEast(cpuPod("p", "5"))},
+		{name: "one before, one after: 6 CPU pod", summary: one8,
+			pods: []*corev1.Pod{before("a", "3"), after("b", "3")}, pod: inEast(cpuPod("p", "6")),
+			wantCode: fwk.Unschedulable, wantMessage: "largest free shape 5 CPU < 6 CPU"},
+		{name: "bound at the summary time counts as since", summary: one8,
+			pods: []*corev1.Pod{boundAt("a", "3", summaryTime)}, pod: inEast(cpuPod("p", "6")),
+			wantCode: fwk.Unschedulable, wantMessage: "5 CPU < 6 CPU"},
+		{name: "unreadable summary time: every pod counts", summary: noTime,
+			pods: []*corev1.Pod{boundAt("a", "3", longAgo), boundAt("b", "3", longAgo)}, pod: inEast(cpuPod("p", "3")),
+			wantCode: fwk.Unschedulable, wantMessage: "2 CPU < 3 CPU"},
+		{name: "bound pods go largest first", summary: summaryOf(regionGroup("east", shapes("6", "2"))),
+			pods: []*corev1.Pod{after("small", "1"), after("large", "6")}, pod: inEast(cpuPod("p", "2")),
+			wantCode: fwk.Unschedulable, wantMessage: "largest free shape 1 CPU < 2 CPU"},
+		{name: "bound pods go largest first: 1 CPU left", summary: summaryOf(regionGroup("east", shapes("6", "2"))),
+			pods: []*corev1.Pod{after("small", "1"), after("large", "6")}, pod: inEast(cpuPod("p", "1"))},
+		{name: "bound pods go to the first shape they fit", summary: summaryOf(regionGroup("east", shapes("8", "4"))),
+			pods: []*corev1.Pod{after("a", "5")}, pod: inEast(cpuPod("p", "4"))},
+		{name: "a bound pod fitting no shape empties the largest", summary: summaryOf(regionGroup("east", shapes("4"))),
+			pods: []*corev1.Pod{assumed("a", "6")}, pod: inEast(cpuPod("p", "1")),
+			wantCode: fwk.Unschedulable, wantMessage: "largest free shape 0 CPU < 1 CPU"},
+		{name: "bound pods take pod slots", summary: summaryOf(regionGroup("east", []corev1.ResourceList{shapeOf("8", "32Gi", "2")})),
+			pods: []*corev1.Pod{assumed("a", "1"), assumed("b", "1")}, pod: inEast(cpuPod("p", "1")),
+			wantCode: fwk.Unschedulable, wantMessage: "largest free shape 0 pods < 1 pods"},
+		// Where the child put them is unknown: each is taken out of the
+		// largest shape left, as a spreading child would place them.
+		{name: "bound pods spread over equal shapes: 8 CPU pod", summary: summaryOf(regionGroup("east", shapes("8")), regionGroup("west", shapes("8"))),
+			pods: []*corev1.Pod{after("a", "3"), after("b", "3")}, pod: cpuPod("p", "8").Obj(),
+			wantCode: fwk.Unschedulable, wantMessage: "largest free shape 5 CPU < 8 CPU"},
+		{name: "bound pods spread over equal shapes: 5 CPU pod", summary: summaryOf(regionGroup("east", shapes("8")), regionGroup("west", shapes("8"))),
+			pods: []*corev1.Pod{after("a", "3"), after("b", "3")}, pod: cpuPod("p", "5").Obj()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pl := newPlugin(t, nil)
+			node := virtualNode(t, "256", tt.summary)
+			orig := node.DeepCopy()
+			got := filter(pl, tt.pod, nodeInfo(node, tt.pods...))
+			require.Equal(t, tt.wantCode, got.Code(), got.Message())
+			require.Contains(t, got.Message(), tt.wantMessage)
+			require.Equal(t, orig, node)
+			// Judged again, the same: nothing is taken out of the summary
+			// for good.
+			again := filter(pl, tt.pod, nodeInfo(node, tt.pods...))
+			require.Equal(t, got.Code(), again.Code())
+			require.Equal(t, got.Message(), again.Message())
+		})
+	}
+}
+
+func TestScheduledAt(t *testing.T) {
+	at := summaryTime.Add(time.Minute)
+	tests := []struct {
+		name       string
+		pod        *corev1.Pod
+		want       time.Time
+		wantFuture bool
+	}{
+		{name: "bound", pod: boundAt("p", "1", at), want: at},
+		{name: "no condition", pod: cpuPod("p", "1").Obj(), wantFuture: true},
+		{name: "not scheduled", pod: cpuPod("p", "1").Condition(corev1.PodScheduled, corev1.ConditionFalse, "").Obj(), wantFuture: true},
+		{name: "other conditions only", pod: cpuPod("p", "1").Condition(corev1.PodReady, corev1.ConditionTrue, "").Obj(), wantFuture: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := scheduledAt(tt.pod)
+			if tt.wantFuture {
+				require.True(t, got.After(time.Now().AddDate(1000, 0, 0)), "got %v", got)
+				return
+			}
+			require.True(t, tt.want.Equal(got), "got %v", got)
+		})
+	}
+}
+
+func TestBoundSince(t *testing.T) {
+	node := virtualNode(t, "64", nil)
+	ni := nodeInfo(node, before("a", "1"), after("b", "2"), assumed("c", "3"), boundAt("d", "4", summaryTime))
+	got := boundSince(ni, summaryTime)
+	var cpus []int64
+	for _, r := range got {
+		cpus = append(cpus, r.Cpu().MilliValue())
+		require.Equal(t, int64(1), r.Pods().Value())
+	}
+	require.Equal(t, []int64{4000, 3000, 2000}, cpus)
+	require.Empty(t, boundSince(nodeInfo(node), summaryTime))
+}
+
+func TestPlace(t *testing.T) {
+	cpuMem := func(cpu, mem string) corev1.ResourceList { return shapeOf(cpu, mem, "") }
+	tests := []struct {
+		name   string
+		shapes []corev1.ResourceList
+		req    corev1.ResourceList
+		want   []corev1.ResourceList
+	}{
+		{name: "no shapes", shapes: nil, req: cpuMem("1", "1Gi"), want: nil},
+		{name: "first fit, then resorted", shapes: []corev1.ResourceList{cpuMem("8", "8Gi"), cpuMem("4", "4Gi")}, req: cpuMem("5", "1Gi"),
+			want: []corev1.ResourceList{cpuMem("4", "4Gi"), cpuMem("3", "7Gi")}},
+		{name: "skips shapes too small", shapes: []corev1.ResourceList{cpuMem("8", "1Gi"), cpuMem("4", "4Gi")}, req: cpuMem("2", "2Gi"),
+			want: []corev1.ResourceList{cpuMem("8", "1Gi"), cpuMem("2", "2Gi")}},
+		{name: "fits none: the largest, clamped", shapes: []corev1.ResourceList{cpuMem("4", "4Gi"), cpuMem("2", "8Gi")}, req: cpuMem("6", "1Gi"),
+			want: []corev1.ResourceList{cpuMem("2", "8Gi"), cpuMem("0", "3Gi")}},
+		{name: "resources the shape lacks are ignored", shapes: []corev1.ResourceList{shapeOf("4", "", "")}, req: cpuMem("1", "1Gi"),
+			want: []corev1.ResourceList{shapeOf("3", "", "")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			place(tt.shapes, tt.req)
+			require.Equal(t, len(tt.want), len(tt.shapes))
+			for i := range tt.want {
+				requireSameResources(t, tt.want[i], tt.shapes[i])
+			}
+		})
+	}
+}
+
+func requireSameResources(t *testing.T, want, got corev1.ResourceList) {
+	t.Helper()
+	require.Equal(t, len(want), len(got), "got %v, want %v", got, want)
+	for r, q := range want {
+		g, ok := got[r]
+		require.True(t, ok, "missing %s", r)
+		require.Zero(t, q.Cmp(g), "%s: got %s, want %s", r, g.String(), q.String())
+	}
+}
+
+func TestShortfall(t *testing.T) {
+	tests := []struct {
+		name  string
+		req   corev1.ResourceList
+		shape corev1.ResourceList
+		want  corev1.ResourceName
+	}{
+		{name: "fits", req: shapeOf("2", "1Gi", "1"), shape: shapeOf("2", "1Gi", "1")},
+		{name: "cpu short", req: shapeOf("3", "1Gi", "1"), shape: shapeOf("2", "1Gi", "1"), want: corev1.ResourceCPU},
+		{name: "memory short", req: shapeOf("1", "2Gi", "1"), shape: shapeOf("2", "1Gi", "1"), want: corev1.ResourceMemory},
+		{name: "first short resource by name", req: shapeOf("3", "2Gi", "2"), shape: shapeOf("2", "1Gi", "1"), want: corev1.ResourceCPU},
+		{name: "resource the shape lacks", req: shapeOf("1", "", "1"), shape: shapeOf("2", "1Gi", ""), want: corev1.ResourcePods},
+		{name: "zero requests need nothing", req: shapeOf("0", "0", "1"), shape: shapeOf("", "", "1")},
+		{name: "empty request", req: corev1.ResourceList{}, shape: corev1.ResourceList{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, shortfall(tt.req, tt.shape))
+			require.Equal(t, tt.want == "", fits(tt.req, tt.shape))
+		})
+	}
+}
+
+func TestSortShapes(t *testing.T) {
+	in := []corev1.ResourceList{
+		shapeOf("2", "8Gi", "1"),
+		shapeOf("4", "1Gi", "1"),
+		shapeOf("2", "16Gi", "1"),
+		shapeOf("2", "8Gi", "2"),
+		shapeOf("500m", "64Gi", "1"),
+	}
+	sortShapes(in)
+	want := []corev1.ResourceList{
+		shapeOf("4", "1Gi", "1"),
+		shapeOf("2", "16Gi", "1"),
+		shapeOf("2", "8Gi", "1"), // stable among equals
+		shapeOf("2", "8Gi", "2"),
+		shapeOf("500m", "64Gi", "1"),
+	}
+	for i := range want {
+		requireSameResources(t, want[i], in[i])
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	tests := []struct {
+		r    corev1.ResourceName
+		q    string
+		want string
+	}{
+		{r: corev1.ResourceCPU, q: "4", want: "4 CPU"},
+		{r: corev1.ResourceCPU, q: "1500m", want: "1500m CPU"},
+		{r: corev1.ResourceMemory, q: "8Gi", want: "8Gi memory"},
+		{r: corev1.ResourcePods, q: "0", want: "0 pods"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			require.Equal(t, tt.want, describe(tt.r, resource.MustParse(tt.q)))
+		})
+	}
+}

@@ -1,0 +1,195 @@
+// Package watermark is the Watermark scheduler plugin. A node is infeasible
+// when a pod would lift its projected water level, requests over
+// allocatable per resource, above the high watermark. For a virtual node the
+// pod must also fit one of the largest free shapes of a summary group that
+// matches it, after the pods bound since that summary was written are
+// taken out of those shapes, so that bursts between reports do not
+// over-commit a child; and a virtual node that asked to be avoided for the
+// pod's owner (after one of its pods bounced back) is infeasible until then.
+// Feasible nodes score by the projected level: lowest first (spread) or
+// highest first (pack).
+package watermark
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	resourcehelper "k8s.io/component-helpers/resource"
+	fwk "k8s.io/kube-scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	"k8s.io/utils/clock"
+
+	"github.com/nestlet/nestlet/scheduler-plugins/virtual"
+)
+
+// Name of the plugin in a scheduler profile.
+const Name = "Watermark"
+
+// Watermark implements fwk.FilterPlugin and fwk.ScorePlugin.
+type Watermark struct {
+	args  Args
+	clock clock.PassiveClock
+}
+
+var (
+	_ fwk.FilterPlugin    = &Watermark{}
+	_ fwk.ScorePlugin     = &Watermark{}
+	_ fwk.ScoreExtensions = &Watermark{}
+)
+
+// New decodes, defaults and validates the arguments.
+func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
+	args := Args{}
+	switch a := obj.(type) {
+	case nil:
+	case *Args:
+		if a != nil {
+			args = *a // SetDefaults clones the map
+		}
+	default:
+		if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
+			return nil, fmt.Errorf("%s args: %w", Name, err)
+		}
+	}
+	args.SetDefaults()
+	if err := args.Validate(); err != nil {
+		return nil, fmt.Errorf("%s args: %w", Name, err)
+	}
+	return &Watermark{args: args, clock: clock.RealClock{}}, nil
+}
+
+// Name returns the plugin's name.
+func (*Watermark) Name() string { return Name }
+
+// podRequests is what the pod asks for, one pod included.
+func podRequests(pod *corev1.Pod) corev1.ResourceList {
+	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	req[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
+	return req
+}
+
+// amount is a quantity in the unit the scheduler counts it in (milli-CPU,
+// bytes, count).
+func amount(r corev1.ResourceName, q resource.Quantity) int64 {
+	if r == corev1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
+}
+
+// used is what the node's pods request of r, as the scheduler counts it.
+func used(nodeInfo fwk.NodeInfo, r corev1.ResourceName) int64 {
+	req := nodeInfo.GetRequested()
+	switch r {
+	case corev1.ResourceCPU:
+		return req.GetMilliCPU()
+	case corev1.ResourceMemory:
+		return req.GetMemory()
+	case corev1.ResourceEphemeralStorage:
+		return req.GetEphemeralStorage()
+	case corev1.ResourcePods:
+		return int64(len(nodeInfo.GetPods()))
+	}
+	return req.GetScalarResources()[r]
+}
+
+// level returns the projected water level of r with the pod on the node,
+// and false when the node has none of r.
+func level(nodeInfo fwk.NodeInfo, pod corev1.ResourceList, r corev1.ResourceName) (float64, bool) {
+	alloc := amount(r, nodeInfo.Node().Status.Allocatable[r])
+	if alloc <= 0 {
+		return 0, false
+	}
+	return float64(used(nodeInfo, r)+amount(r, pod[r])) / float64(alloc), true
+}
+
+// Filter applies the watermark, the cooldown and, for virtual nodes, the
+// largest free shapes.
+func (pl *Watermark) Filter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	node := nodeInfo.Node()
+	if node == nil {
+		return fwk.NewStatus(fwk.Error, "node not found")
+	}
+	if until, avoided := virtual.AvoidedUntil(node, pod, pl.clock.Now()); avoided {
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: asks to be avoided for this pod's owner until %s (one of its pods bounced back)",
+			node.Name, until.UTC().Format(time.RFC3339)))
+	}
+	req := podRequests(pod)
+	for _, r := range sortedResources(pl.args.HighWatermark) {
+		wm := pl.args.HighWatermark[r]
+		lvl, ok := level(nodeInfo, req, r)
+		if !ok {
+			if amount(r, req[r]) > 0 {
+				return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: has no %s", node.Name, r))
+			}
+			continue
+		}
+		if lvl > wm+1e-9 {
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: %s would reach %.0f%%, above the high watermark %.0f%%", node.Name, r, lvl*100, wm*100))
+		}
+	}
+	if virtual.IsVirtual(node) {
+		return fitsShapes(pod, req, nodeInfo)
+	}
+	return nil
+}
+
+func sortedResources(m map[corev1.ResourceName]float64) []corev1.ResourceName {
+	out := make([]corev1.ResourceName, 0, len(m))
+	for r := range m {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Score is the projected water level averaged over the watched resources,
+// in millionths; NormalizeScore maps it onto the score range.
+func (pl *Watermark) Score(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	req := podRequests(pod)
+	sum, n := 0.0, 0
+	for r := range pl.args.HighWatermark {
+		if lvl, ok := level(nodeInfo, req, r); ok {
+			sum += math.Min(lvl, 1)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	raw := int64(sum / float64(n) * 1e6)
+	if pl.args.Mode == Spread {
+		raw = 1e6 - raw
+	}
+	return raw, nil
+}
+
+// ScoreExtensions returns the plugin, which normalises its scores.
+func (pl *Watermark) ScoreExtensions() fwk.ScoreExtensions { return pl }
+
+// NormalizeScore maps the raw scores of this cycle onto [0, MaxNodeScore],
+// lowest to highest, so that one pod's difference between two nodes decides
+// rather than being rounded away.
+func (pl *Watermark) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+	if len(scores) == 0 {
+		return nil
+	}
+	lo, hi := scores[0].Score, scores[0].Score
+	for _, s := range scores {
+		lo, hi = min(lo, s.Score), max(hi, s.Score)
+	}
+	for i := range scores {
+		if hi == lo {
+			scores[i].Score = fwk.MaxNodeScore
+			continue
+		}
+		scores[i].Score = (scores[i].Score - lo) * fwk.MaxNodeScore / (hi - lo)
+	}
+	return nil
+}

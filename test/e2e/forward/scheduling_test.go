@@ -1,0 +1,100 @@
+package forward
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// countOn counts the delegates in cluster (all namespaces) bound to node.
+func countOn(t *testing.T, cluster, node string) int {
+	t.Helper()
+	n := 0
+	for _, p := range delegates(t, cluster, "") {
+		if p.Spec.NodeName == node && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			n++
+		}
+	}
+	return n
+}
+
+// In spread mode, east's scheduler balances replicas over its two children
+// within one replica.
+func TestSpreadBalancesChildren(t *testing.T) {
+	ns := namespace(t)
+	_, err := env.Cluster("root").Client.AppsV1().Deployments(ns).Create(t.Context(), deployment(ns, "spread", 24, "east"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitPods(t, "root", ns, "app=spread", 2*time.Minute, func(ps []corev1.Pod) bool { return countRunning(ps) == 24 })
+	a, b := countOn(t, "east", "east-1"), countOn(t, "east", "east-2")
+	t.Logf("pods on east-1: %d, on east-2: %d", a, b)
+	require.LessOrEqual(t, abs(a-b), 1, "east-1 has %d pods, east-2 %d", a, b)
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// A DaemonSet at the root runs on the root's real node only: the taint
+// keeps the DaemonSet controller off virtual nodes, and even a DaemonSet
+// tolerating everything never gets a pod onto one.
+func TestDaemonSetStaysOffVirtualNodes(t *testing.T) {
+	ctx := t.Context()
+	ns := namespace(t)
+	root := env.Cluster("root")
+	ds := func(name string, tolerations []corev1.Toleration) *appsv1.DaemonSet {
+		labels := map[string]string{"ds": name}
+		return &appsv1.DaemonSet{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: appsv1.DaemonSetSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec:       corev1.PodSpec{Tolerations: tolerations, Containers: []corev1.Container{{Name: "agent", Image: "busybox"}}},
+				},
+			},
+		}
+	}
+	for _, d := range []*appsv1.DaemonSet{ds("plain", nil), ds("tolerant", []corev1.Toleration{{Operator: corev1.TolerationOpExists}})} {
+		_, err := root.Client.AppsV1().DaemonSets(ns).Create(ctx, d, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	// Each runs on the real node.
+	for _, name := range []string{"plain", "tolerant"} {
+		waitPods(t, "root", ns, "ds="+name, time.Minute, func(ps []corev1.Pod) bool {
+			for _, p := range ps {
+				if p.Spec.NodeName == "root-node" && p.Status.Phase == corev1.PodRunning {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	// The tolerant one's pods for the virtual nodes stay unscheduled, with
+	// the reason.
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		ps := pods(t, "root", ns, "ds=tolerant")
+		explained := 0
+		for _, p := range ps {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "DaemonSet pods do not go to virtual nodes") {
+					explained++
+				}
+			}
+		}
+		return explained == 2, nil // east and west
+	})
+	require.NoError(t, err, "the tolerant DaemonSet's pods for east and west were not refused with a reason")
+	for _, p := range pods(t, "root", ns, "") {
+		require.NotContains(t, []string{"east", "west"}, p.Spec.NodeName, "pod %s landed on a virtual node", p.Name)
+	}
+}
