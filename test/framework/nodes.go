@@ -20,6 +20,8 @@ type NodeOptions struct {
 	// set equal to it.
 	Capacity corev1.ResourceList
 	Taints   []corev1.Taint
+	// Annotations are added to kwok's own.
+	Annotations map[string]string
 }
 
 // DefaultNodeCapacity is the capacity of a node whose options give none.
@@ -44,11 +46,14 @@ func (c *Cluster) AddNode(ctx context.Context, o NodeOptions) (*corev1.Node, err
 		"kubernetes.io/arch":     "amd64",
 	}
 	maps.Copy(labels, o.Labels)
+	annotations := map[string]string{"node.alpha.kubernetes.io/ttl": "0"}
+	maps.Copy(annotations, o.Annotations)
+	annotations[KwokNodeAnnotation] = "fake"
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        o.Name,
 			Labels:      labels,
-			Annotations: map[string]string{KwokNodeAnnotation: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			Annotations: annotations,
 		},
 		Spec: corev1.NodeSpec{Taints: o.Taints},
 		Status: corev1.NodeStatus{

@@ -1,0 +1,188 @@
+// Package scheduler benchmarks nestlet-scheduler against the stock
+// kube-scheduler on real control planes.
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/test/framework"
+)
+
+const (
+	realNodes    = 500
+	virtualNodes = 20
+	pods         = 2000
+)
+
+// nodesOf returns the 500 real and 20 virtual node options of one cluster:
+// virtual nodes carry a summary (two regions, largest free shapes), the
+// virtual-node taint, and are kept Ready by kwok.
+func nodesOf() []framework.NodeOptions {
+	var out []framework.NodeOptions
+	capacity := func(cpu string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("64Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	}
+	for i := range realNodes {
+		region := []string{"east", "west"}[i%2]
+		out = append(out, framework.NodeOptions{Name: fmt.Sprintf("n-%03d", i), Capacity: capacity("16"),
+			Labels: map[string]string{"topology.kubernetes.io/region": region}})
+	}
+	for i := range virtualNodes {
+		name := fmt.Sprintf("child-%02d", i)
+		group := func(region string) api.Group {
+			return api.Group{Labels: map[string]string{"topology.kubernetes.io/region": region}, Nodes: 50,
+				Allocatable: capacity("800"), Free: capacity("800"),
+				Shapes: []corev1.ResourceList{capacity("16"), capacity("16"), capacity("16"), capacity("16")}}
+		}
+		s := api.Summary{Cluster: name, Covered: []string{name}, GroupKeys: api.DefaultGroupKeys,
+			Groups: []api.Group{group("east"), group("west")}, Time: time.Now().UTC().Format(time.RFC3339)}
+		raw, _ := json.Marshal(s)
+		capTotal := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1600"), corev1.ResourceMemory: resource.MustParse("6400Gi"), corev1.ResourcePods: resource.MustParse("11000")}
+		out = append(out, framework.NodeOptions{Name: name, Capacity: capTotal,
+			Labels:      map[string]string{api.LabelCluster: name, api.LabelNodeType: api.NodeTypeVirtualKubelet},
+			Annotations: map[string]string{api.AnnotationSummary: string(raw)},
+			Taints:      []corev1.Taint{{Key: api.TaintKeyProvider, Value: api.TaintValueProvider, Effect: corev1.TaintEffectNoSchedule}}})
+	}
+	return out
+}
+
+// addNodes creates the nodes of c, 20 at a time.
+func addNodes(ctx context.Context, b *testing.B, c *framework.Cluster, nodes []framework.NodeOptions) {
+	sem := make(chan struct{}, 20)
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if _, err := c.AddNode(ctx, n); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+type result struct {
+	throughput float64 // pods bound per second
+	p50, p99   float64 // ms from create to bound
+}
+
+// run creates the pods in c (20 creates in flight) and waits until all are
+// bound, timing each from its create to the informer seeing it bound.
+func run(ctx context.Context, b *testing.B, c *framework.Cluster) result {
+	ns := "bench"
+	if err := c.EnsureNamespace(ctx, ns); err != nil {
+		b.Fatal(err)
+	}
+	var mu sync.Mutex
+	created, bound := map[string]time.Time{}, map[string]time.Time{}
+	factory := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithNamespace(ns))
+	inf := factory.Core().V1().Pods().Informer()
+	done := make(chan struct{})
+	record := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || p.Spec.NodeName == "" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if _, seen := bound[p.Name]; !seen {
+			bound[p.Name] = time.Now()
+			if len(bound) == pods {
+				close(done)
+			}
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, o any) { record(o) }})
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+
+	start := time.Now()
+	sem := make(chan struct{}, 20)
+	var wg sync.WaitGroup
+	for i := range pods {
+		name := fmt.Sprintf("p-%04d", i)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"topology.kubernetes.io/region": []string{"east", "west"}[i%2]},
+			Containers: []corev1.Container{{Name: "app", Image: "nginx", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")}}}},
+		}}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			t := time.Now()
+			if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				b.Error(err)
+				return
+			}
+			mu.Lock()
+			created[name] = t
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Minute):
+		b.Fatalf("%s: only %d of %d pods bound", c.Name, len(bound), pods)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var last time.Time
+	var lat []time.Duration
+	for name, t0 := range created {
+		t1 := bound[name]
+		lat = append(lat, t1.Sub(t0))
+		if t1.After(last) {
+			last = t1
+		}
+	}
+	slices.Sort(lat)
+	at := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1)+0.5)].Microseconds()) / 1000 }
+	return result{throughput: float64(pods) / last.Sub(start).Seconds(), p50: at(0.5), p99: at(0.99)}
+}
+
+// BenchmarkSchedulerVsStock schedules the same 2,000 pods (half pinned to
+// each region) over the same 500 kwok nodes plus 20 virtual nodes with
+// nestlet-scheduler and with the stock kube-scheduler, one cluster each, in
+// one run, and reports throughput, create-to-bound latency and their ratios.
+// The stock scheduler cannot use the virtual nodes (it does not tolerate
+// their taint); nestlet-scheduler weighs them with the rest.
+//
+//	go test ./test/e2e/scheduler -run '^$' -bench SchedulerVsStock -benchtime 1x
+func BenchmarkSchedulerVsStock(b *testing.B) {
+	ctx := b.Context()
+	env := framework.StartForTest(b, framework.Spec{Clusters: []framework.ClusterOptions{
+		{Name: "nestlet"}, {Name: "stock", StockScheduler: true},
+	}})
+	for b.Loop() {
+		b.StopTimer()
+		for _, c := range env.Clusters() {
+			addNodes(ctx, b, c, nodesOf())
+		}
+		b.StartTimer()
+		stock := run(ctx, b, env.Cluster("stock"))
+		ours := run(ctx, b, env.Cluster("nestlet"))
+		b.ReportMetric(ours.throughput, "nestlet-pods/s")
+		b.ReportMetric(stock.throughput, "stock-pods/s")
+		b.ReportMetric(ours.throughput/stock.throughput, "throughput-ratio")
+		b.ReportMetric(ours.p50, "nestlet-p50-ms")
+		b.ReportMetric(ours.p99, "nestlet-p99-ms")
+		b.ReportMetric(stock.p50, "stock-p50-ms")
+		b.ReportMetric(stock.p99, "stock-p99-ms")
+		b.ReportMetric(0, "ns/op")
+	}
+}
