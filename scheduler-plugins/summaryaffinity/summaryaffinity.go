@@ -28,10 +28,42 @@ const (
 	ErrReasonTaint    = "node(s) had untolerated taint {%s: %s}"
 )
 
-// SummaryAffinity implements fwk.FilterPlugin.
-type SummaryAffinity struct{}
+// SummaryAffinity implements fwk.PreFilterPlugin and fwk.FilterPlugin.
+type SummaryAffinity struct {
+	summaries virtual.SummaryCache
+}
 
-var _ fwk.FilterPlugin = &SummaryAffinity{}
+var (
+	_ fwk.PreFilterPlugin = &SummaryAffinity{}
+	_ fwk.FilterPlugin    = &SummaryAffinity{}
+)
+
+const stateKey fwk.StateKey = Name + "/affinity"
+
+type affinityState struct {
+	affinity nodeaffinity.RequiredNodeAffinity
+}
+
+func (s *affinityState) Clone() fwk.StateData { return s }
+
+// PreFilter works out the pod's required node affinity once per cycle, as
+// the built-in NodeAffinity plugin does.
+func (*SummaryAffinity) PreFilter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	state.Write(stateKey, &affinityState{affinity: nodeaffinity.GetRequiredNodeAffinity(pod)})
+	return nil, nil
+}
+
+// PreFilterExtensions returns nil: the plugin keeps no per-node state.
+func (*SummaryAffinity) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+func affinityOf(state fwk.CycleState, pod *corev1.Pod) nodeaffinity.RequiredNodeAffinity {
+	if state != nil {
+		if v, err := state.Read(stateKey); err == nil {
+			return v.(*affinityState).affinity
+		}
+	}
+	return nodeaffinity.GetRequiredNodeAffinity(pod)
+}
 
 // New returns the plugin; it takes no arguments.
 func New(_ context.Context, _ runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
@@ -42,19 +74,20 @@ func New(_ context.Context, _ runtime.Object, _ fwk.Handle) (fwk.Plugin, error) 
 func (*SummaryAffinity) Name() string { return Name }
 
 // Filter decides whether pod's node constraints fit the node.
-func (*SummaryAffinity) Filter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+func (pl *SummaryAffinity) Filter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	node := nodeInfo.Node()
 	if node == nil {
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
+	affinity := affinityOf(state, pod)
 	if !virtual.IsVirtual(node) {
-		return filterReal(pod, node)
+		return filterReal(pod, node, affinity)
 	}
-	return filterVirtual(pod, node)
+	return pl.filterVirtual(pod, node, affinity)
 }
 
-func filterReal(pod *corev1.Pod, node *corev1.Node) *fwk.Status {
-	if ok, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); !ok {
+func filterReal(pod *corev1.Pod, node *corev1.Node, affinity nodeaffinity.RequiredNodeAffinity) *fwk.Status {
+	if ok, _ := affinity.Match(node); !ok {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ErrReasonAffinity)
 	}
 	if taint, untolerated := virtual.UntoleratedTaint(pod, node.Spec.Taints, false); untolerated {
@@ -63,7 +96,7 @@ func filterReal(pod *corev1.Pod, node *corev1.Node) *fwk.Status {
 	return nil
 }
 
-func filterVirtual(pod *corev1.Pod, node *corev1.Node) *fwk.Status {
+func (pl *SummaryAffinity) filterVirtual(pod *corev1.Pod, node *corev1.Node, affinity nodeaffinity.RequiredNodeAffinity) *fwk.Status {
 	if virtual.IsDaemonSetPod(pod) {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
 			fmt.Sprintf("%s: DaemonSet pods do not go to virtual nodes (each cluster runs its own)", node.Name))
@@ -73,11 +106,11 @@ func filterVirtual(pod *corev1.Pod, node *corev1.Node) *fwk.Status {
 	if taint, untolerated := virtual.UntoleratedTaint(pod, node.Spec.Taints, true); untolerated {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: untolerated taint {%s: %s}", node.Name, taint.Key, taint.Value))
 	}
-	s, ok := virtual.Summary(node)
+	s, _, ok := pl.summaries.Get(node)
 	if !ok {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: no summary reported yet", node.Name))
 	}
-	if len(virtual.MatchingGroups(pod, node, s)) == 0 {
+	if !virtual.AnyGroupMatches(pod, node, s, affinity) {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: no group matches %s", node.Name, virtual.DescribeSelector(pod)))
 	}
 	return nil

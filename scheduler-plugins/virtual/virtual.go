@@ -80,6 +80,17 @@ func GroupMatches(pod *corev1.Pod, n *corev1.Node, g *api.Group, affinity nodeaf
 	return !untolerated
 }
 
+// AnyGroupMatches reports whether the pod may run on some group of the
+// summary.
+func AnyGroupMatches(pod *corev1.Pod, n *corev1.Node, s *api.Summary, affinity nodeaffinity.RequiredNodeAffinity) bool {
+	for i := range s.Groups {
+		if GroupMatches(pod, n, &s.Groups[i], affinity) {
+			return true
+		}
+	}
+	return false
+}
+
 // MatchingGroups returns the groups of a virtual node's summary the pod may
 // run on.
 func MatchingGroups(pod *corev1.Pod, n *corev1.Node, s *api.Summary) []*api.Group {

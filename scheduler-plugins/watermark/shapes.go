@@ -9,18 +9,19 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	resourcehelper "k8s.io/component-helpers/resource"
-
 	"github.com/nestlet/nestlet/scheduler-plugins/virtual"
 )
 
-// fitsShapes checks the pod against the largest free shapes of the summary
-// groups that match it, after taking out the pods bound to the virtual node
-// since the summary was written. Without a summary or a matching group it
-// leaves the verdict to SummaryAffinity.
-func fitsShapes(pod *corev1.Pod, req corev1.ResourceList, nodeInfo fwk.NodeInfo) *fwk.Status {
+// fitsSummary checks the pod against the summary groups of a virtual node
+// that match it: it must fit one of their largest free shapes (a child with
+// much free capacity in total but none on any single node cannot run it),
+// and what is free in those groups, less the requests of the pods bound to
+// the virtual node since the summary was written, must hold it (so a burst
+// between two reports does not over-commit the child). Without a summary
+// or a matching group it leaves the verdict to SummaryAffinity.
+func (pl *Watermark) fitsSummary(pod *corev1.Pod, req corev1.ResourceList, nodeInfo fwk.NodeInfo) *fwk.Status {
 	node := nodeInfo.Node()
-	s, ok := virtual.Summary(node)
+	s, at, ok := pl.summaries.Get(node)
 	if !ok {
 		return nil
 	}
@@ -28,50 +29,55 @@ func fitsShapes(pod *corev1.Pod, req corev1.ResourceList, nodeInfo fwk.NodeInfo)
 	if len(groups) == 0 {
 		return nil
 	}
-	var shapes []corev1.ResourceList
+	var largest corev1.ResourceList
+	fitsOne := false
+	free := map[corev1.ResourceName]int64{}
 	for _, g := range groups {
 		for _, sh := range g.Shapes {
-			shapes = append(shapes, sh.DeepCopy())
+			if fits(req, sh) {
+				fitsOne = true
+			}
+			if largest == nil || larger(sh, largest) {
+				largest = sh
+			}
+		}
+		for r, q := range g.Free {
+			free[r] += amount(r, q)
 		}
 	}
-	sortShapes(shapes)
-	at, err := time.Parse(time.RFC3339, s.Time)
-	if err != nil {
-		at = time.Time{}
-	}
-	for _, recent := range boundSince(nodeInfo, at) {
-		place(shapes, recent)
-	}
-	for _, sh := range shapes {
-		if fits(req, sh) {
-			return nil
+	if !fitsOne {
+		if largest == nil {
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: no free node in the groups matching %s", node.Name, virtual.DescribeSelector(pod)))
 		}
+		r := shortfall(req, largest)
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: largest free shape %s < %s", node.Name, describe(r, largest[r]), describe(r, req[r])))
 	}
-	if len(shapes) == 0 {
-		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: no free node in the groups matching %s", node.Name, virtual.DescribeSelector(pod)))
-	}
-	sortShapes(shapes)
-	r := shortfall(req, shapes[0])
-	have := shapes[0][r]
-	want := req[r]
-	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: largest free shape %s < %s", node.Name, describe(r, have), describe(r, want)))
-}
-
-// boundSince returns the requests of the pods on the node that the summary
-// written at t cannot have counted: bound after it, or only assumed.
-func boundSince(nodeInfo fwk.NodeInfo, t time.Time) []corev1.ResourceList {
-	var out []corev1.ResourceList
+	recent := 0
 	for _, pi := range nodeInfo.GetPods() {
-		pod := pi.GetPod()
-		if scheduledAt(pod).Before(t) {
+		if scheduledAt(pi.GetPod()).Before(at) {
 			continue
 		}
-		req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-		req[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
-		out = append(out, req)
+		recent++
+		res := pi.CalculateResource().Resource
+		free[corev1.ResourceCPU] -= res.GetMilliCPU()
+		free[corev1.ResourceMemory] -= res.GetMemory()
+		free[corev1.ResourceEphemeralStorage] -= res.GetEphemeralStorage()
+		free[corev1.ResourcePods]--
+		for r, v := range res.GetScalarResources() {
+			free[r] -= v
+		}
 	}
-	sortShapes(out) // largest first: first-fit decreasing
-	return out
+	for _, r := range sortedNames(req) {
+		want := amount(r, req[r])
+		if want == 0 {
+			continue
+		}
+		if free[r] < want {
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: free %s in the groups matching %s, less %d pods bound since the last report, is %s < %s",
+				node.Name, r, virtual.DescribeSelector(pod), recent, describe(r, fromAmount(r, max(free[r], 0))), describe(r, req[r])))
+		}
+	}
+	return nil
 }
 
 // scheduledAt is when the pod was bound (its PodScheduled condition), or
@@ -85,47 +91,13 @@ func scheduledAt(pod *corev1.Pod) time.Time {
 	return time.Unix(1<<62, 0)
 }
 
-// place takes req out of the first shape it fits (shapes sorted largest
-// first); a request that fits none is taken out of the largest, clamped.
-func place(shapes []corev1.ResourceList, req corev1.ResourceList) {
-	if len(shapes) == 0 {
-		return
-	}
-	target := shapes[0]
-	for _, sh := range shapes {
-		if fits(req, sh) {
-			target = sh
-			break
-		}
-	}
-	for r, q := range req {
-		cur, ok := target[r]
-		if !ok {
-			continue
-		}
-		cur.Sub(q)
-		if cur.Sign() < 0 {
-			cur = *resource.NewQuantity(0, cur.Format)
-		}
-		target[r] = cur
-	}
-	sortShapes(shapes)
-}
-
 // fits reports whether every non-zero request fits the shape; a resource the
 // shape does not list is one its nodes do not have.
-func fits(req, shape corev1.ResourceList) bool {
-	return shortfall(req, shape) == ""
-}
+func fits(req, shape corev1.ResourceList) bool { return shortfall(req, shape) == "" }
 
 // shortfall returns a resource the shape lacks for req, "" if none.
 func shortfall(req, shape corev1.ResourceList) corev1.ResourceName {
-	names := make([]corev1.ResourceName, 0, len(req))
-	for r := range req {
-		names = append(names, r)
-	}
-	sort.Slice(names, func(i, j int) bool { return names[i] < names[j] })
-	for _, r := range names {
+	for _, r := range sortedNames(req) {
 		q := req[r]
 		if q.IsZero() {
 			continue
@@ -138,15 +110,31 @@ func shortfall(req, shape corev1.ResourceList) corev1.ResourceName {
 	return ""
 }
 
-// sortShapes orders shapes largest first: CPU, then memory.
-func sortShapes(shapes []corev1.ResourceList) {
-	sort.SliceStable(shapes, func(i, j int) bool {
-		a, b := shapes[i], shapes[j]
-		if c := a.Cpu().Cmp(*b.Cpu()); c != 0 {
-			return c > 0
-		}
-		return a.Memory().Cmp(*b.Memory()) > 0
-	})
+func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
+	names := make([]corev1.ResourceName, 0, len(l))
+	for r := range l {
+		names = append(names, r)
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i] < names[j] })
+	return names
+}
+
+// larger orders shapes: more CPU, then more memory.
+func larger(a, b corev1.ResourceList) bool {
+	if c := a.Cpu().Cmp(*b.Cpu()); c != 0 {
+		return c > 0
+	}
+	return a.Memory().Cmp(*b.Memory()) > 0
+}
+
+func fromAmount(r corev1.ResourceName, v int64) resource.Quantity {
+	if r == corev1.ResourceCPU {
+		return *resource.NewMilliQuantity(v, resource.DecimalSI)
+	}
+	if r == corev1.ResourceMemory || r == corev1.ResourceEphemeralStorage {
+		return *resource.NewQuantity(v, resource.BinarySI)
+	}
+	return *resource.NewQuantity(v, resource.DecimalSI)
 }
 
 func describe(r corev1.ResourceName, q resource.Quantity) string {

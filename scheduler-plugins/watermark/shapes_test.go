@@ -135,7 +135,7 @@ func TestFilterShapes(t *testing.T) {
 		// Pods bound since the summary.
 		{name: "two 3 CPU pods bound after the summary: 3 CPU pod", summary: one8,
 			pods: []*corev1.Pod{after("a", "3"), after("b", "3")}, pod: inEast(cpuPod("p", "3")),
-			wantCode: fwk.Unschedulable, wantMessage: "largest free shape 2 CPU < 3 CPU"},
+			wantCode: fwk.Unschedulable, wantMessage: "less 2 pods bound since the last report, is 2 CPU < 3 CPU"},
 		{name: "two 3 CPU pods bound after the summary: 2 CPU pod", summary: one8,
 			pods: []*corev1.Pod{after("a", "3"), after("b", "3")}, pod: inEast(cpuPod("p", "2"))},
 		{name: "two 3 CPU pods bound before the summary: 3 CPU pod", summary: one8,
@@ -144,7 +144,7 @@ func TestFilterShapes(t *testing.T) {
 			pods: []*corev1.Pod{before("a", "3"), before("b", "3")}, pod: inEast(cpuPod("p", "8"))},
 		{name: "two 3 CPU pods only assumed", summary: one8,
 			pods: []*corev1.Pod{assumed("a", "3"), assumed("b", "3")}, pod: inEast(cpuPod("p", "3")),
-			wantCode: fwk.Unschedulable, wantMessage: "largest free shape 2 CPU < 3 CPU"},
+			wantCode: fwk.Unschedulable, wantMessage: "is 2 CPU < 3 CPU"},
 		{name: "PodScheduled false counts as assumed", summary: one8,
 			pods: []*corev1.Pod{
 				cpuPod("a", "3").Condition(corev1.PodScheduled, corev1.ConditionFalse, "Unschedulable").Obj(),
@@ -154,32 +154,34 @@ func TestFilterShapes(t *testing.T) {
 			pods: []*corev1.Pod{before("a", "3"), after("b", "3")}, pod: inEast(cpuPod("p", "5"))},
 		{name: "one before, one after: 6 CPU pod", summary: one8,
 			pods: []*corev1.Pod{before("a", "3"), after("b", "3")}, pod: inEast(cpuPod("p", "6")),
-			wantCode: fwk.Unschedulable, wantMessage: "largest free shape 5 CPU < 6 CPU"},
+			wantCode: fwk.Unschedulable, wantMessage: "less 1 pods bound since the last report, is 5 CPU < 6 CPU"},
 		{name: "bound at the summary time counts as since", summary: one8,
 			pods: []*corev1.Pod{boundAt("a", "3", summaryTime)}, pod: inEast(cpuPod("p", "6")),
 			wantCode: fwk.Unschedulable, wantMessage: "5 CPU < 6 CPU"},
 		{name: "unreadable summary time: every pod counts", summary: noTime,
 			pods: []*corev1.Pod{boundAt("a", "3", longAgo), boundAt("b", "3", longAgo)}, pod: inEast(cpuPod("p", "3")),
 			wantCode: fwk.Unschedulable, wantMessage: "2 CPU < 3 CPU"},
-		{name: "bound pods go largest first", summary: summaryOf(regionGroup("east", shapes("6", "2"))),
+		{name: "bound pods take from the groups' free capacity", summary: summaryOf(regionGroup("east", shapes("6", "2"))),
 			pods: []*corev1.Pod{after("small", "1"), after("large", "6")}, pod: inEast(cpuPod("p", "2")),
-			wantCode: fwk.Unschedulable, wantMessage: "largest free shape 1 CPU < 2 CPU"},
-		{name: "bound pods go largest first: 1 CPU left", summary: summaryOf(regionGroup("east", shapes("6", "2"))),
+			wantCode: fwk.Unschedulable, wantMessage: "is 1 CPU < 2 CPU"},
+		{name: "bound pods take from the groups' free capacity: 1 CPU left", summary: summaryOf(regionGroup("east", shapes("6", "2"))),
 			pods: []*corev1.Pod{after("small", "1"), after("large", "6")}, pod: inEast(cpuPod("p", "1"))},
-		{name: "bound pods go to the first shape they fit", summary: summaryOf(regionGroup("east", shapes("8", "4"))),
+		{name: "a bound pod leaves the largest shape to judge fragmentation", summary: summaryOf(regionGroup("east", shapes("8", "4"))),
 			pods: []*corev1.Pod{after("a", "5")}, pod: inEast(cpuPod("p", "4"))},
-		{name: "a bound pod fitting no shape empties the largest", summary: summaryOf(regionGroup("east", shapes("4"))),
+		{name: "bound pods beyond the free capacity", summary: summaryOf(regionGroup("east", shapes("4"))),
 			pods: []*corev1.Pod{assumed("a", "6")}, pod: inEast(cpuPod("p", "1")),
-			wantCode: fwk.Unschedulable, wantMessage: "largest free shape 0 CPU < 1 CPU"},
+			wantCode: fwk.Unschedulable, wantMessage: "is 0 CPU < 1 CPU"},
 		{name: "bound pods take pod slots", summary: summaryOf(regionGroup("east", []corev1.ResourceList{shapeOf("8", "32Gi", "2")})),
 			pods: []*corev1.Pod{assumed("a", "1"), assumed("b", "1")}, pod: inEast(cpuPod("p", "1")),
-			wantCode: fwk.Unschedulable, wantMessage: "largest free shape 0 pods < 1 pods"},
-		// Where the child put them is unknown: each is taken out of the
-		// largest shape left, as a spreading child would place them.
-		{name: "bound pods spread over equal shapes: 8 CPU pod", summary: summaryOf(regionGroup("east", shapes("8")), regionGroup("west", shapes("8"))),
-			pods: []*corev1.Pod{after("a", "3"), after("b", "3")}, pod: cpuPod("p", "8").Obj(),
-			wantCode: fwk.Unschedulable, wantMessage: "largest free shape 5 CPU < 8 CPU"},
-		{name: "bound pods spread over equal shapes: 5 CPU pod", summary: summaryOf(regionGroup("east", shapes("8")), regionGroup("west", shapes("8"))),
+			wantCode: fwk.Unschedulable, wantMessage: "is 0 pods < 1 pods"},
+		// Where the child put them is unknown: they take from the free
+		// capacity of all the groups that match the pod.
+		{name: "bound pods over two matching groups: 8 CPU pod", summary: summaryOf(regionGroup("east", shapes("8")), regionGroup("west", shapes("8"))),
+			pods: []*corev1.Pod{after("a", "3"), after("b", "3")}, pod: cpuPod("p", "8").Obj()},
+		{name: "bound pods over two matching groups: 11 CPU left is too little for 12", summary: summaryOf(regionGroup("east", shapes("16")), regionGroup("west", shapes("8"))),
+			pods: []*corev1.Pod{after("a", "6"), after("b", "7")}, pod: cpuPod("p", "12").Obj(),
+			wantCode: fwk.Unschedulable, wantMessage: "is 11 CPU < 12 CPU"},
+		{name: "bound pods over two matching groups: 5 CPU pod", summary: summaryOf(regionGroup("east", shapes("8")), regionGroup("west", shapes("8"))),
 			pods: []*corev1.Pod{after("a", "3"), after("b", "3")}, pod: cpuPod("p", "5").Obj()},
 	}
 	for _, tt := range tests {
@@ -225,58 +227,6 @@ func TestScheduledAt(t *testing.T) {
 	}
 }
 
-func TestBoundSince(t *testing.T) {
-	node := virtualNode(t, "64", nil)
-	ni := nodeInfo(node, before("a", "1"), after("b", "2"), assumed("c", "3"), boundAt("d", "4", summaryTime))
-	got := boundSince(ni, summaryTime)
-	var cpus []int64
-	for _, r := range got {
-		cpus = append(cpus, r.Cpu().MilliValue())
-		require.Equal(t, int64(1), r.Pods().Value())
-	}
-	require.Equal(t, []int64{4000, 3000, 2000}, cpus)
-	require.Empty(t, boundSince(nodeInfo(node), summaryTime))
-}
-
-func TestPlace(t *testing.T) {
-	cpuMem := func(cpu, mem string) corev1.ResourceList { return shapeOf(cpu, mem, "") }
-	tests := []struct {
-		name   string
-		shapes []corev1.ResourceList
-		req    corev1.ResourceList
-		want   []corev1.ResourceList
-	}{
-		{name: "no shapes", shapes: nil, req: cpuMem("1", "1Gi"), want: nil},
-		{name: "first fit, then resorted", shapes: []corev1.ResourceList{cpuMem("8", "8Gi"), cpuMem("4", "4Gi")}, req: cpuMem("5", "1Gi"),
-			want: []corev1.ResourceList{cpuMem("4", "4Gi"), cpuMem("3", "7Gi")}},
-		{name: "skips shapes too small", shapes: []corev1.ResourceList{cpuMem("8", "1Gi"), cpuMem("4", "4Gi")}, req: cpuMem("2", "2Gi"),
-			want: []corev1.ResourceList{cpuMem("8", "1Gi"), cpuMem("2", "2Gi")}},
-		{name: "fits none: the largest, clamped", shapes: []corev1.ResourceList{cpuMem("4", "4Gi"), cpuMem("2", "8Gi")}, req: cpuMem("6", "1Gi"),
-			want: []corev1.ResourceList{cpuMem("2", "8Gi"), cpuMem("0", "3Gi")}},
-		{name: "resources the shape lacks are ignored", shapes: []corev1.ResourceList{shapeOf("4", "", "")}, req: cpuMem("1", "1Gi"),
-			want: []corev1.ResourceList{shapeOf("3", "", "")}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			place(tt.shapes, tt.req)
-			require.Equal(t, len(tt.want), len(tt.shapes))
-			for i := range tt.want {
-				requireSameResources(t, tt.want[i], tt.shapes[i])
-			}
-		})
-	}
-}
-
-func requireSameResources(t *testing.T, want, got corev1.ResourceList) {
-	t.Helper()
-	require.Equal(t, len(want), len(got), "got %v, want %v", got, want)
-	for r, q := range want {
-		g, ok := got[r]
-		require.True(t, ok, "missing %s", r)
-		require.Zero(t, q.Cmp(g), "%s: got %s, want %s", r, g.String(), q.String())
-	}
-}
-
 func TestShortfall(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -300,25 +250,10 @@ func TestShortfall(t *testing.T) {
 	}
 }
 
-func TestSortShapes(t *testing.T) {
-	in := []corev1.ResourceList{
-		shapeOf("2", "8Gi", "1"),
-		shapeOf("4", "1Gi", "1"),
-		shapeOf("2", "16Gi", "1"),
-		shapeOf("2", "8Gi", "2"),
-		shapeOf("500m", "64Gi", "1"),
-	}
-	sortShapes(in)
-	want := []corev1.ResourceList{
-		shapeOf("4", "1Gi", "1"),
-		shapeOf("2", "16Gi", "1"),
-		shapeOf("2", "8Gi", "1"), // stable among equals
-		shapeOf("2", "8Gi", "2"),
-		shapeOf("500m", "64Gi", "1"),
-	}
-	for i := range want {
-		requireSameResources(t, want[i], in[i])
-	}
+func TestLarger(t *testing.T) {
+	require.True(t, larger(shapeOf("8", "1Gi", "1"), shapeOf("4", "64Gi", "1")), "CPU first")
+	require.True(t, larger(shapeOf("4", "8Gi", "1"), shapeOf("4", "4Gi", "1")), "then memory")
+	require.False(t, larger(shapeOf("4", "4Gi", "1"), shapeOf("4", "4Gi", "1")))
 }
 
 func TestDescribe(t *testing.T) {

@@ -33,11 +33,13 @@ const Name = "Watermark"
 
 // Watermark implements fwk.FilterPlugin and fwk.ScorePlugin.
 type Watermark struct {
-	args  Args
-	clock clock.PassiveClock
+	args      Args
+	clock     clock.PassiveClock
+	summaries virtual.SummaryCache
 }
 
 var (
+	_ fwk.PreFilterPlugin = &Watermark{}
 	_ fwk.FilterPlugin    = &Watermark{}
 	_ fwk.ScorePlugin     = &Watermark{}
 	_ fwk.ScoreExtensions = &Watermark{}
@@ -109,9 +111,34 @@ func level(nodeInfo fwk.NodeInfo, pod corev1.ResourceList, r corev1.ResourceName
 	return float64(used(nodeInfo, r)+amount(r, pod[r])) / float64(alloc), true
 }
 
+const stateKey fwk.StateKey = Name + "/requests"
+
+type requestsState struct{ req corev1.ResourceList }
+
+func (s *requestsState) Clone() fwk.StateData { return s }
+
+// PreFilter computes the pod's requests once per scheduling cycle.
+func (pl *Watermark) PreFilter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	state.Write(stateKey, &requestsState{req: podRequests(pod)})
+	return nil, nil
+}
+
+// PreFilterExtensions returns nil: the plugin keeps no per-node state.
+func (pl *Watermark) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// requestsOf returns the requests PreFilter stored, or computes them.
+func requestsOf(state fwk.CycleState, pod *corev1.Pod) corev1.ResourceList {
+	if state != nil {
+		if v, err := state.Read(stateKey); err == nil {
+			return v.(*requestsState).req
+		}
+	}
+	return podRequests(pod)
+}
+
 // Filter applies the watermark, the cooldown and, for virtual nodes, the
-// largest free shapes.
-func (pl *Watermark) Filter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+// largest free shapes and the free capacity left after recent bindings.
+func (pl *Watermark) Filter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	node := nodeInfo.Node()
 	if node == nil {
 		return fwk.NewStatus(fwk.Error, "node not found")
@@ -120,7 +147,7 @@ func (pl *Watermark) Filter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: asks to be avoided for this pod's owner until %s (one of its pods bounced back)",
 			node.Name, until.UTC().Format(time.RFC3339)))
 	}
-	req := podRequests(pod)
+	req := requestsOf(state, pod)
 	for _, r := range sortedResources(pl.args.HighWatermark) {
 		wm := pl.args.HighWatermark[r]
 		lvl, ok := level(nodeInfo, req, r)
@@ -135,7 +162,7 @@ func (pl *Watermark) Filter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod
 		}
 	}
 	if virtual.IsVirtual(node) {
-		return fitsShapes(pod, req, nodeInfo)
+		return pl.fitsSummary(pod, req, nodeInfo)
 	}
 	return nil
 }
@@ -151,8 +178,8 @@ func sortedResources(m map[corev1.ResourceName]float64) []corev1.ResourceName {
 
 // Score is the projected water level averaged over the watched resources,
 // in millionths; NormalizeScore maps it onto the score range.
-func (pl *Watermark) Score(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
-	req := podRequests(pod)
+func (pl *Watermark) Score(_ context.Context, state fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	req := requestsOf(state, pod)
 	sum, n := 0.0, 0
 	for r := range pl.args.HighWatermark {
 		if lvl, ok := level(nodeInfo, req, r); ok {

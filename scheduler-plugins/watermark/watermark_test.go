@@ -202,6 +202,7 @@ func TestFilterCooldown(t *testing.T) {
 	s := &api.Summary{Cluster: "child", Time: summaryTime.Format(time.RFC3339), Groups: []api.Group{{
 		Labels: map[string]string{regionKey: "east"}, Nodes: 1,
 		Shapes: []corev1.ResourceList{shapeOf("8", "32Gi", "110")},
+		Free:   shapeOf("8", "32Gi", "110"),
 	}}}
 	avoid := func(t *testing.T, m map[string]string) *corev1.Node {
 		n := virtualNode(t, "64", s)
