@@ -32,6 +32,9 @@ type ClusterOptions struct {
 	StockScheduler bool
 	// SchedulerArgs are added to the scheduler's command line.
 	SchedulerArgs []string
+	// SchedulerMetrics serves the scheduler's /metrics on a loopback port
+	// (Cluster.SchedulerMetricsURL), without authorization for that path.
+	SchedulerMetrics bool
 	// Nodes are kwok nodes created once the cluster is up.
 	Nodes []NodeOptions
 }
@@ -53,6 +56,9 @@ type Cluster struct {
 	// KwokNodePort is where kwok serves the kubelet API of every node of
 	// this cluster (on 127.0.0.1).
 	KwokNodePort int
+	// SchedulerMetricsURL is the scheduler's /metrics (with
+	// ClusterOptions.SchedulerMetrics; HTTPS with a self-signed certificate).
+	SchedulerMetricsURL string
 
 	procs *processGroup
 	own   []*Process
@@ -185,6 +191,15 @@ func startCluster(ctx context.Context, bins *Binaries, etcd *Etcd, baseDir strin
 	schedBin, schedArgs, err := c.schedulerCommand(ctx, bins, schedKubeconfig, opts.StockScheduler)
 	if err != nil {
 		return nil, err
+	}
+	if opts.SchedulerMetrics {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		c.SchedulerMetricsURL = fmt.Sprintf("https://127.0.0.1:%d/metrics", port)
+		schedArgs = append(schedArgs, "--secure-port="+strconv.Itoa(port),
+			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics")
 	}
 	sched, err := startProcess(dir, "kube-scheduler", schedBin, append(schedArgs, opts.SchedulerArgs...)...)
 	if err != nil {
