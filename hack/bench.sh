@@ -9,5 +9,6 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
 
 mapfile -t pkgs < <(go list ./test/... | grep -v '/test/framework$')
+mkdir -p _output
 go test -count=1 -p 1 -run '^$' -bench . -benchtime 1x -timeout 60m "${pkgs[@]}" | tee _output/bench.txt
 echo "figures saved in _output/bench.txt"

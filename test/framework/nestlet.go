@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -83,7 +84,8 @@ func (c *Cluster) Nestctl(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, bins.Nestctl, append([]string{"--kubeconfig=" + c.KubeconfigPath}, args...)...)
 	var stderr []byte
 	out, err := cmd.Output()
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		stderr = ee.Stderr
 	}
 	if err != nil {
