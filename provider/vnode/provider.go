@@ -214,6 +214,17 @@ func valueOr(v, def string) string {
 	return v
 }
 
+// virtual-kubelet's node controller patches the node with a three-way
+// merge against what it last applied, recorded in these annotations. It
+// writes them only when it patches, not when it creates the node, so a
+// label present at registration could never be removed (a child whose
+// region becomes mixed would keep claiming one region). The node is
+// registered with them already set.
+const (
+	vkLastAppliedObjectMeta = "virtual-kubelet.io/last-applied-object-meta"
+	vkLastAppliedNodeStatus = "virtual-kubelet.io/last-applied-node-status"
+)
+
 // InitialNode returns the node to register, from a first summary.
 func (p *Provider) InitialNode() (*corev1.Node, error) {
 	r, err := p.Compute()
@@ -223,7 +234,27 @@ func (p *Provider) InitialNode() (*corev1.Node, error) {
 	p.mu.Lock()
 	p.last = r
 	p.mu.Unlock()
-	return p.Node(r)
+	n, err := p.Node(r)
+	if err != nil {
+		return nil, err
+	}
+	return withLastApplied(n)
+}
+
+// withLastApplied records n's labels, annotations and status as the node
+// controller would after applying them.
+func withLastApplied(n *corev1.Node) (*corev1.Node, error) {
+	meta, err := json.Marshal(metav1.ObjectMeta{Name: n.Name, Labels: n.Labels, Annotations: n.Annotations})
+	if err != nil {
+		return nil, err
+	}
+	status, err := json.Marshal(n.Status)
+	if err != nil {
+		return nil, err
+	}
+	n.Annotations[vkLastAppliedObjectMeta] = string(meta)
+	n.Annotations[vkLastAppliedNodeStatus] = string(status)
+	return n, nil
 }
 
 // NotifyNodeStatus starts reporting: every ReportFrequency, and on a change

@@ -160,3 +160,26 @@ func TestDeadChildGoesNotReady(t *testing.T) {
 	// are evicted and replaced elsewhere; the parent's agent keeps that taint.
 	waitNode(t, "root", "doomed", time.Minute, func(n *corev1.Node) bool { return hasTaint(n, corev1.TaintNodeUnreachable) })
 }
+
+// A label the virtual node had when it registered goes away when it no
+// longer holds (regression: virtual-kubelet's patches could only remove
+// labels they had added themselves).
+func TestLabelAtRegistrationCanBeRemoved(t *testing.T) {
+	ctx := t.Context()
+	good := getTarget(t, "west", targetOf["west"])
+	tg := &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Name: "labelled-at-start"}, Spec: *good.Spec.DeepCopy()}
+	tg.Spec.ClusterName = "west-labelled"
+	tg.Spec.Labels = map[string]string{"example.com/tier": "gold"}
+	createTarget(t, "west", tg)
+	require.NoError(t, env.Cluster("west").WaitTargetReady(ctx, tg.Name, time.Minute))
+	waitNode(t, "root", "west-labelled", time.Minute, func(n *corev1.Node) bool { return n.Labels["example.com/tier"] == "gold" })
+
+	cur := getTarget(t, "west", tg.Name)
+	cur.Spec.Labels = nil
+	_, err := targets(t, "west").Update(ctx, cur, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	waitNode(t, "root", "west-labelled", time.Minute, func(n *corev1.Node) bool {
+		_, still := n.Labels["example.com/tier"]
+		return !still && n.Labels["topology.kubernetes.io/region"] == "west"
+	})
+}
