@@ -25,16 +25,21 @@ func countOn(t *testing.T, cluster, node string) int {
 	return n
 }
 
-// In spread mode, east's scheduler balances replicas over its two children
-// within one replica.
+// In spread mode, east's scheduler balances replicas over its two children:
+// each new replica goes to the emptier one, so the children end within one
+// replica of each other (or, if earlier tests left them further apart than
+// the new replicas can make up, every new replica narrows the gap).
 func TestSpreadBalancesChildren(t *testing.T) {
+	const replicas = 24
 	ns := namespace(t)
-	_, err := env.Cluster("root").Client.AppsV1().Deployments(ns).Create(t.Context(), deployment(ns, "spread", 24, "east"), metav1.CreateOptions{})
+	a0, b0 := countOn(t, "east", "east-1"), countOn(t, "east", "east-2")
+	_, err := env.Cluster("root").Client.AppsV1().Deployments(ns).Create(t.Context(), deployment(ns, "spread", replicas, "east"), metav1.CreateOptions{})
 	require.NoError(t, err)
-	waitPods(t, "root", ns, "app=spread", 2*time.Minute, func(ps []corev1.Pod) bool { return countRunning(ps) == 24 })
+	waitPods(t, "root", ns, "app=spread", 2*time.Minute, func(ps []corev1.Pod) bool { return countRunning(ps) == replicas })
 	a, b := countOn(t, "east", "east-1"), countOn(t, "east", "east-2")
-	t.Logf("pods on east-1: %d, on east-2: %d", a, b)
-	require.LessOrEqual(t, abs(a-b), 1, "east-1 has %d pods, east-2 %d", a, b)
+	t.Logf("pods on east-1: %d -> %d, on east-2: %d -> %d", a0, a, b0, b)
+	require.Equal(t, a0+b0+replicas, a+b, "every replica in east, and nothing else moved")
+	require.LessOrEqual(t, abs(a-b), max(1, abs(a0-b0)-replicas), "east-1 has %d pods, east-2 %d (before: %d and %d)", a, b, a0, b0)
 }
 
 func abs(x int) int {
