@@ -11,6 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/provider/summary"
 )
 
 // countOn counts the delegates in cluster (all namespaces) bound to node.
@@ -33,6 +36,8 @@ func TestSpreadBalancesChildren(t *testing.T) {
 	const replicas = 24
 	ns := namespace(t)
 	a0, b0 := countOn(t, "east", "east-1"), countOn(t, "east", "east-2")
+	logChildren(t, "before")
+	defer logChildren(t, "after")
 	_, err := env.Cluster("root").Client.AppsV1().Deployments(ns).Create(t.Context(), deployment(ns, "spread", replicas, "east"), metav1.CreateOptions{})
 	require.NoError(t, err)
 	waitPods(t, "root", ns, "app=spread", 2*time.Minute, func(ps []corev1.Pod) bool { return countRunning(ps) == replicas })
@@ -40,6 +45,25 @@ func TestSpreadBalancesChildren(t *testing.T) {
 	t.Logf("pods on east-1: %d -> %d, on east-2: %d -> %d", a0, a, b0, b)
 	require.Equal(t, a0+b0+replicas, a+b, "every replica in east, and nothing else moved")
 	require.LessOrEqual(t, abs(a-b), max(1, abs(a0-b0)-replicas), "east-1 has %d pods, east-2 %d (before: %d and %d)", a, b, a0, b0)
+}
+
+// logChildren records what east's scheduler sees of its two children.
+func logChildren(t *testing.T, when string) {
+	t.Helper()
+	for _, name := range []string{"east-1", "east-2"} {
+		n, err := env.Cluster("east").Client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Logf("%s: %s: %v", when, name, err)
+			continue
+		}
+		s, _ := summary.Parse(n)
+		at := ""
+		if s != nil {
+			at = s.Time
+		}
+		t.Logf("%s: %s allocatable cpu=%s memory=%s pods=%s, summary time %s, avoid %q, taints %v", when, name,
+			n.Status.Allocatable.Cpu(), n.Status.Allocatable.Memory(), n.Status.Allocatable.Pods(), at, n.Annotations[api.AnnotationAvoid], n.Spec.Taints)
+	}
 }
 
 func abs(x int) int {
