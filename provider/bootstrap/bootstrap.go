@@ -18,11 +18,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -32,6 +29,7 @@ import (
 	"k8s.io/kubernetes/cmd/kubeadm/app/util/pubkeypin"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/provider/kubeutil"
 )
 
 // Names of what EnsurePlumbing creates.
@@ -196,17 +194,7 @@ func CreateToken(ctx context.Context, client kubernetes.Interface, ttl time.Dura
 func WaitSigned(ctx context.Context, client kubernetes.Interface, token string) error {
 	id, _, _ := strings.Cut(token, ".")
 	cms := client.CoreV1().ConfigMaps(metav1.NamespacePublic)
-	selector := fields.OneTermEqualSelector("metadata.name", bootstrapapi.ConfigMapClusterInfo).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = selector
-			return cms.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = selector
-			return cms.Watch(ctx, o)
-		},
-	}
+	lw := kubeutil.SingleObject(bootstrapapi.ConfigMapClusterInfo, cms.List, cms.Watch)
 	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.ConfigMap{}, nil, func(ev watch.Event) (bool, error) {
 		cm, ok := ev.Object.(*corev1.ConfigMap)
 		if !ok {

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -20,6 +19,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+
+	"github.com/nestlet/nestlet/provider/kubeutil"
 )
 
 // AnnotationCopiedFrom marks a ConfigMap or Secret copied from a parent.
@@ -207,36 +208,15 @@ func (d *dependencies) watch(k depKey) {
 
 func (d *dependencies) follow(ctx context.Context, k depKey) {
 	logger := klog.FromContext(ctx).WithValues("kind", k.kind, "object", klog.KRef(k.namespace, k.name))
-	selector := fields.OneTermEqualSelector("metadata.name", k.name).String()
 	var lw *cache.ListWatch
 	var example runtime.Object
 	switch k.kind {
 	case kindConfigMap:
 		c := d.p.cfg.Parent.CoreV1().ConfigMaps(k.namespace)
-		example = &corev1.ConfigMap{}
-		lw = &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				o.FieldSelector = selector
-				return c.List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				o.FieldSelector = selector
-				return c.Watch(ctx, o)
-			},
-		}
+		example, lw = &corev1.ConfigMap{}, kubeutil.SingleObject(k.name, c.List, c.Watch)
 	case kindSecret:
 		c := d.p.cfg.Parent.CoreV1().Secrets(k.namespace)
-		example = &corev1.Secret{}
-		lw = &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				o.FieldSelector = selector
-				return c.List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				o.FieldSelector = selector
-				return c.Watch(ctx, o)
-			},
-		}
+		example, lw = &corev1.Secret{}, kubeutil.SingleObject(k.name, c.List, c.Watch)
 	}
 	_, err := watchtools.UntilWithSync(ctx, lw, example, nil, func(ev watch.Event) (bool, error) {
 		if ev.Type != watch.Added && ev.Type != watch.Modified {
