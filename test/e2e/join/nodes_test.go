@@ -167,3 +167,30 @@ func TestLeafPodPropagatesToRoot(t *testing.T) {
 	})
 	t.Logf("root saw the leaf pod after %s (report frequency 3s per level, 2 levels)", time.Since(start).Round(time.Millisecond))
 }
+
+// nestctl tree draws the root's children from their summaries.
+func TestNestctlTree(t *testing.T) {
+	for _, child := range []string{"east", "west", "mid"} {
+		waitNode(t, "root", child, time.Minute, framework.NodeReady)
+	}
+	out, err := env.Cluster("root").Nestctl(t.Context(), "tree")
+	require.NoError(t, err)
+	t.Logf("nestctl tree:\n%s", out)
+	require.Contains(t, out, "root (")
+	lines := strings.Split(out, "\n")
+	find := func(name string) string {
+		for _, l := range lines {
+			if strings.Contains(l, "── "+name+"  ") {
+				return l
+			}
+		}
+		t.Fatalf("no line for %s in\n%s", name, out)
+		return ""
+	}
+	require.Contains(t, find("east"), "Ready  depth 1  nodes 2")
+	require.Contains(t, find("east"), "regions east")
+	require.Contains(t, find("mid"), "depth 2  nodes 3")
+	require.Contains(t, find("mid"), "regions east,west")
+	require.Contains(t, out, "── leaf-a")
+	require.Contains(t, out, "── leaf-b")
+}

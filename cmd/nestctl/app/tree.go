@@ -1,0 +1,162 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/provider/summary"
+)
+
+func newTreeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "tree",
+		Short: "Show the clusters below this one, from their summaries",
+		Long: `Draw the topology below the cluster --kubeconfig points at: each child (a virtual node)
+with its ready state, depth, the real nodes it covers, CPU and memory allocatable and in use,
+the pods this cluster sent it, its regions, and the clusters its summary covers.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := restConfig(cmd)
+			if err != nil {
+				return err
+			}
+			client, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			t, err := LoadTree(cmd.Context(), client)
+			if err != nil {
+				return err
+			}
+			t.Render(cmd.OutOrStdout())
+			return nil
+		},
+	}
+}
+
+// Tree is what `nestctl tree` shows.
+type Tree struct {
+	// Name of the cluster at the top (from kube-public/nestlet-info).
+	Name string
+	// RealNodes of the cluster at the top.
+	RealNodes int
+	Children  []Child
+}
+
+// Child is one virtual node.
+type Child struct {
+	Name, Ready      string
+	Depth, Nodes     int
+	Pods             int
+	CPU, Memory      [2]resource.Quantity // allocatable, used
+	Regions, Covered []string
+}
+
+// LoadTree reads the nodes and pods of a cluster.
+func LoadTree(ctx context.Context, client kubernetes.Interface) (*Tree, error) {
+	t := &Tree{Name: "this cluster"}
+	if cm, err := client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{}); err == nil && cm.Data[api.ClusterInfoNameKey] != "" {
+		t.Name = cm.Data[api.ClusterInfoNameKey]
+	}
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	perNode := map[string]int{}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			perNode[p.Spec.NodeName]++
+		}
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if n.Labels[api.LabelCluster] == "" {
+			t.RealNodes++
+			continue
+		}
+		t.Children = append(t.Children, childOf(n, perNode[n.Name]))
+	}
+	slices.SortFunc(t.Children, func(a, b Child) int { return strings.Compare(a.Name, b.Name) })
+	return t, nil
+}
+
+func childOf(n *corev1.Node, pods int) Child {
+	c := Child{Name: n.Name, Ready: "NotReady", Pods: pods}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+			c.Ready = "Ready"
+		}
+	}
+	s, ok := summary.Parse(n)
+	if !ok {
+		c.Ready += ", no summary"
+		return c
+	}
+	c.Depth = s.Depth + 1
+	regions := map[string]bool{}
+	for _, g := range s.Groups {
+		c.Nodes += g.Nodes
+		for i, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			alloc, free := g.Allocatable[r], g.Free[r]
+			used := alloc.DeepCopy()
+			used.Sub(free)
+			target := &c.CPU
+			if i == 1 {
+				target = &c.Memory
+			}
+			target[0].Add(alloc)
+			target[1].Add(used)
+		}
+		if r := g.Labels["topology.kubernetes.io/region"]; r != "" {
+			regions[r] = true
+		}
+	}
+	for r := range regions {
+		c.Regions = append(c.Regions, r)
+	}
+	slices.Sort(c.Regions)
+	for _, cl := range s.Covered {
+		if cl != n.Name {
+			c.Covered = append(c.Covered, cl)
+		}
+	}
+	return c
+}
+
+// Render draws the tree.
+func (t *Tree) Render(w io.Writer) {
+	fmt.Fprintf(w, "%s (%d real nodes, %d children)\n", t.Name, t.RealNodes, len(t.Children))
+	for i, c := range t.Children {
+		branch, indent := "├── ", "│   "
+		if i == len(t.Children)-1 {
+			branch, indent = "└── ", "    "
+		}
+		regions := "-"
+		if len(c.Regions) > 0 {
+			regions = strings.Join(c.Regions, ",")
+		}
+		fmt.Fprintf(w, "%s%s  %s  depth %d  nodes %d  cpu %s/%s  memory %s/%s  pods %d  regions %s\n",
+			branch, c.Name, c.Ready, c.Depth, c.Nodes, c.CPU[1].String(), c.CPU[0].String(), c.Memory[1].String(), c.Memory[0].String(), c.Pods, regions)
+		for j, cl := range c.Covered {
+			leaf := "├── "
+			if j == len(c.Covered)-1 {
+				leaf = "└── "
+			}
+			fmt.Fprintf(w, "%s%s%s\n", indent, leaf, cl)
+		}
+	}
+}

@@ -1,0 +1,50 @@
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+func TestTree(t *testing.T) {
+	group := func(region, alloc, free string) api.Group {
+		return api.Group{Labels: map[string]string{"topology.kubernetes.io/region": region}, Nodes: 2,
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(alloc), corev1.ResourceMemory: resource.MustParse("8Gi")},
+			Free:        corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(free), corev1.ResourceMemory: resource.MustParse("6Gi")}}
+	}
+	virtualNode := func(name string, ready corev1.ConditionStatus, s api.Summary) *corev1.Node {
+		raw, err := json.Marshal(s)
+		require.NoError(t, err)
+		return &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{api.LabelCluster: name}, Annotations: map[string]string{api.AnnotationSummary: string(raw)}},
+			Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}},
+		}
+	}
+	client := fake.NewClientset(
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: api.ClusterInfoConfigMap, Namespace: metav1.NamespacePublic}, Data: map[string]string{api.ClusterInfoNameKey: "root"}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "real-1"}},
+		virtualNode("mid", corev1.ConditionTrue, api.Summary{Cluster: "mid", Covered: []string{"leaf-a", "leaf-b", "mid"}, Depth: 1,
+			Groups: []api.Group{group("east", "4", "3"), group("west", "6", "5500m")}}),
+		virtualNode("east", corev1.ConditionFalse, api.Summary{Cluster: "east", Covered: []string{"east"}, Groups: []api.Group{group("east", "8", "8")}}),
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "default"}, Spec: corev1.PodSpec{NodeName: "mid"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "done", Namespace: "default"}, Spec: corev1.PodSpec{NodeName: "mid"}, Status: corev1.PodStatus{Phase: corev1.PodSucceeded}},
+	)
+	tree, err := LoadTree(t.Context(), client)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	tree.Render(&out)
+	want := "root (1 real nodes, 2 children)\n" +
+		"├── east  NotReady  depth 1  nodes 2  cpu 0/8  memory 2Gi/8Gi  pods 0  regions east\n" +
+		"└── mid  Ready  depth 2  nodes 4  cpu 1500m/10  memory 4Gi/16Gi  pods 1  regions east,west\n" +
+		"    ├── leaf-a\n" +
+		"    └── leaf-b\n"
+	require.Equal(t, want, out.String())
+}
