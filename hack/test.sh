@@ -15,11 +15,12 @@ cd "${ROOT}"
 
 what="${1:-all}"
 mapfile -t unit < <(go list ./... | grep -v '^github.com/nestlet/nestlet/test/')
-mapfile -t real < <(go list ./test/... | grep -v '/test/framework$')
+mapfile -t real < <(go list ./test/... | grep -v -e '/test/framework$' -e '/test/benchtable$')
 
 echo "== unit tests"
-# Every package outside test/, and the framework's own unit tests (no clusters).
-go test -count=1 "${unit[@]}" ./test/framework/...
+# Every package outside test/, and the unit tests of the framework and the
+# benchmark table (no clusters).
+go test -count=1 "${unit[@]}" ./test/framework/... ./test/benchtable/...
 
 if [[ "${what}" == "unit" ]]; then
   exit 0

@@ -1,0 +1,137 @@
+// Command benchtable turns the output of `go test -bench` (standard input)
+// into the table `make bench` prints: each metric with our figure, the
+// baseline measured in the same run where one applies, and the ratio. It
+// also writes the table as JSON (-json FILE). The input is passed through.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Row is one line of the table.
+type Row struct {
+	Benchmark string   `json:"benchmark"`
+	Metric    string   `json:"metric"`
+	Ours      float64  `json:"ours"`
+	Baseline  *float64 `json:"baseline,omitempty"`
+	Ratio     *float64 `json:"ratio,omitempty"`
+	Unit      string   `json:"unit"`
+}
+
+// baselines pairs a metric with the one measured as its baseline in the
+// same run: same unit, "ours" first.
+var baselines = map[string]string{
+	"e2e-2hop-p50-ms":         "direct-leaf-p50-ms",
+	"e2e-2hop-p99-ms":         "direct-leaf-p99-ms",
+	"nestlet-pods/s":          "stock-pods/s",
+	"nestlet-p50-ms":          "stock-p50-ms",
+	"nestlet-p99-ms":          "stock-p99-ms",
+	"nestlet-decision-p99-ms": "stock-decision-p99-ms",
+}
+
+func main() {
+	jsonOut := flag.String("json", "", "write the table as JSON to this file")
+	flag.Parse()
+	rows, err := parse(io.TeeReader(os.Stdin, os.Stdout))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable:", err)
+		os.Exit(1)
+	}
+	print(os.Stdout, rows)
+	if *jsonOut != "" {
+		data, err := json.MarshalIndent(map[string]any{"time": time.Now().UTC().Format(time.RFC3339), "rows": rows}, "", "  ")
+		if err == nil {
+			err = os.WriteFile(*jsonOut, data, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchtable:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+// parse reads benchmark result lines: "BenchmarkX-2  1  v1 unit1  v2 unit2 ...".
+func parse(r io.Reader) ([]Row, error) {
+	var rows []Row
+	s := bufio.NewScanner(r)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		f := strings.Fields(s.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := f[0]
+		if i := strings.LastIndex(name, "-"); i > 0 {
+			name = name[:i]
+		}
+		metrics := map[string]float64{}
+		var order []string
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s: value %q: %w", name, f[i], err)
+			}
+			if f[i+1] == "ns/op" {
+				continue
+			}
+			metrics[f[i+1]] = v
+			order = append(order, f[i+1])
+		}
+		isBaseline := map[string]bool{}
+		for _, b := range baselines {
+			isBaseline[b] = true
+		}
+		for _, m := range order {
+			if isBaseline[m] {
+				continue
+			}
+			row := Row{Benchmark: strings.TrimPrefix(name, "Benchmark"), Metric: m, Ours: metrics[m], Unit: unit(m)}
+			if b, ok := baselines[m]; ok {
+				if bv, ok := metrics[b]; ok {
+					row.Baseline = &bv
+					if bv != 0 {
+						ratio := row.Ours / bv
+						row.Ratio = &ratio
+					}
+				}
+			}
+			rows = append(rows, row)
+		}
+	}
+	return rows, s.Err()
+}
+
+func unit(metric string) string {
+	switch {
+	case strings.HasSuffix(metric, "-ms"):
+		return "ms"
+	case strings.HasSuffix(metric, "/s"):
+		return "per second"
+	}
+	return ""
+}
+
+func print(w io.Writer, rows []Row) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nbenchmark\tmetric\tours\tbaseline (same run)\tratio")
+	for _, r := range rows {
+		base, ratio := "-", "-"
+		if r.Baseline != nil {
+			base = strconv.FormatFloat(*r.Baseline, 'g', 6, 64)
+		}
+		if r.Ratio != nil {
+			ratio = strconv.FormatFloat(*r.Ratio, 'f', 3, 64)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Benchmark, r.Metric, strconv.FormatFloat(r.Ours, 'g', 6, 64), base, ratio)
+	}
+	_ = tw.Flush()
+}
