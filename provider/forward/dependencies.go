@@ -130,46 +130,48 @@ func (d *dependencies) write(ctx context.Context, parent metav1.Object) error {
 	meta.Labels[LabelTargetUID] = string(d.p.cfg.TargetUID)
 	switch src := parent.(type) {
 	case *corev1.ConfigMap:
-		c := d.p.cfg.Child.CoreV1().ConfigMaps(meta.Namespace)
 		want := &corev1.ConfigMap{ObjectMeta: meta, Data: src.Data, BinaryData: src.BinaryData}
-		cur, err := c.Get(ctx, meta.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = c.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
-			return ignoreExists(err)
-		case err != nil:
-			return err
-		case cur.Labels[LabelTargetUID] == "":
-			return notACopy("ConfigMap", cur.Namespace, cur.Name)
-		case reflect.DeepEqual(cur.Data, want.Data) && reflect.DeepEqual(cur.BinaryData, want.BinaryData) && reflect.DeepEqual(cur.Labels, want.Labels):
-			return nil
-		}
-		want.ResourceVersion = cur.ResourceVersion
-		_, err = c.Update(ctx, want, metav1.UpdateOptions{FieldManager: fieldManager})
-		return err
+		return upsertCopy(ctx, d.p.cfg.Child.CoreV1().ConfigMaps(meta.Namespace), want, "ConfigMap", func(cur *corev1.ConfigMap) bool {
+			return reflect.DeepEqual(cur.Data, want.Data) && reflect.DeepEqual(cur.BinaryData, want.BinaryData)
+		})
 	case *corev1.Secret:
 		if src.Type == corev1.SecretTypeServiceAccountToken {
 			return nil
 		}
-		c := d.p.cfg.Child.CoreV1().Secrets(meta.Namespace)
 		want := &corev1.Secret{ObjectMeta: meta, Data: src.Data, Type: src.Type}
-		cur, err := c.Get(ctx, meta.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = c.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
-			return ignoreExists(err)
-		case err != nil:
-			return err
-		case cur.Labels[LabelTargetUID] == "":
-			return notACopy("Secret", cur.Namespace, cur.Name)
-		case reflect.DeepEqual(cur.Data, want.Data) && reflect.DeepEqual(cur.Labels, want.Labels):
-			return nil
-		}
-		want.ResourceVersion = cur.ResourceVersion
-		_, err = c.Update(ctx, want, metav1.UpdateOptions{FieldManager: fieldManager})
-		return err
+		return upsertCopy(ctx, d.p.cfg.Child.CoreV1().Secrets(meta.Namespace), want, "Secret", func(cur *corev1.Secret) bool {
+			return reflect.DeepEqual(cur.Data, want.Data)
+		})
 	}
 	return fmt.Errorf("cannot copy %T", parent)
+}
+
+// copyClient is the part of a typed client upsertCopy uses.
+type copyClient[T metav1.Object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// upsertCopy creates want, or updates the existing copy when its content
+// (sameContent) or labels differ; it refuses to overwrite an object of the
+// same name that is not a Nestlet copy.
+func upsertCopy[T metav1.Object](ctx context.Context, c copyClient[T], want T, kind string, sameContent func(cur T) bool) error {
+	cur, err := c.Get(ctx, want.GetName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = c.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
+		return ignoreExists(err)
+	case err != nil:
+		return err
+	case cur.GetLabels()[LabelTargetUID] == "":
+		return notACopy(kind, cur.GetNamespace(), cur.GetName())
+	case sameContent(cur) && reflect.DeepEqual(cur.GetLabels(), want.GetLabels()):
+		return nil
+	}
+	want.SetResourceVersion(cur.GetResourceVersion())
+	_, err = c.Update(ctx, want, metav1.UpdateOptions{FieldManager: fieldManager})
+	return err
 }
 
 func notACopy(kind, ns, name string) error {
