@@ -19,7 +19,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
 
 KWOK_VERSION="v0.8.0"
-CACHE_DIR="${NESTLET_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME}/.cache}/nestlet}/bin"
+source hack/lib.sh
+CACHE_DIR="$(nestlet::cache_dir)"
 OUT_DIR="${ROOT}/_output/bin"
 GO_VERSION="$(go env GOVERSION)"
 KUBE_VERSION="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)"

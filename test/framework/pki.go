@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"time"
 
+	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
 )
 
@@ -34,21 +35,11 @@ func newCA(dir, name string) (*certKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(pkiValidity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	ca, err := certutil.NewSelfSignedCACert(certutil.Config{CommonName: name}, key)
 	if err != nil {
 		return nil, fmt.Errorf("creating CA %s: %w", name, err)
 	}
-	return writeCertKey(dir, name, der, key)
+	return writeCertKey(dir, name, ca.Raw, key)
 }
 
 // issue writes a certificate signed by ca to dir/name.{crt,key}: a client

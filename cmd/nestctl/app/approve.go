@@ -21,11 +21,7 @@ func newApproveCommand() *cobra.Command {
 		Short: "Approve a child's pending node certificate request (run against the parent)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := restConfig(cmd)
-			if err != nil {
-				return err
-			}
-			client, err := kubernetes.NewForConfig(cfg)
+			client, err := clientset(cmd)
 			if err != nil {
 				return err
 			}

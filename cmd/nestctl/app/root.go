@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -34,4 +35,13 @@ func restConfig(cmd *cobra.Command) (*rest.Config, error) {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	return cfg, nil
+}
+
+// clientset returns a client of the cluster the persistent flags name.
+func clientset(cmd *cobra.Command) (kubernetes.Interface, error) {
+	cfg, err := restConfig(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
 }

@@ -26,11 +26,7 @@ with its ready state, depth, the real nodes it covers, CPU and memory allocatabl
 the pods this cluster sent it, its regions, and the clusters its summary covers.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := restConfig(cmd)
-			if err != nil {
-				return err
-			}
-			client, err := kubernetes.NewForConfig(cfg)
+			client, err := clientset(cmd)
 			if err != nil {
 				return err
 			}
