@@ -154,8 +154,8 @@ func TestDeadChildGoesNotReady(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	waitNode(t, "root", "doomed", 2*time.Minute, func(n *corev1.Node) bool { return !framework.NodeReady(n) })
-	t.Logf("root saw the dead child NotReady after %s (node monitor grace period 20s)", time.Since(start).Round(time.Second))
+	waitNode(t, "root", "doomed", 3*time.Minute, func(n *corev1.Node) bool { return !framework.NodeReady(n) })
+	t.Logf("root saw the dead child NotReady after %s (node monitor grace period 50s)", time.Since(start).Round(time.Second))
 	// The parent's node lifecycle controller then taints it, so its pods
 	// are evicted and replaced elsewhere; the parent's agent keeps that taint.
 	waitNode(t, "root", "doomed", time.Minute, func(n *corev1.Node) bool { return hasTaint(n, corev1.TaintNodeUnreachable) })

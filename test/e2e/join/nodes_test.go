@@ -170,8 +170,20 @@ func TestLeafPodPropagatesToRoot(t *testing.T) {
 
 // nestctl tree draws the root's children from their summaries.
 func TestNestctlTree(t *testing.T) {
-	for _, child := range []string{"east", "west", "mid"} {
-		waitNode(t, "root", child, time.Minute, framework.NodeReady)
+	// The tree shows the summaries as they are: wait until they cover
+	// every node.
+	for child, nodes := range map[string]int{"east": 2, "west": 1, "mid": 3} {
+		waitNode(t, "root", child, time.Minute, func(n *corev1.Node) bool {
+			s, ok := summary.Parse(n)
+			if !ok || !framework.NodeReady(n) {
+				return false
+			}
+			total := 0
+			for _, g := range s.Groups {
+				total += g.Nodes
+			}
+			return total == nodes
+		})
 	}
 	out, err := env.Cluster("root").Nestctl(t.Context(), "tree")
 	require.NoError(t, err)
