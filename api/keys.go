@@ -53,4 +53,19 @@ const (
 	// the parent's cluster name (key ClusterInfoNameKey).
 	ClusterInfoConfigMap = "nestlet-info"
 	ClusterInfoNameKey   = "clusterName"
+
+	// Keys of ClusterInfoConfigMap written by nestlet-proxy, so that the
+	// agents of children find it (trusting the parent's API server, which
+	// they reached with a pinned CA):
+	//
+	// ClusterInfoProxyTunnelURL is the wss:// URL where a child's agent
+	// dials in and holds its reverse tunnel.
+	ClusterInfoProxyTunnelURL = "proxyTunnelURL"
+	// ClusterInfoProxyCA is the PEM bundle that verifies the proxy's
+	// serving certificate.
+	ClusterInfoProxyCA = "proxyCA"
+	// ClusterInfoProxyKubeletEndpoint is the host:port that virtual nodes
+	// advertise as their kubelet endpoint: where the parent's API server
+	// reaches the proxy.
+	ClusterInfoProxyKubeletEndpoint = "proxyKubeletEndpoint"
 )

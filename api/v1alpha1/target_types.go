@@ -159,6 +159,10 @@ const (
 	ReasonDuplicateName     = "DuplicateClusterName"
 	ReasonNodeError         = "NodeError"
 	ReasonChildNotReady     = "ChildNotReady"
+	// ReasonKubeletAPIUnavailable: the agent was told to serve the kubelet
+	// API in a way the parent does not support (tunnel mode without a
+	// nestlet-proxy in the parent) or cannot listen.
+	ReasonKubeletAPIUnavailable = "KubeletAPIUnavailable"
 )
 
 // DefaultReportFrequency applies when spec.reportFrequency is unset.

@@ -36,6 +36,8 @@ type options struct {
 	podWorkers    int
 	bounceTimeout time.Duration
 	metricsAddr   string
+	kubeletAPI    string
+	directAddress string
 }
 
 func main() {
@@ -47,6 +49,8 @@ func main() {
 	pflag.IntVar(&o.podWorkers, "pod-workers", 50, "pods forwarded concurrently per parent")
 	pflag.DurationVar(&o.bounceTimeout, "bounce-timeout", 30*time.Second, "how long a forwarded pod may stay unschedulable here before it is bounced back to the parent")
 	pflag.StringVar(&o.metricsAddr, "metrics-bind-address", "", "address serving Prometheus metrics at /metrics, e.g. :9090 (off when empty: a child in tunnel mode listens on nothing)")
+	pflag.StringVar(&o.kubeletAPI, "kubelet-api", agent.KubeletAPIAuto, "how virtual nodes serve the kubelet API (logs, exec, attach, port-forward): auto (the parent's nestlet-proxy if it publishes one, else direct if --kubelet-direct-address is set, else off), tunnel, direct or off")
+	pflag.StringVar(&o.directAddress, "kubelet-direct-address", "", "direct mode: the IP the kubelet API listens on and virtual nodes advertise (a port is chosen per Target; IP:port with a single Target); the parent's API server must reach it")
 	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	pflag.CommandLine.AddGoFlagSet(klogFlags)
@@ -91,6 +95,7 @@ func run(ctx context.Context, o options) error {
 	acfg := agent.Config{
 		RESTConfig: cfg, Namespace: o.namespace, GroupKeys: o.groupKeys, LeaseDurationSeconds: o.lease,
 		PodWorkers: o.podWorkers, BounceTimeout: o.bounceTimeout,
+		KubeletAPI: o.kubeletAPI, DirectAddress: o.directAddress,
 	}
 	if reg != nil {
 		acfg.Metrics = reg

@@ -46,6 +46,13 @@ type Config struct {
 	// BounceTimeout: how long a forwarded pod may stay unschedulable here
 	// before it is bounced back to the parent. Default 30s.
 	BounceTimeout time.Duration
+	// KubeletAPI is how virtual nodes serve the kubelet API (logs, exec,
+	// attach, port-forward): KubeletAPIAuto (default), KubeletAPITunnel,
+	// KubeletAPIDirect or KubeletAPIOff.
+	KubeletAPI string
+	// DirectAddress is the IP (or IP:port, with one Target) the kubelet API
+	// listens on and virtual nodes advertise in direct mode.
+	DirectAddress string
 	// Metrics receives the agent's Prometheus metrics (optional).
 	Metrics prometheus.Registerer
 	Clock   clock.WithTicker
@@ -77,6 +84,17 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = "nestlet-system"
+	}
+	switch cfg.KubeletAPI {
+	case "":
+		cfg.KubeletAPI = KubeletAPIAuto
+	case KubeletAPIAuto, KubeletAPITunnel, KubeletAPIOff:
+	case KubeletAPIDirect:
+		if cfg.DirectAddress == "" {
+			return nil, fmt.Errorf("agent: kubelet API mode %q needs a direct address", cfg.KubeletAPI)
+		}
+	default:
+		return nil, fmt.Errorf("agent: unknown kubelet API mode %q: use auto, tunnel, direct or off", cfg.KubeletAPI)
 	}
 	if cfg.GroupKeys == nil {
 		cfg.GroupKeys = api.DefaultGroupKeys

@@ -145,6 +145,17 @@ func (r *runner) once(ctx context.Context) error {
 		return join.Classify(err, t.Spec.ParentURL)
 	}
 
+	delegates := &lazyDelegates{}
+	kapi, err := r.setupKubeletAPI(ctx, id, nodeClient, delegates)
+	if err != nil {
+		return err
+	}
+	kctx, kcancel := context.WithCancel(ctx)
+	defer kcancel()
+	if kapi.run != nil {
+		go kapi.run(kctx)
+	}
+
 	changed, unsubscribe := r.a.changes.subscribe()
 	defer unsubscribe()
 	prov, err := vnode.New(vnode.Config{
@@ -160,6 +171,7 @@ func (r *runner) once(ctx context.Context) error {
 		Changed:         changed,
 		Ready:           r.a.ready,
 		Reported:        func(at time.Time) { r.reported(ctx, at) },
+		KubeletEndpoint: kapi.hostPort,
 		Clock:           r.a.cfg.Clock,
 	})
 	if err != nil {
@@ -200,7 +212,7 @@ func (r *runner) once(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	pc, err := r.startPods(runCtx, nodeClient, prov, parentName(id, t))
+	pc, err := r.startPods(runCtx, nodeClient, prov, parentName(id, t), delegates)
 	if err != nil {
 		return err
 	}
@@ -214,7 +226,7 @@ func (r *runner) once(ctx context.Context) error {
 
 	r.a.setConditions(ctx, t.Name, r.generation, func(s *v1alpha1.TargetStatus) { s.NodeName = t.Spec.ClusterName },
 		metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReporting,
-			Message: fmt.Sprintf("virtual node %s is registered in the parent and reports every %s", t.Spec.ClusterName, reportFrequency(t))})
+			Message: fmt.Sprintf("virtual node %s is registered in the parent and reports every %s; %s", t.Spec.ClusterName, reportFrequency(t), kapi.describe())})
 
 	renew := r.a.cfg.Clock.After(id.RenewAt().Sub(r.a.cfg.Clock.Now()))
 	select {
@@ -236,7 +248,7 @@ func (r *runner) once(ctx context.Context) error {
 
 // startPods runs virtual-kubelet's pod controller over the pods bound to
 // the virtual node, with the forwarding provider.
-func (r *runner) startPods(ctx context.Context, nodeClient kubernetes.Interface, prov *vnode.Provider, parent string) (*node.PodController, error) {
+func (r *runner) startPods(ctx context.Context, nodeClient kubernetes.Interface, prov *vnode.Provider, parent string, delegates *lazyDelegates) (*node.PodController, error) {
 	t := r.target
 	// The node identity may list and watch only the pods bound to it.
 	podFactory := informers.NewSharedInformerFactoryWithOptions(nodeClient, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -277,6 +289,7 @@ func (r *runner) startPods(ctx context.Context, nodeClient kubernetes.Interface,
 	if err := fwd.Run(ctx); err != nil {
 		return nil, err
 	}
+	delegates.set(fwd)
 	pc, err := node.NewPodController(node.PodControllerConfig{
 		PodClient:                 nodeClient.CoreV1(),
 		PodInformer:               pods,

@@ -24,6 +24,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	watchtools "k8s.io/client-go/tools/watch"
 	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/retry"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 	"k8s.io/kubernetes/cmd/kubeadm/app/util/pubkeypin"
@@ -107,17 +108,8 @@ func ensureClusterInfo(ctx context.Context, client kubernetes.Interface, o Optio
 		return fmt.Errorf("creating kube-public/cluster-info: %w", err)
 	}
 	if o.ClusterName != "" {
-		info := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: api.ClusterInfoConfigMap, Namespace: metav1.NamespacePublic},
-			Data:       map[string]string{api.ClusterInfoNameKey: o.ClusterName},
-		}
-		if _, err := cms.Create(ctx, info, metav1.CreateOptions{FieldManager: fieldManager}); apierrors.IsAlreadyExists(err) {
-			_, err = cms.Update(ctx, info, metav1.UpdateOptions{FieldManager: fieldManager})
-			if err != nil {
-				return fmt.Errorf("updating kube-public/%s: %w", api.ClusterInfoConfigMap, err)
-			}
-		} else if err != nil {
-			return fmt.Errorf("creating kube-public/%s: %w", api.ClusterInfoConfigMap, err)
+		if err := SetClusterInfo(ctx, client, fieldManager, map[string]string{api.ClusterInfoNameKey: o.ClusterName}); err != nil {
+			return err
 		}
 	}
 	role := &rbacv1.Role{
@@ -224,4 +216,45 @@ func CAHash(caData []byte) (string, error) {
 // Certificates parses PEM certificates.
 func Certificates(pemData []byte) ([]*x509.Certificate, error) {
 	return certutil.ParseCertsPEM(pemData)
+}
+
+// SetClusterInfo sets keys of kube-public/nestlet-info, creating it if
+// needed and keeping the keys others wrote (the cluster name comes from
+// nestctl, the proxy's endpoints from nestlet-proxy).
+func SetClusterInfo(ctx context.Context, client kubernetes.Interface, manager string, data map[string]string) error {
+	cms := client.CoreV1().ConfigMaps(metav1.NamespacePublic)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := cms.Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = cms.Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: api.ClusterInfoConfigMap, Namespace: metav1.NamespacePublic},
+				Data:       data,
+			}, metav1.CreateOptions{FieldManager: manager})
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(corev1.Resource("configmaps"), api.ClusterInfoConfigMap, err)
+			}
+			if err != nil {
+				return fmt.Errorf("creating kube-public/%s: %w", api.ClusterInfoConfigMap, err)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading kube-public/%s: %w", api.ClusterInfoConfigMap, err)
+		}
+		next := cur.DeepCopy()
+		if next.Data == nil {
+			next.Data = map[string]string{}
+		}
+		changed := false
+		for k, v := range data {
+			if next.Data[k] != v {
+				next.Data[k], changed = v, true
+			}
+		}
+		if !changed {
+			return nil
+		}
+		_, err = cms.Update(ctx, next, metav1.UpdateOptions{FieldManager: manager})
+		return err
+	})
 }

@@ -179,6 +179,16 @@ func (p *Provider) delegateOf(namespace, name string) *corev1.Pod {
 	return objs[0].(*corev1.Pod)
 }
 
+// Delegate returns the delegate of the parent pod namespace/name (for the
+// kubelet API), or a NotFound error. The pod is the informer's: read only.
+func (p *Provider) Delegate(namespace, name string) (*corev1.Pod, error) {
+	d := p.delegateOf(namespace, name)
+	if d == nil {
+		return nil, errdefs.NotFoundf("pod %s/%s has no delegate in %s", namespace, name, p.cfg.ClusterName)
+	}
+	return d, nil
+}
+
 // GetPod returns the parent pod as this cluster runs it: its delegate's
 // status, or the failure recorded here.
 func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Pod, error) {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net"
 	"sync"
 	"time"
 
@@ -49,6 +50,10 @@ type Config struct {
 	Changed <-chan struct{}
 	// Ready checks this cluster's API server.
 	Ready func(context.Context) error
+	// KubeletEndpoint returns the host and port the virtual node
+	// advertises for its kubelet API (none when the host is empty).
+	// Optional.
+	KubeletEndpoint func() (host string, port int32)
 	// Reported is called after each report is handed to the node
 	// controller (optional).
 	Reported func(time.Time)
@@ -176,7 +181,7 @@ func (p *Provider) Node(r summary.Result) (*corev1.Node, error) {
 	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
 		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now}
 	}
-	return &corev1.Node{
+	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        p.cfg.ClusterName,
 			Labels:      nodeLabels,
@@ -199,7 +204,18 @@ func (p *Provider) Node(r summary.Result) (*corev1.Node, error) {
 				KubeletVersion:  "v1.35.4",
 			},
 		},
-	}, nil
+	}
+	if p.cfg.KubeletEndpoint != nil {
+		if host, port := p.cfg.KubeletEndpoint(); host != "" {
+			typ := corev1.NodeInternalIP
+			if net.ParseIP(host) == nil {
+				typ = corev1.NodeInternalDNS
+			}
+			n.Status.Addresses = []corev1.NodeAddress{{Type: typ, Address: host}}
+			n.Status.DaemonEndpoints.KubeletEndpoint.Port = port
+		}
+	}
+	return n, nil
 }
 
 // ProviderTaint is the taint every virtual node carries.

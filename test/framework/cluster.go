@@ -37,6 +37,9 @@ type ClusterOptions struct {
 	SchedulerMetrics bool
 	// Nodes are kwok nodes created once the cluster is up.
 	Nodes []NodeOptions
+	// KwokPortForwardTarget is the host:port kwok connects every pod
+	// port-forward to (none when empty).
+	KwokPortForwardTarget string
 }
 
 // Cluster is a running control plane with kwok kubelets.
@@ -56,6 +59,11 @@ type Cluster struct {
 	// KwokNodePort is where kwok serves the kubelet API of every node of
 	// this cluster (on 127.0.0.1).
 	KwokNodePort int
+	// KwokLogsFile is the CRI-format log file (lines like
+	// "<RFC3339Nano> stdout F <text>") kwok serves as the logs of every
+	// container, and streams to attach; created empty. Exec runs commands
+	// on this machine, in Dir.
+	KwokLogsFile string
 	// SchedulerMetricsURL is the scheduler's /metrics (with
 	// ClusterOptions.SchedulerMetrics; HTTPS with a self-signed certificate).
 	SchedulerMetricsURL string
@@ -211,6 +219,10 @@ func startCluster(ctx context.Context, bins *Binaries, etcd *Etcd, baseDir strin
 	if err := os.WriteFile(extraStages, delegatedJobStage, 0o644); err != nil {
 		return nil, err
 	}
+	debugging, err := c.writeKwokDebugging(opts.KwokPortForwardTarget)
+	if err != nil {
+		return nil, err
+	}
 	kwokKubeconfig, err := c.writeKubeconfig("kwok", pki.admin)
 	if err != nil {
 		return nil, err
@@ -219,6 +231,7 @@ func startCluster(ctx context.Context, bins *Binaries, etcd *Etcd, baseDir strin
 		"--kubeconfig="+kwokKubeconfig,
 		"--config="+bins.KwokStages,
 		"--config="+extraStages,
+		"--config="+debugging,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector="+KwokNodeAnnotation+"=fake",
 		"--node-ip=127.0.0.1",
@@ -252,6 +265,60 @@ func startCluster(ctx context.Context, bins *Binaries, etcd *Etcd, baseDir strin
 		}
 	}
 	return c, nil
+}
+
+// writeKwokDebugging writes kwok's configuration of logs, attach, exec and
+// port-forward for every pod of this cluster, and returns its path.
+func (c *Cluster) writeKwokDebugging(portForwardTarget string) (string, error) {
+	c.KwokLogsFile = filepath.Join(c.Dir, "kwok-pod.log")
+	if err := os.WriteFile(c.KwokLogsFile, nil, 0o644); err != nil {
+		return "", err
+	}
+	cfg := fmt.Sprintf(`apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata:
+  name: nestlet-test-logs
+spec:
+  logs:
+  - logsFile: %[1]q
+    follow: true
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterAttach
+metadata:
+  name: nestlet-test-attach
+spec:
+  attaches:
+  - logsFile: %[1]q
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterExec
+metadata:
+  name: nestlet-test-exec
+spec:
+  execs:
+  - local:
+      workDir: %[2]q
+`, c.KwokLogsFile, c.Dir)
+	if portForwardTarget != "" {
+		host, port, err := net.SplitHostPort(portForwardTarget)
+		if err != nil {
+			return "", fmt.Errorf("port-forward target: %w", err)
+		}
+		cfg += fmt.Sprintf(`---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterPortForward
+metadata:
+  name: nestlet-test-port-forward
+spec:
+  forwards:
+  - target:
+      address: %q
+      port: %s
+`, host, port)
+	}
+	path := filepath.Join(c.Dir, "kwok-debugging.yaml")
+	return path, os.WriteFile(path, []byte(cfg), 0o644)
 }
 
 // schedulerCommand returns the scheduler to run: nestlet-scheduler with the

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/charts/nestlet/crds"
 )
@@ -24,6 +25,7 @@ type NestletBinaries struct {
 	Nestlet   string
 	Nestctl   string
 	Scheduler string
+	Proxy     string
 }
 
 var (
@@ -32,7 +34,7 @@ var (
 	buildErr  error
 )
 
-// BuildNestlet builds cmd/nestlet, cmd/nestctl and cmd/nestlet-scheduler of
+// BuildNestlet builds cmd/nestlet, cmd/nestctl, cmd/nestlet-scheduler and cmd/nestlet-proxy of
 // this checkout once per process into a temporary directory.
 func BuildNestlet(ctx context.Context) (*NestletBinaries, error) {
 	buildOnce.Do(func() {
@@ -46,14 +48,14 @@ func BuildNestlet(ctx context.Context) (*NestletBinaries, error) {
 			buildErr = err
 			return
 		}
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "./cmd/nestlet", "./cmd/nestctl", "./cmd/nestlet-scheduler")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "./cmd/nestlet", "./cmd/nestctl", "./cmd/nestlet-scheduler", "./cmd/nestlet-proxy")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("building nestlet binaries: %w\n%s", err, out)
 			return
 		}
 		built = &NestletBinaries{Dir: dir, Nestlet: filepath.Join(dir, "nestlet"), Nestctl: filepath.Join(dir, "nestctl"),
-			Scheduler: filepath.Join(dir, "nestlet-scheduler")}
+			Scheduler: filepath.Join(dir, "nestlet-scheduler"), Proxy: filepath.Join(dir, "nestlet-proxy")}
 	})
 	return built, buildErr
 }
@@ -73,6 +75,34 @@ func (e *Environment) StartAgent(ctx context.Context, c *Cluster, extraArgs ...s
 	}
 	args := append([]string{"--kubeconfig=" + c.KubeconfigPath, "--v=2"}, extraArgs...)
 	return e.StartProcess(c.Name+"-nestlet", bins.Nestlet, args...)
+}
+
+// StartProxy starts a nestlet-proxy for c on free loopback ports, with an
+// admin kubeconfig, and waits until it has published its endpoints in
+// kube-public/nestlet-info.
+func (e *Environment) StartProxy(ctx context.Context, c *Cluster) (*Process, error) {
+	bins, err := BuildNestlet(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	p, err := e.StartProcess(c.Name+"-nestlet-proxy", bins.Proxy,
+		"--kubeconfig="+c.KubeconfigPath, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		fmt.Sprintf("--kubelet-port=%d", ports[0]), fmt.Sprintf("--tunnel-port=%d", ports[1]), "--v=2")
+	if err != nil {
+		return nil, err
+	}
+	err = waitHealthy(ctx, p, time.Minute, func(ctx context.Context) bool {
+		cm, err := c.Client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
+		return err == nil && cm.Data[api.ClusterInfoProxyKubeletEndpoint] == fmt.Sprintf("127.0.0.1:%d", ports[0])
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: nestlet-proxy: %w", c.Name, err)
+	}
+	return p, nil
 }
 
 // Nestctl runs nestctl against cluster c and returns its standard output.

@@ -20,6 +20,11 @@ type Tree struct {
 	AgentArgs []string
 	// Metrics gives every agent a metrics port (TreeEnv.MetricsURL).
 	Metrics bool
+	// Proxies are the clusters that run a nestlet-proxy (started before
+	// any join, so their children use tunnels).
+	Proxies []string
+	// ClusterAgentArgs are added to the agent of one cluster.
+	ClusterAgentArgs map[string][]string
 }
 
 // TreeEnv is a started Tree.
@@ -51,8 +56,17 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 	clusters := te.Clusters()
 	errs := make([]error, len(clusters)+len(tree.Edges))
 	var wg sync.WaitGroup
+	for _, name := range tree.Proxies {
+		c := te.Cluster(name)
+		if c == nil {
+			return fmt.Errorf("proxy for unknown cluster %q", name)
+		}
+		if _, err := te.StartProxy(ctx, c); err != nil {
+			return err
+		}
+	}
 	for i, c := range clusters {
-		args := tree.AgentArgs
+		args := append(append([]string(nil), tree.AgentArgs...), tree.ClusterAgentArgs[c.Name]...)
 		if tree.Metrics {
 			port, err := freePort()
 			if err != nil {

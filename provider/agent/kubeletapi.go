@@ -1,0 +1,231 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/klog/v2"
+
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/provider/join"
+	"github.com/nestlet/nestlet/provider/kubelet"
+	"github.com/nestlet/nestlet/provider/tunnel"
+)
+
+// Kubelet API modes (Config.KubeletAPI).
+const (
+	// KubeletAPIAuto uses the parent's nestlet-proxy when it publishes
+	// one, else direct mode when a direct address is set, else none.
+	KubeletAPIAuto = "auto"
+	// KubeletAPITunnel requires the parent's nestlet-proxy: the agent
+	// dials out and listens on nothing.
+	KubeletAPITunnel = "tunnel"
+	// KubeletAPIDirect listens on Config.DirectAddress; the virtual node
+	// advertises it.
+	KubeletAPIDirect = "direct"
+	// KubeletAPIOff serves no kubelet API (logs and exec are refused by
+	// the parent's API server).
+	KubeletAPIOff = "off"
+)
+
+// kubeletAPI serves one virtual node's kubelet API, through a tunnel or
+// directly.
+type kubeletAPI struct {
+	mode     string
+	endpoint string // host:port advertised by the virtual node
+	server   *kubelet.Server
+	run      func(ctx context.Context)
+	up       atomic.Bool
+}
+
+// describe says how the kubelet API is served, for the Ready condition.
+func (k *kubeletAPI) describe() string {
+	switch k.mode {
+	case KubeletAPITunnel:
+		return fmt.Sprintf("kubelet API (logs, exec, attach, port-forward) through the parent's nestlet-proxy at %s over a reverse tunnel", k.endpoint)
+	case KubeletAPIDirect:
+		return fmt.Sprintf("kubelet API (logs, exec, attach, port-forward) served directly at %s", k.endpoint)
+	}
+	return "no kubelet API: the parent publishes no nestlet-proxy and this agent has no --kubelet-direct-address, so kubectl logs/exec at the parent cannot reach these pods"
+}
+
+// hostPort splits the advertised endpoint (empty host when off).
+func (k *kubeletAPI) hostPort() (string, int32) {
+	if k == nil || k.endpoint == "" {
+		return "", 0
+	}
+	host, port, err := net.SplitHostPort(k.endpoint)
+	if err != nil {
+		return "", 0
+	}
+	p, _ := strconv.Atoi(port)
+	return host, int32(p)
+}
+
+// lazyDelegates hands requests to the forwarding provider once it exists;
+// until then every pod is unknown.
+type lazyDelegates struct {
+	mu sync.RWMutex
+	d  kubelet.Delegates
+}
+
+func (l *lazyDelegates) set(d kubelet.Delegates) {
+	l.mu.Lock()
+	l.d = d
+	l.mu.Unlock()
+}
+
+func (l *lazyDelegates) get() kubelet.Delegates {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.d
+}
+
+func (l *lazyDelegates) Delegate(namespace, name string) (*corev1.Pod, error) {
+	d := l.get()
+	if d == nil {
+		return nil, errdefs.NotFoundf("pod %s/%s: this virtual node is starting", namespace, name)
+	}
+	return d.Delegate(namespace, name)
+}
+
+func (l *lazyDelegates) GetPods(ctx context.Context) ([]*corev1.Pod, error) {
+	d := l.get()
+	if d == nil {
+		return nil, nil
+	}
+	return d.GetPods(ctx)
+}
+
+// setupKubeletAPI picks the mode for this parent and prepares the server;
+// run starts it (the tunnel, or the listener, already bound so that its
+// port is known before the node registers).
+func (r *runner) setupKubeletAPI(ctx context.Context, id *join.Identity, nodeClient kubernetes.Interface, delegates *lazyDelegates) (*kubeletAPI, error) {
+	mode := r.a.cfg.KubeletAPI
+	var info map[string]string
+	if mode == KubeletAPIAuto || mode == KubeletAPITunnel {
+		cm, err := nodeClient.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
+		if err == nil {
+			info = cm.Data
+		}
+		switch {
+		case info[api.ClusterInfoProxyTunnelURL] != "":
+			mode = KubeletAPITunnel
+		case mode == KubeletAPITunnel:
+			return nil, join.Errorf(v1alpha1.ReasonKubeletAPIUnavailable, err,
+				"--kubelet-api=tunnel, but the parent publishes no nestlet-proxy in kube-public/%s: install the proxy in the parent (helm chart value proxy.enabled) or use --kubelet-api=direct", api.ClusterInfoConfigMap)
+		case r.a.cfg.DirectAddress != "":
+			mode = KubeletAPIDirect
+		default:
+			mode = KubeletAPIOff
+		}
+	}
+	k := &kubeletAPI{mode: mode}
+	if mode == KubeletAPIOff {
+		return k, nil
+	}
+	srv, err := kubelet.New(kubelet.Config{
+		NodeName:    r.target.Spec.ClusterName,
+		Delegates:   delegates,
+		Child:       r.a.client,
+		ChildConfig: r.a.cfg.RESTConfig,
+		Nodes:       func() ([]*corev1.Node, error) { return r.a.nodes.List(labels.Everything()) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	k.server = srv
+	logger := klog.FromContext(ctx)
+	switch mode {
+	case KubeletAPITunnel:
+		k.endpoint = info[api.ClusterInfoProxyKubeletEndpoint]
+		cert, err := tls.X509KeyPair(id.CertData, id.KeyData)
+		if err != nil {
+			return nil, fmt.Errorf("node certificate: %w", err)
+		}
+		cfg := tunnel.ClientConfig{
+			URL: info[api.ClusterInfoProxyTunnelURL], CA: []byte(info[api.ClusterInfoProxyCA]),
+			Certificate: cert, Handler: srv.Handler(), Connected: k.up.Store,
+		}
+		k.run = func(ctx context.Context) {
+			if err := tunnel.Run(ctx, cfg); err != nil {
+				logger.Error(err, "Tunnel to the parent's proxy")
+			}
+		}
+	case KubeletAPIDirect:
+		auth, err := kubelet.NewAuth(nodeClient, id.CAData)
+		if err != nil {
+			return nil, err
+		}
+		l, err := listenDirect(r.a.cfg.DirectAddress)
+		if err != nil {
+			return nil, join.Errorf(v1alpha1.ReasonKubeletAPIUnavailable, err, "cannot serve the kubelet API on --kubelet-direct-address %s", r.a.cfg.DirectAddress)
+		}
+		k.endpoint = l.Addr().String()
+		hs := &http.Server{Handler: auth.Wrap(r.target.Spec.ClusterName, srv.Handler()), ReadHeaderTimeout: 30 * time.Second}
+		k.run = func(ctx context.Context) {
+			go func() {
+				<-ctx.Done()
+				_ = hs.Close()
+			}()
+			if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error(err, "Serving the kubelet API")
+			}
+		}
+	default:
+		return nil, join.Errorf(v1alpha1.ReasonKubeletAPIUnavailable, nil, "unknown kubelet API mode %q: use auto, tunnel, direct or off", mode)
+	}
+	return k, nil
+}
+
+// listenDirect listens on address (an IP, port chosen by the system, or
+// IP:port) with a self-signed serving certificate, asking callers for a
+// client certificate (the parent's API server presents its kubelet client
+// certificate).
+func listenDirect(address string) (net.Listener, error) {
+	host, port := address, "0"
+	if h, p, err := net.SplitHostPort(address); err == nil {
+		host, port = h, p
+	}
+	var ips []net.IP
+	var names []string
+	if ip := net.ParseIP(host); ip != nil {
+		ips = append(ips, ip)
+	} else {
+		names = append(names, host)
+	}
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(host, ips, names)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	l, err := tls.Listen("tcp", net.JoinHostPort(host, port), &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.RequestClientCert,
+		MinVersion:   tls.VersionTLS12,
+		NextProtos:   []string{"http/1.1"},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listening for the kubelet API on %s: %w", address, err)
+	}
+	return l, nil
+}

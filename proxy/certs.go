@@ -1,0 +1,45 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"os"
+
+	certutil "k8s.io/client-go/util/cert"
+)
+
+// ServingCertificate loads certFile/keyFile, or generates a self-signed
+// certificate for hosts (IPs or DNS names; the first is the common name).
+// It returns the certificate and the PEM bundle that verifies it (the
+// certificate file itself when given: its chain must verify).
+func ServingCertificate(certFile, keyFile string, hosts []string) (tls.Certificate, []byte, error) {
+	if certFile != "" || keyFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return tls.Certificate{}, nil, fmt.Errorf("loading the serving certificate: %w", err)
+		}
+		pem, err := os.ReadFile(certFile)
+		return cert, pem, err
+	}
+	var ips []net.IP
+	var names []string
+	for _, h := range hosts[1:] {
+		if ip := net.ParseIP(h); ip != nil {
+			ips = append(ips, ip)
+		} else {
+			names = append(names, h)
+		}
+	}
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(hosts[0], ips, names)
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("generating a serving certificate: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	// The first PEM block is the serving certificate, the second the CA
+	// that signed it.
+	return cert, certPEM, nil
+}

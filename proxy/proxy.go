@@ -1,0 +1,168 @@
+// Package proxy is nestlet-proxy, the parent's end of its children's
+// reverse tunnels. Each child's agent dials the tunnel port with its node
+// certificate and holds a rancher/remotedialer tunnel; the virtual nodes
+// advertise the proxy's kubelet port; the parent's API server calls that
+// port for `kubectl logs / exec / attach / port-forward`, and the proxy
+// routes each request through the tunnel of the node the pod is bound to.
+// Callers are authenticated and authorised against the parent, as a kubelet
+// does, before anything goes through a tunnel.
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/rancher/remotedialer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/provider/bootstrap"
+	"github.com/nestlet/nestlet/provider/kubelet"
+)
+
+// FieldManager is the proxy's field manager.
+const FieldManager = "nestlet-proxy"
+
+// Config of a Proxy. Fields without a stated default are required.
+type Config struct {
+	// Client is a client of the parent cluster (reads pods, reviews tokens
+	// and access, writes kube-public/nestlet-info).
+	Client kubernetes.Interface
+	// ClientCA verifies client certificates: the children's node
+	// certificates on the tunnel port, and the API server's kubelet client
+	// certificate on the kubelet port (PEM).
+	ClientCA []byte
+	// ServingCert is presented on both ports; ServingCA (PEM) verifies it
+	// and is published for the children.
+	ServingCert tls.Certificate
+	ServingCA   []byte
+	// BindAddress is the IP both ports listen on (default 0.0.0.0).
+	BindAddress string
+	// KubeletPort and TunnelPort (defaults 10250 and 8443; 0 in tests
+	// picks free ports).
+	KubeletPort int
+	TunnelPort  int
+	// AdvertiseAddress is the host the parent's API server and the
+	// children reach the proxy at.
+	AdvertiseAddress string
+	// TunnelURL overrides the published wss:// URL of the tunnel port
+	// (default wss://AdvertiseAddress:TunnelPort/connect).
+	TunnelURL string
+	// Publish writes the endpoints into kube-public/nestlet-info (default
+	// true through the command; tests may turn it off).
+	Publish bool
+}
+
+// Proxy is a running nestlet-proxy.
+type Proxy struct {
+	cfg     Config
+	tunnels *remotedialer.Server
+	auth    *kubelet.Auth
+
+	kubeletLn, tunnelLn net.Listener
+}
+
+// New validates cfg, builds the authenticator and binds both ports.
+func New(cfg Config) (*Proxy, error) {
+	switch {
+	case cfg.Client == nil:
+		return nil, errors.New("proxy: Client is required")
+	case len(cfg.ClientCA) == 0:
+		return nil, errors.New("proxy: ClientCA is required")
+	case cfg.AdvertiseAddress == "":
+		return nil, errors.New("proxy: AdvertiseAddress is required (the address the parent's API server and the children use to reach the proxy)")
+	}
+	if cfg.BindAddress == "" {
+		cfg.BindAddress = "0.0.0.0"
+	}
+	auth, err := kubelet.NewAuth(cfg.Client, cfg.ClientCA)
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{cfg: cfg, auth: auth}
+	p.tunnels = remotedialer.New(p.authorizeTunnel, remotedialer.DefaultErrorWriter)
+	tlsCfg, err := p.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	if p.kubeletLn, err = tls.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.KubeletPort)), tlsCfg); err != nil {
+		return nil, fmt.Errorf("listening on the kubelet port: %w", err)
+	}
+	if p.tunnelLn, err = tls.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.TunnelPort)), tlsCfg); err != nil {
+		_ = p.kubeletLn.Close()
+		return nil, fmt.Errorf("listening on the tunnel port: %w", err)
+	}
+	return p, nil
+}
+
+// KubeletEndpoint is the host:port virtual nodes advertise.
+func (p *Proxy) KubeletEndpoint() string {
+	return net.JoinHostPort(p.cfg.AdvertiseAddress, strconv.Itoa(p.kubeletLn.Addr().(*net.TCPAddr).Port))
+}
+
+// TunnelURL is where children dial in.
+func (p *Proxy) TunnelURL() string {
+	if p.cfg.TunnelURL != "" {
+		return p.cfg.TunnelURL
+	}
+	return "wss://" + net.JoinHostPort(p.cfg.AdvertiseAddress, strconv.Itoa(p.tunnelLn.Addr().(*net.TCPAddr).Port)) + "/connect"
+}
+
+// Run publishes the endpoints and serves both ports until ctx ends.
+func (p *Proxy) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	if p.cfg.Publish {
+		err := bootstrap.SetClusterInfo(ctx, p.cfg.Client, FieldManager, map[string]string{
+			api.ClusterInfoProxyTunnelURL:       p.TunnelURL(),
+			api.ClusterInfoProxyCA:              string(p.cfg.ServingCA),
+			api.ClusterInfoProxyKubeletEndpoint: p.KubeletEndpoint(),
+		})
+		if err != nil {
+			return fmt.Errorf("publishing the proxy's endpoints: %w", err)
+		}
+	}
+	tunnelMux := http.NewServeMux()
+	tunnelMux.Handle("/connect", p.tunnels)
+	servers := []*http.Server{
+		{Handler: http.HandlerFunc(p.serveKubelet), ReadHeaderTimeout: 30 * time.Second},
+		{Handler: tunnelMux, ReadHeaderTimeout: 30 * time.Second},
+	}
+	errs := make(chan error, 2)
+	for i, l := range []net.Listener{p.kubeletLn, p.tunnelLn} {
+		go func() { errs <- servers[i].Serve(l) }()
+	}
+	logger.Info("Serving", "kubeletEndpoint", p.KubeletEndpoint(), "tunnelURL", p.TunnelURL())
+	select {
+	case <-ctx.Done():
+	case err := <-errs:
+		logger.Error(err, "Server stopped")
+	}
+	for _, s := range servers {
+		_ = s.Close()
+	}
+	return ctx.Err()
+}
+
+// tlsConfig serves ServingCert and asks for (without requiring) client
+// certificates: the kubelet port also takes bearer tokens, and each port
+// checks what it needs.
+func (p *Proxy) tlsConfig() (*tls.Config, error) {
+	pool, err := certPool(p.cfg.ClientCA)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{p.cfg.ServingCert},
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+		ClientCAs:    pool,
+		MinVersion:   tls.VersionTLS12,
+		NextProtos:   []string{"http/1.1"},
+	}, nil
+}
