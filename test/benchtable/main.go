@@ -36,6 +36,11 @@ var baselines = map[string]string{
 	"nestlet-p50-ms":          "stock-p50-ms",
 	"nestlet-p99-ms":          "stock-p99-ms",
 	"nestlet-decision-p99-ms": "stock-decision-p99-ms",
+
+	"logs-first-byte-2hop-p50-ms": "logs-first-byte-leaf-p50-ms",
+	"logs-first-byte-2hop-p99-ms": "logs-first-byte-leaf-p99-ms",
+	"exec-2hop-p50-ms":            "exec-leaf-p50-ms",
+	"exec-2hop-p99-ms":            "exec-leaf-p99-ms",
 }
 
 func main() {

@@ -21,7 +21,7 @@ import (
 // runPod creates a pod pinned to region in a new namespace of the root,
 // waits until it runs at the root, and returns the namespace and the
 // cluster and name of the pod that really runs it (in a kwok leaf).
-func runPod(t *testing.T, region string) (ns, leaf, leafPod string) {
+func runPod(t testing.TB, region string) (ns, leaf, leafPod string) {
 	t.Helper()
 	ctx := t.Context()
 	ns = fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
@@ -92,7 +92,7 @@ func mustKubectl(t *testing.T, cluster, stdin string, args ...string) string {
 
 // appendLog appends lines to the kwok log file of cluster, in the CRI
 // format kwok reads, stamped at.
-func appendLog(t *testing.T, cluster string, at time.Time, lines ...string) {
+func appendLog(t testing.TB, cluster string, at time.Time, lines ...string) {
 	t.Helper()
 	f, err := os.OpenFile(env.Cluster(cluster).KwokLogsFile, os.O_APPEND|os.O_WRONLY, 0)
 	require.NoError(t, err)
