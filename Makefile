@@ -33,6 +33,16 @@ test-unit:
 bench: binaries
 	hack/bench.sh
 
+## demo: a local tree of real clusters (root; east, west; four leaves with kwok nodes), two Deployments at the root, the tree
+.PHONY: demo
+demo:
+	hack/demo.sh
+
+## demo-down: stop everything make demo started and remove its directory
+.PHONY: demo-down
+demo-down:
+	hack/demo.sh down
+
 ## lint: golangci-lint v2 (pinned, built from the Go module proxy)
 .PHONY: lint
 lint:

@@ -24,6 +24,13 @@ type Config struct {
 	// Dir is where certificates, kubeconfigs and logs go; a new temporary
 	// directory when empty.
 	Dir string
+	// Detach starts every process in a session of its own, without the
+	// death signal that otherwise ends it with this program, and records
+	// it, and each cluster, in Dir/state.json (StateFileName) as it starts:
+	// the Environment outlives the program that started it, and
+	// StopDetached stops it from its state file. Stop still works while
+	// this program runs. Dir must not hold a state file already.
+	Detach bool
 }
 
 // Environment is a set of clusters sharing one etcd.
@@ -36,6 +43,8 @@ type Environment struct {
 	clusters map[string]*Cluster
 	order    []string
 	procs    processGroup
+	// state is the state file of a detached Environment, else nil.
+	state *stateWriter
 }
 
 // Start starts etcd and then every cluster of spec concurrently. On error,
@@ -52,6 +61,17 @@ func Start(ctx context.Context, cfg Config, spec Spec) (env *Environment, err er
 		}
 	}
 	env = &Environment{Dir: dir, Binaries: bins, clusters: map[string]*Cluster{}}
+	if cfg.Detach {
+		if env.Dir, err = filepath.Abs(dir); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(env.Dir, 0o755); err != nil {
+			return nil, err
+		}
+		if env.state, err = registerDetached(env.Dir); err != nil {
+			return nil, err
+		}
+	}
 	defer func() {
 		if err != nil {
 			env.Stop()
@@ -84,6 +104,12 @@ func (e *Environment) AddClusters(ctx context.Context, clusters ...ClusterOption
 			if err != nil {
 				errs[i] = err
 				return
+			}
+			if e.state != nil {
+				if err := e.state.addCluster(c); err != nil {
+					errs[i] = err
+					return
+				}
 			}
 			e.mu.Lock()
 			e.clusters[o.Name] = c
@@ -135,7 +161,12 @@ func (e *Environment) Stop() {
 
 // RemoveDir deletes the Environment's directory (call after Stop, when the
 // logs are not needed).
-func (e *Environment) RemoveDir() error { return os.RemoveAll(e.Dir) }
+func (e *Environment) RemoveDir() error {
+	if e.state != nil {
+		unregisterDetached(e.Dir)
+	}
+	return os.RemoveAll(e.Dir)
+}
 
 // LogTails returns the last n lines of every process's log, for a failure
 // report.

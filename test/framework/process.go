@@ -27,6 +27,10 @@ type Process struct {
 // startProcess starts bin with args, its output appended to logDir/name.log.
 // The child gets SIGKILL if the thread that started it dies, a backstop for
 // a test binary that is killed before it can stop its processes.
+//
+// Under the directory of a detached Environment (Config.Detach) the child
+// instead starts a session of its own, outlives this program, and is
+// recorded in that Environment's state file before startProcess returns.
 func startProcess(logDir, name, bin string, args ...string) (*Process, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -36,12 +40,28 @@ func startProcess(logDir, name, bin string, args ...string) (*Process, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout = f
 	cmd.Stderr = f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	state := detachedStateFor(logDir)
+	if state != nil {
+		// A new session: a process group of its own, no controlling
+		// terminal (no SIGHUP or ^C from the shell that started it), and
+		// no death signal when this program ends.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	} else {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	}
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan struct{}), log: f}
+	if state != nil {
+		if err := state.addProcess(p); err != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+			_ = f.Close()
+			return nil, err
+		}
+	}
 	go func() {
 		p.err = cmd.Wait()
 		_ = f.Close()

@@ -1,0 +1,167 @@
+// Package playground tests `nestctl playground up` and `down` as a user runs
+// them: a small topology (a root and one child with one kwok node) started
+// by the real nestctl, left running after it returns, used with kubectl, and
+// stopped with nothing left behind.
+package playground
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/nestlet/nestlet/test/framework"
+)
+
+const topology = `
+clusters:
+- name: root
+- name: child
+  parent: root
+  nodes:
+  - name: child-node
+    labels:
+      topology.kubernetes.io/region: test
+    cpu: "4"
+    memory: 8Gi
+`
+
+// run runs a program and returns its combined output.
+func run(ctx context.Context, bin string, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	return string(out), err
+}
+
+func TestPlaygroundUpDown(t *testing.T) {
+	ctx := t.Context()
+	bins, err := framework.BuildNestlet(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(bins.Dir) })
+	cp, err := framework.FindBinaries("")
+	require.NoError(t, err)
+	binDir := filepath.Dir(cp.Etcd)
+
+	work := t.TempDir()
+	config := filepath.Join(work, "topology.yaml")
+	require.NoError(t, os.WriteFile(config, []byte(topology), 0o644))
+	dir := filepath.Join(work, "playground")
+	nestctl := func(ctx context.Context, args ...string) (string, error) { return run(ctx, bins.Nestctl, args...) }
+
+	// Refusals cost nothing and start nothing.
+	bad := filepath.Join(work, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("clusters:\n- name: root\n- name: a\n  parent: b\n- name: b\n  parent: a\n"), 0o644))
+	out, err := nestctl(ctx, "playground", "up", "--config", bad, "--dir", dir)
+	require.Error(t, err)
+	require.Contains(t, out, "a -> b -> a")
+	require.NoDirExists(t, dir)
+	foreign := filepath.Join(work, "foreign")
+	require.NoError(t, os.MkdirAll(foreign, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(foreign, "precious"), nil, 0o644))
+	out, err = nestctl(ctx, "playground", "up", "--config", config, "--dir", foreign)
+	require.Error(t, err)
+	require.Contains(t, out, "is not a playground directory")
+	out, err = nestctl(ctx, "playground", "down", "--dir", foreign)
+	require.Error(t, err, out)
+	require.FileExists(t, filepath.Join(foreign, "precious"))
+
+	// Whatever happens, down runs; on failure the logs' last lines first.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if s, err := framework.ReadState(dir); t.Failed() && err == nil {
+			for _, p := range s.Processes {
+				tail, _ := run(ctx, "tail", "-n", "20", p.Log)
+				t.Logf("=== %s\n%s", p.Name, tail)
+			}
+		}
+		if out, err := nestctl(ctx, "playground", "down", "--dir", dir); err != nil {
+			t.Errorf("playground down: %v\n%s", err, out)
+		}
+	})
+
+	start := time.Now()
+	out, err = nestctl(ctx, "playground", "up", "--config", config, "--dir", dir,
+		"--bin-dir", binDir, "--nestlet-bin-dir", bins.Dir, "--report-frequency", "2s", "--timeout", "5m")
+	require.NoError(t, err, out)
+	t.Logf("playground up took %s:\n%s", time.Since(start).Round(time.Millisecond), out)
+	for _, line := range []string{"starting 2 clusters", "child ready", "joining child -> root", "child joined root",
+		"export KUBECONFIG=" + filepath.Join(dir, "kubeconfig")} {
+		require.Contains(t, out, line)
+	}
+
+	// nestctl has exited; every process it started runs on, recorded.
+	state, err := framework.ReadState(dir)
+	require.NoError(t, err)
+	names := map[string]bool{}
+	for _, p := range state.Processes {
+		names[p.Name] = true
+		require.True(t, p.Alive(), "%s (pid %d) is not running after up returned", p.Name, p.PID)
+		require.FileExists(t, p.Log)
+	}
+	for _, want := range []string{"etcd", "root/kube-apiserver", "child/kwok", "root-nestlet", "child-nestlet"} {
+		require.True(t, names[want], "state file lists %s: %v", want, names)
+	}
+	require.NotNil(t, state.Cluster("root"))
+	require.NotNil(t, state.Cluster("child"))
+
+	// The child is a Ready node with ROLES cluster at the root.
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	out, err = run(ctx, cp.Kubectl, "--kubeconfig", kubeconfig, "get", "nodes")
+	require.NoError(t, err, out)
+	found := false
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "child" {
+			found = true
+			require.Equal(t, []string{"Ready", "cluster"}, f[1:3], line)
+		}
+	}
+	require.True(t, found, "kubectl get nodes lists child:\n%s", out)
+
+	// A pod selecting the child's region runs there.
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	require.NoError(t, err)
+	client, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: metav1.NamespaceDefault},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"topology.kubernetes.io/region": "test"},
+			Containers:   []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}},
+		},
+	}
+	_, err = client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: "nestlet-test"})
+	require.NoError(t, err)
+	var last *corev1.Pod
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		last = p
+		return p.Spec.NodeName == "child" && p.Status.Phase == corev1.PodRunning, nil
+	})
+	require.NoError(t, err, "pod on %q in phase %s", last.Spec.NodeName, last.Status.Phase)
+
+	// down stops every recorded process and removes the directory; again,
+	// it says there is nothing to stop.
+	out, err = nestctl(ctx, "playground", "down", "--dir", dir)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "stopping")
+	for _, p := range state.Processes {
+		require.False(t, p.Alive(), "%s (pid %d) survived playground down", p.Name, p.PID)
+	}
+	require.NoDirExists(t, dir)
+	out, err = nestctl(ctx, "playground", "down", "--dir", dir)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "nothing to stop")
+}
