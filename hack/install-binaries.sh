@@ -9,6 +9,7 @@
 #   kube-controller-manager,
 #   kube-scheduler, kubectl   k8s.io/kubernetes at the version pinned in go.mod
 #   kwok                      sigs.k8s.io/kwok at KWOK_VERSION
+#   helm                      helm.sh/helm/v3 (version in hack/tools/helm/go.mod), for the chart tests
 #
 # Idempotent: a binary already in the cache is not built again, so a second
 # run takes seconds. NESTLET_CACHE_DIR moves the cache (default
@@ -25,6 +26,7 @@ OUT_DIR="${ROOT}/_output/bin"
 GO_VERSION="$(go env GOVERSION)"
 KUBE_VERSION="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)"
 ETCD_VERSION="$(cd hack/etcd && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)"
+HELM_VERSION="$(cd hack/tools/helm && go list -m -f '{{.Version}}' helm.sh/helm/v3)"
 
 mkdir -p "${CACHE_DIR}" "${OUT_DIR}"
 
@@ -74,11 +76,27 @@ build_kwok() {
   CGO_ENABLED=0 GOBIN="${gobin}" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"
 }
 
+# helm with the ldflags of helm's own Makefile: its version, and the
+# Kubernetes version of its client-go as the default capabilities that
+# `helm lint` and `helm template` check charts against.
+build_helm() {
+  local kube minor p pkg=helm.sh/helm/v3
+  kube="$(cd hack/tools/helm && go list -m -f '{{.Version}}' k8s.io/client-go)"
+  minor="${kube#v0.}"
+  minor="${minor%%.*}"
+  local flags="-s -w -X ${pkg}/internal/version.version=${HELM_VERSION} -X ${pkg}/internal/version.gitTreeState=clean"
+  for p in pkg/lint/rules pkg/chartutil; do
+    flags+=" -X ${pkg}/${p}.k8sVersionMajor=1 -X ${pkg}/${p}.k8sVersionMinor=${minor}"
+  done
+  (cd hack/tools/helm && CGO_ENABLED=0 go build -trimpath -ldflags "${flags}" -o "$1" "${pkg}/cmd/helm")
+}
+
 cached etcd "${ETCD_VERSION}" build_etcd
 for bin in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
   cached "${bin}" "${KUBE_VERSION}" build_kube
 done
 cached kwok "${KWOK_VERSION}" build_kwok
+cached helm "${HELM_VERSION}" build_helm
 
 # kwok's own stage definitions (fast node and pod lifecycle, heartbeat with a
 # lease), taken from the kwok module at the same version.
@@ -96,4 +114,4 @@ if [[ ! -s "${stages}" ]]; then
 fi
 ln -sfn "${stages}" "${OUT_DIR}/kwok-stages.yaml"
 
-log "ready in ${OUT_DIR}: etcd ${ETCD_VERSION}, kubernetes ${KUBE_VERSION}, kwok ${KWOK_VERSION}"
+log "ready in ${OUT_DIR}: etcd ${ETCD_VERSION}, kubernetes ${KUBE_VERSION}, kwok ${KWOK_VERSION}, helm ${HELM_VERSION}"

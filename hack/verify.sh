@@ -22,7 +22,8 @@ go vet ./...
 # must not change.
 hack/update-kube-pins.sh >/dev/null
 (cd hack/etcd && go mod tidy)
-if ! git diff --exit-code -- go.mod go.sum hack/etcd/go.mod hack/etcd/go.sum; then
+(cd hack/tools/helm && go mod tidy)
+if ! git diff --exit-code -- go.mod go.sum hack/etcd/go.mod hack/etcd/go.sum hack/tools/helm/go.mod hack/tools/helm/go.sum; then
   echo "go.mod/go.sum are stale: run hack/update-kube-pins.sh and commit the result" >&2
   status=1
 fi

@@ -1,0 +1,308 @@
+package chart
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nestlet/nestlet/api/v1alpha1"
+	schedconfig "github.com/nestlet/nestlet/scheduler-plugins/config"
+)
+
+func TestLint(t *testing.T) {
+	for _, values := range []string{"", testdata("values-all.yaml")} {
+		t.Run("values="+values, func(t *testing.T) {
+			args := []string{"lint", "--strict", chartDir(t), "--namespace", namespace}
+			if values != "" {
+				args = append(args, "--values", values)
+			}
+			out, err := helm(t, nil, args...)
+			require.NoError(t, err, "helm lint:\n%s", out)
+			require.Contains(t, out, "0 chart(s) failed")
+		})
+	}
+}
+
+// What hack/kind-up.sh installs in each kind cluster renders and lints.
+func TestKindValues(t *testing.T) {
+	for name, args := range kindValues(t) {
+		t.Run(name, func(t *testing.T) {
+			out, err := helm(t, nil, append([]string{"lint", "--strict", chartDir(t), "--namespace", namespace}, args...)...)
+			require.NoError(t, err, "helm lint:\n%s", out)
+			out, err = helm(t, nil, append(templateArgs(t), args...)...)
+			require.NoError(t, err)
+			var agent appsv1.Deployment
+			into(t, find(t, objects(t, out), "Deployment", "nestlet-agent"), &agent)
+			require.Equal(t, "ghcr.io/nestlet/nestlet:kind", agent.Spec.Template.Spec.Containers[0].Image)
+		})
+	}
+}
+
+// The objects each set of values renders, by kind and name.
+func TestTemplateObjects(t *testing.T) {
+	agent := []string{
+		"ServiceAccount nestlet-system/nestlet-agent",
+		"ClusterRole nestlet-agent",
+		"ClusterRoleBinding nestlet-agent",
+		"Deployment nestlet-system/nestlet-agent",
+	}
+	scheduler := []string{
+		"ServiceAccount nestlet-system/nestlet-scheduler",
+		"ConfigMap nestlet-system/nestlet-scheduler",
+		"ClusterRoleBinding nestlet-scheduler-kube-scheduler",
+		"ClusterRoleBinding nestlet-scheduler-volume-scheduler",
+		"RoleBinding kube-system/nestlet-scheduler-authentication-reader",
+		"Role nestlet-system/nestlet-scheduler-leader-election",
+		"RoleBinding nestlet-system/nestlet-scheduler-leader-election",
+		"Deployment nestlet-system/nestlet-scheduler",
+	}
+	proxy := []string{
+		"ServiceAccount nestlet-system/nestlet-proxy",
+		"ClusterRole nestlet-proxy",
+		"ClusterRoleBinding nestlet-proxy",
+		"ClusterRoleBinding nestlet-proxy-auth-delegator",
+		"Role kube-public/nestlet-proxy-info",
+		"RoleBinding kube-public/nestlet-proxy-info",
+		"Deployment nestlet-system/nestlet-proxy",
+		"Service nestlet-system/nestlet-proxy",
+	}
+	targets := []string{
+		"Secret nestlet-system/nestlet-token-parent-root-example-com-6443",
+		"Target parent-root-example-com-6443",
+		"Target backup-parent",
+	}
+	tests := []struct {
+		name   string
+		values []string
+		set    []string
+		want   [][]string
+	}{
+		{name: "defaults: agent and scheduler", want: [][]string{agent, scheduler}},
+		{name: "every component and two targets", values: []string{testdata("values-all.yaml")}, want: [][]string{agent, scheduler, proxy, targets}},
+		{name: "a leaf: agent only", set: []string{"scheduler.enabled=false"}, want: [][]string{agent}},
+		{name: "no leader election", set: []string{"scheduler.leaderElect=false", "agent.enabled=false"}, want: [][]string{scheduler[:5], scheduler[7:]}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := templateArgs(t, tt.values...)
+			for _, s := range tt.set {
+				args = append(args, "--set", s)
+			}
+			out, err := helm(t, nil, args...)
+			require.NoError(t, err)
+			var want []string
+			for _, w := range tt.want {
+				want = append(want, w...)
+			}
+			sort.Strings(want)
+			if diff := cmp.Diff(want, ids(objects(t, out))); diff != "" {
+				t.Errorf("rendered objects (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTemplateDefaults(t *testing.T) {
+	objs := objects(t, render(t))
+
+	// Every component runs its own binary of the one image.
+	for name, bin := range map[string]string{"nestlet-agent": "nestlet", "nestlet-scheduler": "nestlet-scheduler"} {
+		var d appsv1.Deployment
+		into(t, find(t, objs, "Deployment", name), &d)
+		c := d.Spec.Template.Spec.Containers[0]
+		require.Equal(t, "ghcr.io/nestlet/nestlet:0.1.0", c.Image, name)
+		require.Equal(t, []string{"/usr/local/bin/" + bin}, c.Command, name)
+		require.Equal(t, name, d.Spec.Template.Spec.ServiceAccountName)
+		require.True(t, *d.Spec.Template.Spec.SecurityContext.RunAsNonRoot)
+	}
+	var agent appsv1.Deployment
+	into(t, find(t, objs, "Deployment", "nestlet-agent"), &agent)
+	require.Equal(t, int32(1), *agent.Spec.Replicas)
+	require.Equal(t, appsv1.RecreateDeploymentStrategyType, agent.Spec.Strategy.Type, "two agents must never run at once")
+	require.Contains(t, agent.Spec.Template.Spec.Containers[0].Args, "--namespace=nestlet-system")
+
+	// The scheduler runs the shipped profile, under the chart's name and
+	// its own lease.
+	var cm corev1.ConfigMap
+	into(t, find(t, objs, "ConfigMap", "nestlet-scheduler"), &cm)
+	var cfg struct {
+		LeaderElection struct {
+			LeaderElect       bool   `json:"leaderElect"`
+			ResourceName      string `json:"resourceName"`
+			ResourceNamespace string `json:"resourceNamespace"`
+		} `json:"leaderElection"`
+		Profiles []struct {
+			SchedulerName string         `json:"schedulerName"`
+			Plugins       map[string]any `json:"plugins"`
+			PluginConfig  []any          `json:"pluginConfig"`
+		} `json:"profiles"`
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(cm.Data["scheduler-config.yaml"]), &cfg))
+	require.Len(t, cfg.Profiles, 1)
+	require.Equal(t, "nestlet-scheduler", cfg.Profiles[0].SchedulerName)
+	require.True(t, cfg.LeaderElection.LeaderElect)
+	require.Equal(t, "nestlet-scheduler", cfg.LeaderElection.ResourceName)
+	require.Equal(t, namespace, cfg.LeaderElection.ResourceNamespace)
+	var shipped map[string]any
+	require.NoError(t, yaml.Unmarshal(schedconfig.SchedulerConfig(), &shipped))
+	profile := shipped["profiles"].([]any)[0].(map[string]any)
+	if diff := cmp.Diff(profile["plugins"], cfg.Profiles[0].Plugins); diff != "" {
+		t.Errorf("plugins of the chart's profile (-shipped +chart):\n%s", diff)
+	}
+	if diff := cmp.Diff(profile["pluginConfig"], cfg.Profiles[0].PluginConfig); diff != "" {
+		t.Errorf("pluginConfig of the chart's profile (-shipped +chart):\n%s", diff)
+	}
+
+	var kubeScheduler rbacv1.ClusterRoleBinding
+	into(t, find(t, objs, "ClusterRoleBinding", "nestlet-scheduler-kube-scheduler"), &kubeScheduler)
+	require.Equal(t, "system:kube-scheduler", kubeScheduler.RoleRef.Name)
+}
+
+func TestTemplateAll(t *testing.T) {
+	objs := objects(t, render(t, testdata("values-all.yaml")))
+
+	var proxy appsv1.Deployment
+	into(t, find(t, objs, "Deployment", "nestlet-proxy"), &proxy)
+	c := proxy.Spec.Template.Spec.Containers[0]
+	require.Equal(t, []string{"/usr/local/bin/nestlet-proxy"}, c.Command)
+	for _, arg := range []string{"--advertise-address=192.0.2.10", "--kubelet-port=30250", "--tunnel-port=30443",
+		"--tls-cert-file=/etc/nestlet-proxy/tls/tls.crt", "--tls-private-key-file=/etc/nestlet-proxy/tls/tls.key"} {
+		require.Contains(t, c.Args, arg)
+	}
+	var svc corev1.Service
+	into(t, find(t, objs, "Service", "nestlet-proxy"), &svc)
+	require.Equal(t, corev1.ServiceTypeNodePort, svc.Spec.Type)
+	got := map[string][2]int32{}
+	for _, p := range svc.Spec.Ports {
+		got[p.Name] = [2]int32{p.Port, p.NodePort}
+	}
+	require.Equal(t, map[string][2]int32{"kubelet": {30250, 30250}, "tunnel": {30443, 30443}}, got)
+
+	var sched appsv1.Deployment
+	into(t, find(t, objs, "Deployment", "nestlet-scheduler"), &sched)
+	require.Equal(t, int32(2), *sched.Spec.Replicas)
+
+	// Targets as nestctl join writes them: the token in a Secret of the
+	// release namespace named after the Target.
+	var tg v1alpha1.Target
+	into(t, find(t, objs, "Target", "parent-root-example-com-6443"), &tg)
+	want := v1alpha1.TargetSpec{
+		ParentURL:               "https://root.example.com:6443",
+		ClusterName:             "east",
+		BootstrapTokenSecretRef: v1alpha1.SecretReference{Namespace: namespace, Name: "nestlet-token-parent-root-example-com-6443"},
+		CACertHash:              "sha256:3d2bcd8e4de4b0e6a6c1ad5fae7b3b0b2a6f5c0a8d4bd6b3d5e4c3b2a1f0e9d8",
+		ReportFrequency:         metav1.Duration{Duration: 10e9},
+		Labels:                  map[string]string{"example.com/tier": "edge"},
+		Taints:                  []corev1.Taint{{Key: "example.com/dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule}},
+	}
+	if diff := cmp.Diff(want, tg.Spec); diff != "" {
+		t.Errorf("target spec (-want +got):\n%s", diff)
+	}
+	var secret corev1.Secret
+	into(t, find(t, objs, "Secret", "nestlet-token-parent-root-example-com-6443"), &secret)
+	require.Equal(t, "abcdef.0123456789abcdef", secret.StringData["token"])
+
+	var backup v1alpha1.Target
+	into(t, find(t, objs, "Target", "backup-parent"), &backup)
+	require.Equal(t, v1alpha1.SecretReference{Namespace: namespace, Name: "backup-token"}, backup.Spec.BootstrapTokenSecretRef)
+	require.True(t, bytes.HasPrefix(backup.Spec.CABundle, []byte("-----BEGIN CERTIFICATE-----\n")), "caBundle: %q", backup.Spec.CABundle)
+	require.Empty(t, backup.Spec.CACertHash)
+	require.Equal(t, "3s", backup.Spec.ReportFrequency.Duration.String())
+}
+
+// Values that cannot work are refused with a message saying what to set.
+func TestTemplateRejects(t *testing.T) {
+	target := "targets[0].parentURL=https://p:6443,targets[0].clusterName=c,targets[0].token=abcdef.0123456789abcdef,targets[0].caCertHash=sha256:00"
+	tests := []struct {
+		name    string
+		set     string
+		message string
+	}{
+		{"proxy without an address", "proxy.enabled=true", "proxy.advertiseAddress is required"},
+		{"replicas without leader election", "scheduler.replicas=2,scheduler.leaderElect=false", "needs scheduler.leaderElect"},
+		{"target without a parent", "targets[0].clusterName=c", "targets[0].parentURL is required"},
+		{"target over http", strings.Replace(target, "https://", "http://", 1), "must be https://"},
+		{"target without a name", strings.Replace(target, "targets[0].clusterName=c,", "", 1), "targets[0].clusterName is required"},
+		{"target without a token", strings.Replace(target, ",targets[0].token=abcdef.0123456789abcdef", "", 1), "exactly one of token and existingSecret"},
+		{"target with two tokens", target + ",targets[0].existingSecret=s", "exactly one of token and existingSecret"},
+		{"target with two CAs", target + ",targets[0].caBundle=x", "exactly one of caCertHash and caBundle"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := helm(t, nil, append(templateArgs(t), "--set", tt.set)...)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tt.message)
+		})
+	}
+}
+
+// The chart carries a copy of the shipped scheduler profile (helm reads no
+// file outside the chart): it must stay the very same file.
+func TestSchedulerProfileIsTheShippedOne(t *testing.T) {
+	copied, err := os.ReadFile(filepath.Join(chartDir(t), "files", "scheduler-config.yaml"))
+	require.NoError(t, err)
+	if diff := cmp.Diff(string(schedconfig.SchedulerConfig()), string(copied)); diff != "" {
+		t.Errorf("charts/nestlet/files/scheduler-config.yaml differs from scheduler-plugins/config/scheduler-config.yaml; copy it again (-shipped +chart):\n%s", diff)
+	}
+}
+
+var valueKey = regexp.MustCompile(`^(\s*)([A-Za-z][\w.-]*):(.*)$`)
+
+// Every value of values.yaml is documented, helm-docs style: a comment
+// block holding a "# --" line right above it, or above one of its parents
+// (a documented map documents its keys). Section comments without "# --"
+// document nothing.
+func TestValuesAreCommented(t *testing.T) {
+	f, err := os.Open(filepath.Join(chartDir(t), "values.yaml"))
+	require.NoError(t, err)
+	defer f.Close()
+	type level struct {
+		indent     int
+		documented bool
+	}
+	var (
+		stack []level
+		doc   bool // the comment block just above documents a value
+		n     int
+	)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		n++
+		line := sc.Text()
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "#") {
+			doc = doc || strings.HasPrefix(trimmed, "# --")
+			continue
+		}
+		m := valueKey.FindStringSubmatch(line)
+		if m == nil {
+			doc = false
+			continue
+		}
+		indent := len(m[1])
+		for len(stack) > 0 && stack[len(stack)-1].indent >= indent {
+			stack = stack[:len(stack)-1]
+		}
+		documented := doc || (len(stack) > 0 && stack[len(stack)-1].documented)
+		value := strings.TrimSpace(strings.SplitN(m[3], "#", 2)[0])
+		if value != "" && !documented {
+			t.Errorf("values.yaml:%d: %s has no \"# --\" comment", n, m[2])
+		}
+		stack = append(stack, level{indent, documented})
+		doc = false
+	}
+	require.NoError(t, sc.Err())
+}
