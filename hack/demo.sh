@@ -60,6 +60,9 @@ for app in east-only spread; do
   echo
 done
 
+step "kubectl exec at the root, into a pod two levels down (through the nestlet-proxy tunnels)"
+kubectl exec deployment/east-only -- echo "hello from a pod in a leaf of east"
+
 step "nestctl tree"
 "${BIN}/nestctl" --kubeconfig "${KUBECONFIG_PATH}" tree
 
@@ -71,6 +74,7 @@ Demo ready in $((SECONDS - start))s. Point kubectl at the root:
   export KUBECONFIG=${KUBECONFIG_PATH}
   kubectl get nodes
   kubectl scale deployment east-only --replicas=10
+  kubectl exec deployment/east-only -- echo hello
 
 Logs: ${DIR}/<cluster>/*.log, ${DIR}/<cluster>-nestlet.log
 make demo-down stops everything.

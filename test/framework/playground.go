@@ -125,6 +125,22 @@ func (pg *Playground) setup(ctx context.Context, o PlaygroundOptions, progress f
 		return err
 	}
 
+	// A nestlet-proxy in every parent, before the joins: the children's
+	// agents find it and serve logs/exec through reverse tunnels.
+	parents := map[string]bool{}
+	for _, e := range topo.Edges() {
+		parents[e[1]] = true
+	}
+	for _, c := range pg.Clusters() {
+		if !parents[c.Name] {
+			continue
+		}
+		if _, err := pg.StartProxy(ctx, c); err != nil {
+			return err
+		}
+		progress("%s runs a nestlet-proxy", c.Name)
+	}
+
 	progress("starting an agent in each cluster")
 	clusters := pg.Clusters()
 	errs = make([]error, len(clusters))
@@ -263,7 +279,7 @@ func useOrBuildNestlet(ctx context.Context, dir, binDir string, progress func(st
 		}
 		binDir = filepath.Join(dir, "bin")
 		progress("building nestlet, nestctl and nestlet-scheduler from %s", root)
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", binDir+"/", "./cmd/nestlet", "./cmd/nestctl", "./cmd/nestlet-scheduler")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", binDir+"/", "./cmd/nestlet", "./cmd/nestctl", "./cmd/nestlet-scheduler", "./cmd/nestlet-proxy")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("building nestlet binaries: %w\n%s", err, out)
@@ -282,8 +298,8 @@ func UseNestletBinaries(dir string) (*NestletBinaries, error) {
 		return nil, err
 	}
 	b := &NestletBinaries{Dir: dir, Nestlet: filepath.Join(dir, "nestlet"), Nestctl: filepath.Join(dir, "nestctl"),
-		Scheduler: filepath.Join(dir, "nestlet-scheduler")}
-	for _, p := range []string{b.Nestlet, b.Nestctl, b.Scheduler} {
+		Scheduler: filepath.Join(dir, "nestlet-scheduler"), Proxy: filepath.Join(dir, "nestlet-proxy")}
+	for _, p := range []string{b.Nestlet, b.Nestctl, b.Scheduler, b.Proxy} {
 		if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
 			return nil, fmt.Errorf("nestlet binaries missing: no program %s (make build puts them in _output/bin)", p)
 		}
