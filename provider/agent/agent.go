@@ -53,6 +53,12 @@ type Config struct {
 	// DirectAddress is the IP (or IP:port, with one Target) the kubelet API
 	// listens on and virtual nodes advertise in direct mode.
 	DirectAddress string
+	// Client and Targets replace the clients built from RESTConfig, and
+	// Ready the check of this cluster's /readyz (all optional): a hollow
+	// child (test/hollow) runs a real agent over a simulated cluster.
+	Client  kubernetes.Interface
+	Targets v1alpha1.TargetInterface
+	Ready   func(context.Context) error
 	// Metrics receives the agent's Prometheus metrics (optional).
 	Metrics prometheus.Registerer
 	Clock   clock.WithTicker
@@ -111,13 +117,17 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	client, err := kubernetes.NewForConfig(cfg.RESTConfig)
-	if err != nil {
-		return nil, err
+	client, targets := cfg.Client, cfg.Targets
+	var err error
+	if client == nil {
+		if client, err = kubernetes.NewForConfig(cfg.RESTConfig); err != nil {
+			return nil, err
+		}
 	}
-	targets, err := v1alpha1.NewTargetClient(cfg.RESTConfig)
-	if err != nil {
-		return nil, err
+	if targets == nil {
+		if targets, err = v1alpha1.NewTargetClient(cfg.RESTConfig); err != nil {
+			return nil, err
+		}
 	}
 	return &Agent{cfg: cfg, client: client, targets: targets, changes: newBroadcaster(), runners: map[string]*runner{},
 		metrics: forward.NewMetrics(cfg.Metrics)}, nil

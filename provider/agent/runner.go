@@ -366,6 +366,9 @@ func reportFrequency(t *v1alpha1.Target) time.Duration {
 
 // ready fails when this cluster's API server is not ready.
 func (a *Agent) ready(ctx context.Context) error {
+	if a.cfg.Ready != nil {
+		return a.cfg.Ready(ctx)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	body, err := a.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
