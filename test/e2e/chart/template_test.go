@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	schedconfig "github.com/nestlet/nestlet/scheduler-plugins/config"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 func TestLint(t *testing.T) {
@@ -223,6 +225,102 @@ func TestTemplateAll(t *testing.T) {
 	require.Equal(t, "3s", backup.Spec.ReportFrequency.Duration.String())
 }
 
+func TestAgentKubeletAPI(t *testing.T) {
+	tests := []struct {
+		name    string
+		set     []string
+		args    []string
+		notArgs []string
+		podIP   bool
+	}{
+		{name: "auto", args: []string{"--kubelet-api=auto"}, notArgs: []string{"--kubelet-direct-address=$(POD_IP)"}},
+		{name: "tunnel", set: []string{"agent.kubeletAPI=tunnel"}, args: []string{"--kubelet-api=tunnel"}},
+		{name: "direct on the pod's IP", set: []string{"agent.kubeletAPI=direct"},
+			args: []string{"--kubelet-api=direct", "--kubelet-direct-address=$(POD_IP)"}, podIP: true},
+		{name: "direct on an address", set: []string{"agent.kubeletAPI=direct", "agent.kubeletDirectAddress=192.0.2.7"},
+			args: []string{"--kubelet-api=direct", "--kubelet-direct-address=192.0.2.7"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := templateArgs(t)
+			for _, s := range tt.set {
+				args = append(args, "--set", s)
+			}
+			out, err := helm(t, nil, args...)
+			require.NoError(t, err)
+			var d appsv1.Deployment
+			into(t, find(t, objects(t, out), "Deployment", "nestlet-agent"), &d)
+			c := d.Spec.Template.Spec.Containers[0]
+			for _, a := range tt.args {
+				require.Contains(t, c.Args, a)
+			}
+			for _, a := range tt.notArgs {
+				require.NotContains(t, c.Args, a)
+			}
+			var env []string
+			for _, e := range c.Env {
+				if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+					env = append(env, e.Name+"="+e.ValueFrom.FieldRef.FieldPath)
+				}
+			}
+			if tt.podIP {
+				require.Equal(t, []string{"POD_IP=status.podIP"}, env)
+			} else {
+				require.Empty(t, env)
+			}
+		})
+	}
+}
+
+// Every flag the chart passes exists in the binary it runs: the chart and
+// the commands are written apart.
+func TestFlagsExist(t *testing.T) {
+	bins, err := framework.BuildNestlet(t.Context())
+	require.NoError(t, err)
+	binary := map[string]string{
+		"/usr/local/bin/nestlet":           bins.Nestlet,
+		"/usr/local/bin/nestlet-scheduler": bins.Scheduler,
+		"/usr/local/bin/nestlet-proxy":     bins.Proxy,
+	}
+	help := map[string]string{}
+	flag := regexp.MustCompile(`^--[a-z0-9-]+`)
+	for _, set := range [][]string{
+		nil,
+		{"agent.kubeletAPI=direct", "agent.metrics.enabled=true", "agent.groupKeys={a,b}"},
+		{"proxy.enabled=true", "proxy.advertiseAddress=192.0.2.1", "proxy.tunnelURL=wss://lb:443/connect",
+			"proxy.tls.secretName=s", "proxy.clientCA.configMapName=c"},
+	} {
+		args := templateArgs(t)
+		for _, s := range set {
+			args = append(args, "--set", s)
+		}
+		out, err := helm(t, nil, args...)
+		require.NoError(t, err)
+		for _, o := range objects(t, out) {
+			if o.GetKind() != "Deployment" {
+				continue
+			}
+			var d appsv1.Deployment
+			into(t, o, &d)
+			c := d.Spec.Template.Spec.Containers[0]
+			require.Len(t, c.Command, 1)
+			bin, ok := binary[c.Command[0]]
+			require.True(t, ok, "unknown command %s", c.Command[0])
+			if _, ok := help[bin]; !ok {
+				// pflag prints the usage on --help and exits 0 (or 2 for
+				// Go's flag package); either way the text is complete.
+				out, _ := exec.CommandContext(t.Context(), bin, "--help").CombinedOutput()
+				help[bin] = string(out)
+			}
+			for _, a := range c.Args {
+				name := flag.FindString(a)
+				require.NotEmpty(t, name, "argument %q of %s", a, d.Name)
+				require.Contains(t, help[bin], name+" ", "%s has no flag %s (passed by %s)", c.Command[0], name, d.Name)
+			}
+		}
+	}
+}
+
 // Values that cannot work are refused with a message saying what to set.
 func TestTemplateRejects(t *testing.T) {
 	target := "targets[0].parentURL=https://p:6443,targets[0].clusterName=c,targets[0].token=abcdef.0123456789abcdef,targets[0].caCertHash=sha256:00"
@@ -232,6 +330,7 @@ func TestTemplateRejects(t *testing.T) {
 		message string
 	}{
 		{"proxy without an address", "proxy.enabled=true", "proxy.advertiseAddress is required"},
+		{"unknown kubelet API mode", "agent.kubeletAPI=listen", "agent.kubeletAPI must be auto, tunnel, direct or off"},
 		{"replicas without leader election", "scheduler.replicas=2,scheduler.leaderElect=false", "needs scheduler.leaderElect"},
 		{"target without a parent", "targets[0].clusterName=c", "targets[0].parentURL is required"},
 		{"target over http", strings.Replace(target, "https://", "http://", 1), "must be https://"},
