@@ -41,6 +41,9 @@ var baselines = map[string]string{
 	"logs-first-byte-2hop-p99-ms": "logs-first-byte-leaf-p99-ms",
 	"exec-2hop-p50-ms":            "exec-leaf-p50-ms",
 	"exec-2hop-p99-ms":            "exec-leaf-p99-ms",
+
+	"deploy1000-3level-ms":     "deploy1000-flat-ms",
+	"deploy1000-3level-pods/s": "deploy1000-flat-pods/s",
 }
 
 func main() {

@@ -1,0 +1,146 @@
+package forward
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/test/framework"
+)
+
+// BenchmarkThroughput1000: a 1,000-replica Deployment created at the root
+// of the 3-level tree, from the create to all 1,000 pods Running at the
+// root, against the same Deployment in one flat cluster (stock
+// kube-scheduler) with the same kwok nodes (12 nodes of 110 pods: the
+// tree's leaves get one more node each first), in the same run. The ratio
+// is throughput, flat time / tree time (>= 0.7 is the target).
+func BenchmarkThroughput1000(b *testing.B) {
+	const replicas = 1000
+	ctx := b.Context()
+	leaves := []string{"east-1", "east-2", "west-1", "west-2"}
+	region := map[string]string{"east-1": "east", "east-2": "east", "west-1": "west", "west-2": "west"}
+	var flatNodes []framework.NodeOptions
+	for _, l := range leaves {
+		for _, suffix := range []string{"a", "b", "c"} {
+			flatNodes = append(flatNodes, framework.NodeOptions{Name: "flat-" + l + "-" + suffix,
+				Labels: map[string]string{"topology.kubernetes.io/region": region[l], "topology.kubernetes.io/zone": l + "-" + suffix}})
+		}
+		_, err := env.Cluster(l).AddNode(ctx, framework.NodeOptions{Name: l + "-c",
+			Labels: map[string]string{"topology.kubernetes.io/region": region[l], "topology.kubernetes.io/zone": l + "-c"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := env.AddClusters(ctx, framework.ClusterOptions{Name: "flat", StockScheduler: true, Nodes: flatNodes}); err != nil {
+		b.Fatal(err)
+	}
+	// The tree's summaries include the new nodes before the run.
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods := int64(0)
+		for _, n := range []string{"east", "west"} {
+			node, err := env.Cluster("root").Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return false, nil //nolint:nilerr // retried
+			}
+			pods += node.Status.Allocatable.Pods().Value()
+		}
+		return pods >= 12*110, nil
+	})
+	if err != nil {
+		b.Fatalf("the root's virtual nodes do not show the added capacity: %v", err)
+	}
+
+	run := func(cluster string) time.Duration {
+		c := env.Cluster(cluster)
+		ns := fmt.Sprintf("tp-%d", time.Now().UnixNano()%1_000_000_000)
+		if err := c.EnsureNamespace(ctx, ns); err != nil {
+			b.Fatal(err)
+		}
+		s := newStamps()
+		fctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		s.follow(fctx, b, c.Client, ns)
+		labels := map[string]string{"app": "tp"}
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "tp", Namespace: ns},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To(int32(replicas)),
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{
+						// Both regions (in the tree: the virtual nodes, not
+						// root's own node).
+						Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+							NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+								Key: "topology.kubernetes.io/region", Operator: corev1.NodeSelectorOpIn, Values: []string{"east", "west"}}}}}}}},
+						Containers: []corev1.Container{{Name: "app", Image: "nginx"}},
+					},
+				},
+			},
+		}
+		cpu0 := cpuByKind()
+		start := time.Now()
+		if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		waitAll(ctx, b, s, replicas)
+		took := time.Since(start)
+		cpu1 := cpuByKind()
+		// CPU seconds used by every process of the environment (both
+		// topologies run throughout), by kind: where the time goes.
+		for kind, t := range cpu1 {
+			b.ReportMetric((t - cpu0[kind]).Seconds(), fmt.Sprintf("%s-cpu-s-%s", cluster, kind))
+		}
+		lastBound := start
+		s.mu.Lock()
+		for _, t := range s.bound {
+			if t.After(lastBound) {
+				lastBound = t
+			}
+		}
+		s.mu.Unlock()
+		b.ReportMetric(float64(lastBound.Sub(start).Milliseconds()), cluster+"-all-bound-ms")
+		b.StopTimer()
+		_ = c.Client.AppsV1().Deployments(ns).Delete(context.WithoutCancel(ctx), "tp", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
+		_ = c.Client.CoreV1().Namespaces().Delete(context.WithoutCancel(ctx), ns, metav1.DeleteOptions{})
+		b.StartTimer()
+		return took
+	}
+	for b.Loop() {
+		flat := run("flat")
+		tree := run("root")
+		b.ReportMetric(float64(tree.Milliseconds()), "deploy1000-3level-ms")
+		b.ReportMetric(float64(flat.Milliseconds()), "deploy1000-flat-ms")
+		b.ReportMetric(replicas/tree.Seconds(), "deploy1000-3level-pods/s")
+		b.ReportMetric(replicas/flat.Seconds(), "deploy1000-flat-pods/s")
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// cpuByKind sums the CPU time of the environment's processes by kind
+// (kube-apiserver, nestlet agent, kwok...).
+func cpuByKind() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, p := range env.Processes() {
+		kind := p.Name
+		switch {
+		case strings.HasSuffix(kind, "-nestlet-proxy"):
+			kind = "proxy"
+		case strings.HasSuffix(kind, "-nestlet"):
+			kind = "agent"
+		}
+		if t, err := p.CPUTime(); err == nil {
+			out[kind] += t
+		}
+	}
+	return out
+}
