@@ -127,4 +127,3 @@ func BenchmarkJoin60AtOnce(b *testing.B) {
 	}
 	b.ReportMetric(0, "ns/op")
 }
-
