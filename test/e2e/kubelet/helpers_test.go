@@ -43,10 +43,9 @@ func runPod(t testing.TB, region string) (ns, leaf, leafPod string) {
 	require.NoError(t, err, "pod %s/app not Running at the root", ns)
 
 	// Follow the delegates down to the cluster whose node is kwok's.
-	cluster, uid := "root", ""
 	p, err := root.Client.CoreV1().Pods(ns).Get(ctx, "app", metav1.GetOptions{})
 	require.NoError(t, err)
-	cluster, uid = p.Spec.NodeName, string(p.UID)
+	cluster, uid := p.Spec.NodeName, string(p.UID)
 	for range 5 {
 		c := env.Cluster(cluster)
 		require.NotNil(t, c, "pod bound to %q, not a cluster of the tree", cluster)
