@@ -6,7 +6,7 @@
 // so on down to a real kubelet.
 //
 // One file per endpoint, as virtual-kubelet's node/api: logs.go, exec.go,
-// attach.go, portforward.go, stats.go; auth.go authenticates and
+// attach.go, portforward.go, stats.go, metrics.go; auth.go authenticates and
 // authorises callers against the parent as a kubelet does.
 package kubelet
 
@@ -95,6 +95,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	if s.cfg.Nodes != nil {
 		cfg.GetStatsSummary = s.StatsSummary
+		cfg.GetMetricsResource = s.MetricsResource
 	}
 	mux := http.NewServeMux()
 	api.AttachPodRoutes(cfg, mux, false)
