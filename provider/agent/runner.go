@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -291,9 +292,13 @@ func (r *runner) startPods(ctx context.Context, nodeClient kubernetes.Interface,
 	}
 	delegates.set(fwd)
 	pc, err := node.NewPodController(node.PodControllerConfig{
-		PodClient:                 nodeClient.CoreV1(),
-		PodInformer:               pods,
-		EventRecorder:             recorder,
+		PodClient:   nodeClient.CoreV1(),
+		PodInformer: pods,
+		// virtual-kubelet records a Normal event for every pod it hands
+		// to the provider ("Create pod in provider successfully"): one
+		// more write per pod at every level, saying nothing the pod's
+		// status does not. Its warnings, and ours, are kept.
+		EventRecorder:             warningsOnly{recorder},
 		Provider:                  fwd,
 		ConfigMapInformer:         unused.Core().V1().ConfigMaps(),
 		SecretInformer:            unused.Core().V1().Secrets(),
@@ -534,4 +539,25 @@ func sameEndpoint(a, b string) bool {
 		return false
 	}
 	return ua.Scheme == ub.Scheme && strings.EqualFold(ua.Host, ub.Host)
+}
+
+// warningsOnly drops Normal events.
+type warningsOnly struct{ record.EventRecorder }
+
+func (w warningsOnly) Event(obj runtime.Object, eventtype, reason, message string) {
+	if eventtype != corev1.EventTypeNormal {
+		w.EventRecorder.Event(obj, eventtype, reason, message)
+	}
+}
+
+func (w warningsOnly) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	if eventtype != corev1.EventTypeNormal {
+		w.EventRecorder.Eventf(obj, eventtype, reason, messageFmt, args...)
+	}
+}
+
+func (w warningsOnly) AnnotatedEventf(obj runtime.Object, annotations map[string]string, eventtype, reason, messageFmt string, args ...any) {
+	if eventtype != corev1.EventTypeNormal {
+		w.EventRecorder.AnnotatedEventf(obj, annotations, eventtype, reason, messageFmt, args...)
+	}
 }

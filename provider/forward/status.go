@@ -2,10 +2,12 @@ package forward
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -140,7 +142,23 @@ func (p *Provider) delegateChanged(obj any) {
 	} else {
 		p.cancelBounce(parent.UID)
 	}
-	p.send(asParent(parent, d))
+	up := asParent(parent, d)
+	if sameStatus(parent.Status, up.Status) {
+		// Most delegate changes (bound to a node, annotations, the
+		// scheduling condition, which the parent keeps its own of) leave
+		// the parent's status as it is: no write, at every level.
+		return
+	}
+	p.send(up)
+}
+
+// sameStatus compares two pod statuses, conditions in any order.
+func sameStatus(a, b corev1.PodStatus) bool {
+	a, b = *a.DeepCopy(), *b.DeepCopy()
+	for _, st := range []*corev1.PodStatus{&a, &b} {
+		slices.SortFunc(st.Conditions, func(x, y corev1.PodCondition) int { return strings.Compare(string(x.Type), string(y.Type)) })
+	}
+	return equality.Semantic.DeepEqual(a, b)
 }
 
 func (p *Provider) delegateDeleted(obj any) {

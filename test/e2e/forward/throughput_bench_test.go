@@ -1,12 +1,15 @@
 package forward
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,6 +91,7 @@ func BenchmarkThroughput1000(b *testing.B) {
 			},
 		}
 		cpu0 := cpuByKind()
+		writes0 := writesByCluster(ctx)
 		start := time.Now()
 		if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
@@ -95,6 +99,29 @@ func BenchmarkThroughput1000(b *testing.B) {
 		waitAll(ctx, b, s, replicas)
 		took := time.Since(start)
 		cpu1 := cpuByKind()
+		if cluster == "root" {
+			// API writes per pod by resource, in every cluster of the tree.
+			byResource := map[string]float64{}
+			for c, w := range writesByCluster(ctx) {
+				if c == "flat" {
+					continue // its previous namespace is being deleted meanwhile
+				}
+				for r, n := range w {
+					byResource[r] += n - writes0[c][r]
+				}
+			}
+			for r, n := range byResource {
+				if n/replicas >= 0.05 {
+					b.ReportMetric(n/replicas, "tree-writes-per-pod-"+r)
+				}
+			}
+		} else {
+			for r, n := range writesByCluster(ctx)[cluster] {
+				if d := n - writes0[cluster][r]; d/replicas >= 0.05 {
+					b.ReportMetric(d/replicas, "flat-writes-per-pod-"+r)
+				}
+			}
+		}
 		// CPU seconds used by every process of the environment (both
 		// topologies run throughout), by kind: where the time goes.
 		for kind, t := range cpu1 {
@@ -109,6 +136,18 @@ func BenchmarkThroughput1000(b *testing.B) {
 		}
 		s.mu.Unlock()
 		b.ReportMetric(float64(lastBound.Sub(start).Milliseconds()), cluster+"-all-bound-ms")
+		// Scheduling attempts that found no node: each sends the pod to
+		// the back-off queue.
+		if evs, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"}); err == nil {
+			n := int32(0)
+			for _, e := range evs.Items {
+				n += max(e.Count, 1)
+				if n <= 3 {
+					b.Logf("%s: %s", cluster, e.Message)
+				}
+			}
+			b.ReportMetric(float64(n), cluster+"-failed-scheduling")
+		}
 		b.StopTimer()
 		_ = c.Client.AppsV1().Deployments(ns).Delete(context.WithoutCancel(ctx), "tp", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
 		_ = c.Client.CoreV1().Namespaces().Delete(context.WithoutCancel(ctx), ns, metav1.DeleteOptions{})
@@ -141,6 +180,43 @@ func cpuByKind() map[string]time.Duration {
 		if t, err := p.CPUTime(); err == nil {
 			out[kind] += t
 		}
+	}
+	return out
+}
+
+// writesByCluster reads each API server's apiserver_request_total and
+// returns, per cluster, the number of write requests (not GET, LIST or
+// WATCH) by resource[/subresource]-verb.
+func writesByCluster(ctx context.Context) map[string]map[string]float64 {
+	out := map[string]map[string]float64{}
+	for _, c := range env.Clusters() {
+		body, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		if err != nil {
+			continue
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+		if err != nil {
+			continue
+		}
+		w := map[string]float64{}
+		for _, m := range fams["apiserver_request_total"].GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			switch l["verb"] {
+			case "GET", "LIST", "WATCH", "CONNECT":
+				continue
+			}
+			r := l["resource"]
+			if l["subresource"] != "" {
+				r += "/" + l["subresource"]
+			}
+			r += "-" + l["verb"]
+			w[r] += m.GetCounter().GetValue()
+		}
+		out[c.Name] = w
 	}
 	return out
 }
