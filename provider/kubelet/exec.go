@@ -5,6 +5,7 @@ import (
 	"net/url"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
@@ -17,20 +18,29 @@ import (
 // non-zero exit code comes back as an exit error (reported to the caller
 // as such); any other failure keeps the leaf's message.
 func (s *Server) Exec(ctx context.Context, namespace, pod, container string, cmd []string, attach api.AttachIO) error {
-	d, err := s.cfg.Delegates.Delegate(namespace, pod)
-	if err != nil {
-		return err
-	}
-	u := s.cfg.Child.CoreV1().RESTClient().Post().
-		Resource("pods").Namespace(d.Namespace).Name(d.Name).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{
+	return s.session(ctx, namespace, pod, "exec", func() runtime.Object {
+		return &corev1.PodExecOptions{
 			Container: container,
 			Command:   cmd,
 			Stdin:     attach.Stdin() != nil,
 			Stdout:    attach.Stdout() != nil,
 			Stderr:    attach.Stderr() != nil,
 			TTY:       attach.TTY(),
-		}, scheme.ParameterCodec).URL()
+		}
+	}, attach)
+}
+
+// session runs a remote command session on subresource (exec, attach) of
+// the delegate of namespace/pod, with opts() as its query (built once the
+// delegate is known).
+func (s *Server) session(ctx context.Context, namespace, pod, subresource string, opts func() runtime.Object, attach api.AttachIO) error {
+	d, err := s.cfg.Delegates.Delegate(namespace, pod)
+	if err != nil {
+		return err
+	}
+	u := s.cfg.Child.CoreV1().RESTClient().Post().
+		Resource("pods").Namespace(d.Namespace).Name(d.Name).SubResource(subresource).
+		VersionedParams(opts(), scheme.ParameterCodec).URL()
 	return s.stream(ctx, u, attach)
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 )
 
@@ -22,29 +21,18 @@ import (
 // namespace and name, and the rest (scrape_error, ...) dropped. A node that
 // cannot be read is left out.
 func (s *Server) MetricsResource(ctx context.Context) ([]*dto.MetricFamily, error) {
-	nodes, err := s.cfg.Nodes()
-	if err != nil {
-		return nil, err
-	}
-	parents, err := s.parentsByDelegate(ctx)
-	if err != nil {
-		return nil, err
-	}
 	var scraped []map[string]*dto.MetricFamily
-	for _, n := range nodes {
-		body, err := s.cfg.Child.CoreV1().RESTClient().Get().
-			Resource("nodes").Name(n.Name).SubResource("proxy").Suffix("metrics/resource").DoRaw(ctx)
-		if err != nil {
-			klog.FromContext(ctx).V(4).Info("Skipping node in resource metrics", "node", n.Name, "err", err)
-			continue
-		}
+	parents, err := s.eachNode(ctx, "metrics/resource", func(body []byte) error {
 		parser := expfmt.NewTextParser(model.UTF8Validation)
 		families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
 		if err != nil {
-			klog.FromContext(ctx).V(4).Info("Skipping node in resource metrics", "node", n.Name, "err", err)
-			continue
+			return err
 		}
 		scraped = append(scraped, families)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return mergeMetrics(scraped, parents), nil
 }

@@ -18,6 +18,26 @@ import (
 // their names in the parent. A node whose summary cannot be read is left
 // out (and logged), as a kubelet leaves out a container it cannot stat.
 func (s *Server) StatsSummary(ctx context.Context) (*statsv1alpha1.Summary, error) {
+	var got []*statsv1alpha1.Summary
+	parents, err := s.eachNode(ctx, "stats/summary", func(body []byte) error {
+		sum := &statsv1alpha1.Summary{}
+		if err := json.Unmarshal(body, sum); err != nil {
+			return err
+		}
+		got = append(got, sum)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return mergeSummaries(s.cfg.NodeName, got, parents), nil
+}
+
+// eachNode reads path of every node of this cluster through its API server
+// (nodes/proxy) and hands each body to use; a node that cannot be read, or
+// whose body use refuses, is left out (and logged). It returns the parent
+// pods by delegate, for the caller to keep only this virtual node's pods.
+func (s *Server) eachNode(ctx context.Context, path string, use func([]byte) error) (map[string]*corev1.Pod, error) {
 	nodes, err := s.cfg.Nodes()
 	if err != nil {
 		return nil, err
@@ -26,22 +46,17 @@ func (s *Server) StatsSummary(ctx context.Context) (*statsv1alpha1.Summary, erro
 	if err != nil {
 		return nil, err
 	}
-	var got []*statsv1alpha1.Summary
 	for _, n := range nodes {
 		body, err := s.cfg.Child.CoreV1().RESTClient().Get().
-			Resource("nodes").Name(n.Name).SubResource("proxy").Suffix("stats/summary").DoRaw(ctx)
+			Resource("nodes").Name(n.Name).SubResource("proxy").Suffix(path).DoRaw(ctx)
+		if err == nil {
+			err = use(body)
+		}
 		if err != nil {
-			klog.FromContext(ctx).V(4).Info("Skipping node in stats summary", "node", n.Name, "err", err)
-			continue
+			klog.FromContext(ctx).V(4).Info("Skipping node", "path", path, "node", n.Name, "err", err)
 		}
-		sum := &statsv1alpha1.Summary{}
-		if err := json.Unmarshal(body, sum); err != nil {
-			klog.FromContext(ctx).V(4).Info("Skipping node in stats summary", "node", n.Name, "err", err)
-			continue
-		}
-		got = append(got, sum)
 	}
-	return mergeSummaries(s.cfg.NodeName, got, parents), nil
+	return parents, nil
 }
 
 // parentsByDelegate maps each delegate (namespace/name) to its parent pod.
