@@ -82,11 +82,15 @@ func (s *Server) PortForward(ctx context.Context, namespace, pod string, port in
 			return err
 		}
 		<-down
+		return nil
 	}
+	// The error stream ends when the child is done with the connection,
+	// with its message if any: wait for it, as kubectl does, or the
+	// message of a failed forward is lost when the data stream ends first.
 	select {
 	case err := <-remoteErr:
 		return err
-	default:
-		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
