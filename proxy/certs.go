@@ -22,6 +22,9 @@ func ServingCertificate(certFile, keyFile string, hosts []string) (tls.Certifica
 		pem, err := os.ReadFile(certFile)
 		return cert, pem, err
 	}
+	if len(hosts) == 0 {
+		return tls.Certificate{}, nil, fmt.Errorf("generating a serving certificate: no host name or address to put in it")
+	}
 	var ips []net.IP
 	var names []string
 	for _, h := range hosts[1:] {

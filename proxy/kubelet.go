@@ -36,10 +36,15 @@ func podOf(path string) (namespace, pod string, ok bool) {
 // pod is bound to, once the caller is authenticated and authorised on that
 // node.
 func (p *Proxy) serveKubelet(w http.ResponseWriter, r *http.Request) {
+	// Authenticated first: an anonymous caller costs no API call and
+	// learns nothing.
+	caller, ok := p.auth.Authenticate(w, r)
+	if !ok {
+		return
+	}
 	ns, name, ok := podOf(r.URL.Path)
 	if !ok {
-		// Authenticate first: an anonymous caller learns nothing.
-		if p.auth.Check(w, r, "") {
+		if p.auth.Authorize(w, r, caller, "") {
 			http.Error(w, fmt.Sprintf("nestlet-proxy serves the pod routes of the kubelet API (%s), not %s: node-level endpoints are served by agents in direct mode",
 				"containerLogs, exec, attach, portForward, run", r.URL.Path), http.StatusNotFound)
 		}
@@ -47,7 +52,7 @@ func (p *Proxy) serveKubelet(w http.ResponseWriter, r *http.Request) {
 	}
 	pod, err := p.cfg.Client.CoreV1().Pods(ns).Get(r.Context(), name, metav1.GetOptions{})
 	if err != nil {
-		if !p.auth.Check(w, r, "") {
+		if !p.auth.Authorize(w, r, caller, "") {
 			return
 		}
 		code := http.StatusBadGateway
@@ -58,7 +63,7 @@ func (p *Proxy) serveKubelet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	node := pod.Spec.NodeName
-	if !p.auth.Check(w, r, node) {
+	if !p.auth.Authorize(w, r, caller, node) {
 		return
 	}
 	if node == "" || !p.tunnels.HasSession(node) {

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
@@ -60,20 +61,32 @@ func NewAuth(client kubernetes.Interface, clientCA []byte) (*Auth, error) {
 // 401 or 403 (or 500 when the cluster cannot be asked) and returns false
 // when the request must not go on.
 func (a *Auth) Check(w http.ResponseWriter, r *http.Request, nodeName string) bool {
+	u, ok := a.Authenticate(w, r)
+	return ok && a.Authorize(w, r, u, nodeName)
+}
+
+// Authenticate returns the caller of r, or writes 401 and returns false.
+func (a *Auth) Authenticate(w http.ResponseWriter, r *http.Request) (user.Info, bool) {
 	resp, ok, err := a.authn.AuthenticateRequest(r)
 	if err != nil || !ok {
 		klog.FromContext(r.Context()).V(2).Info("Refused unauthenticated kubelet API request", "path", r.URL.Path, "err", err)
 		http.Error(w, "Unauthorized", http.StatusUnauthorized)
-		return false
+		return nil, false
 	}
-	attrs := nodeutil.NodeRequestAttr{NodeName: nodeName}.GetRequestAttributes(resp.User, r)
+	return resp.User, true
+}
+
+// Authorize asks whether u may make request r on the node nodeName, or
+// writes 403 (500 when the cluster cannot be asked) and returns false.
+func (a *Auth) Authorize(w http.ResponseWriter, r *http.Request, u user.Info, nodeName string) bool {
+	attrs := nodeutil.NodeRequestAttr{NodeName: nodeName}.GetRequestAttributes(u, r)
 	decision, reason, err := a.authz.Authorize(r.Context(), attrs)
 	if err != nil {
-		http.Error(w, fmt.Sprintf("authorizing %s: %v", resp.User.GetName(), err), http.StatusInternalServerError)
+		http.Error(w, fmt.Sprintf("authorizing %s: %v", u.GetName(), err), http.StatusInternalServerError)
 		return false
 	}
 	if decision != authorizer.DecisionAllow {
-		msg := fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource=%s)", resp.User.GetName(), attrs.GetVerb(), attrs.GetSubresource())
+		msg := fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource=%s)", u.GetName(), attrs.GetVerb(), attrs.GetSubresource())
 		if reason != "" {
 			msg += ": " + reason
 		}

@@ -46,7 +46,7 @@ type Config struct {
 	Child       kubernetes.Interface
 	ChildConfig *rest.Config
 	// Nodes lists this cluster's nodes, for the stats summary (optional:
-	// without it /stats/summary answers 501).
+	// without it /stats/summary and /metrics/resource answer 404).
 	Nodes func() ([]*corev1.Node, error)
 	// StreamIdleTimeout and StreamCreationTimeout bound streaming sessions
 	// (defaults 4h and 30s, as a kubelet's).

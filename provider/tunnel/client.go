@@ -76,7 +76,10 @@ func Run(ctx context.Context, cfg ClientConfig) error {
 			cfg.Connected(up)
 		}
 	}
-	allow := func(proto, address string) bool { return proto == "tcp" && address == Address }
+	// Any TCP address passes here and the pipe listener refuses all but
+	// Address: a connect this side refuses would end the whole session
+	// (every stream of the node) rather than that one connection.
+	allow := func(proto, _ string) bool { return proto == "tcp" }
 	newBackoff := func() wait.Backoff {
 		return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: time.Minute}
 	}
