@@ -27,6 +27,7 @@ import (
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/provider/forward"
+	"github.com/nestlet/nestlet/provider/kubeutil"
 )
 
 // Config of an Agent.
@@ -145,7 +146,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("creating namespace %s: %w", a.cfg.Namespace, err)
 	}
 
-	a.factory = informers.NewSharedInformerFactory(a.client, 0)
+	a.factory = informers.NewSharedInformerFactoryWithOptions(a.client, 0, informers.WithTransform(kubeutil.StripManagedFields))
 	nodeInformer := a.factory.Core().V1().Nodes()
 	podInformer := a.factory.Core().V1().Pods()
 	a.nodes, a.pods = nodeInformer.Lister(), podInformer.Lister()

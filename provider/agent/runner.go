@@ -33,6 +33,7 @@ import (
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/provider/forward"
 	"github.com/nestlet/nestlet/provider/join"
+	"github.com/nestlet/nestlet/provider/kubeutil"
 	"github.com/nestlet/nestlet/provider/vnode"
 )
 
@@ -254,7 +255,7 @@ func (r *runner) startPods(ctx context.Context, nodeClient kubernetes.Interface,
 	// The node identity may list and watch only the pods bound to it.
 	podFactory := informers.NewSharedInformerFactoryWithOptions(nodeClient, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", t.Spec.ClusterName).String()
-	}))
+	}), informers.WithTransform(kubeutil.StripManagedFields))
 	pods := podFactory.Core().V1().Pods()
 	pods.Informer() // register before Start
 	// virtual-kubelet requires these informers, for downward API

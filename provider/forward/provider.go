@@ -23,6 +23,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+
+	"github.com/nestlet/nestlet/provider/kubeutil"
 )
 
 // Config of a Provider. Fields without a stated default are required.
@@ -108,7 +110,8 @@ func New(cfg Config) (*Provider, error) {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Child, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelTargetUID + "=" + string(cfg.TargetUID) }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelTargetUID + "=" + string(cfg.TargetUID) }),
+		informers.WithTransform(kubeutil.StripManagedFields))
 	inf := factory.Core().V1().Pods().Informer()
 	if err := inf.AddIndexers(cache.Indexers{indexParent: func(obj any) ([]string, error) {
 		pod, ok := obj.(*corev1.Pod)

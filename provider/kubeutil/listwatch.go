@@ -5,6 +5,7 @@ package kubeutil
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,4 +33,16 @@ func SingleObject[L runtime.Object](name string,
 			return watchFn(ctx, o)
 		},
 	}
+}
+
+// StripManagedFields is an informer transform that drops managedFields,
+// which the agent never reads: caches of pods and nodes take less memory,
+// and comparisons of whole objects less time. Updates built from such an
+// object leave the server's managedFields as they are (the field is
+// omitted, not emptied).
+func StripManagedFields(obj any) (any, error) {
+	if acc, err := meta.Accessor(obj); err == nil {
+		acc.SetManagedFields(nil)
+	}
+	return obj, nil
 }
