@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
@@ -47,7 +49,10 @@ const (
 // kubeletAPI serves one virtual node's kubelet API, through a tunnel or
 // directly.
 type kubeletAPI struct {
-	mode     string
+	mode string
+	// proxy is what the parent published when the mode was chosen (the
+	// nestlet-proxy keys of kube-public/nestlet-info).
+	proxy    map[string]string
 	endpoint string // host:port advertised by the virtual node
 	server   *kubelet.Server
 	run      func(ctx context.Context)
@@ -118,12 +123,13 @@ func (l *lazyDelegates) GetPods(ctx context.Context) ([]*corev1.Pod, error) {
 // port is known before the node registers).
 func (r *runner) setupKubeletAPI(ctx context.Context, id *join.Identity, nodeClient kubernetes.Interface, delegates *lazyDelegates) (*kubeletAPI, error) {
 	mode := r.a.cfg.KubeletAPI
-	var info map[string]string
+	var info, proxy map[string]string
 	if mode == KubeletAPIAuto || mode == KubeletAPITunnel {
 		cm, err := nodeClient.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
 		if err == nil {
 			info = cm.Data
 		}
+		proxy = proxyKeys(info)
 		switch {
 		case info[api.ClusterInfoProxyTunnelURL] != "":
 			mode = KubeletAPITunnel
@@ -136,7 +142,7 @@ func (r *runner) setupKubeletAPI(ctx context.Context, id *join.Identity, nodeCli
 			mode = KubeletAPIOff
 		}
 	}
-	k := &kubeletAPI{mode: mode}
+	k := &kubeletAPI{mode: mode, proxy: proxy}
 	if mode == KubeletAPIOff {
 		return k, nil
 	}
@@ -228,4 +234,55 @@ func listenDirect(address string) (net.Listener, error) {
 		return nil, fmt.Errorf("listening for the kubelet API on %s: %w", address, err)
 	}
 	return l, nil
+}
+
+// proxyKeys returns the nestlet-proxy keys of nestlet-info.
+func proxyKeys(info map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, k := range []string{api.ClusterInfoProxyTunnelURL, api.ClusterInfoProxyCA, api.ClusterInfoProxyKubeletEndpoint} {
+		if v := info[k]; v != "" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// proxyCheckPeriod is how often the agent looks at what the parent
+// publishes about its nestlet-proxy.
+const proxyCheckPeriod = 30 * time.Second
+
+// watchProxy returns a channel closed when the parent's nestlet-proxy, as
+// published in kube-public/nestlet-info, is no longer what the kubelet API
+// was set up with: a proxy installed after the join, removed, or restarted
+// with another certificate or address. Only in the modes that follow the
+// proxy (auto, tunnel); a read that fails changes nothing.
+func (r *runner) watchProxy(ctx context.Context, nodeClient kubernetes.Interface, k *kubeletAPI) <-chan struct{} {
+	changed := make(chan struct{})
+	if r.a.cfg.KubeletAPI != KubeletAPIAuto && r.a.cfg.KubeletAPI != KubeletAPITunnel {
+		return changed
+	}
+	go func() {
+		tick := r.a.cfg.Clock.NewTicker(proxyCheckPeriod)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C():
+			}
+			cm, err := nodeClient.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				continue
+			}
+			var now map[string]string
+			if cm != nil {
+				now = proxyKeys(cm.Data)
+			}
+			if !maps.Equal(now, k.proxy) && !(len(now) == 0 && len(k.proxy) == 0) {
+				close(changed)
+				return
+			}
+		}
+	}()
+	return changed
 }

@@ -49,6 +49,10 @@ var terminalReasons = map[string]bool{
 // again at once with the new one.
 var errRenewed = errors.New("node certificate renewed")
 
+// errProxyChanged ends a run when the parent's nestlet-proxy appeared,
+// went, or changed its endpoints, to serve the kubelet API the new way.
+var errProxyChanged = errors.New("the parent's nestlet-proxy changed")
+
 // runner joins one parent for one generation of a Target and keeps its
 // virtual node running.
 type runner struct {
@@ -86,7 +90,10 @@ func (r *runner) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if errors.Is(err, errRenewed) {
+		if errors.Is(err, errRenewed) || errors.Is(err, errProxyChanged) {
+			if errors.Is(err, errProxyChanged) {
+				logger.Info("The parent's nestlet-proxy changed; restarting the virtual node's kubelet API")
+			}
 			continue
 		}
 		reason, msg := join.ReasonOf(err, v1alpha1.ReasonNodeError)
@@ -231,9 +238,12 @@ func (r *runner) once(ctx context.Context) error {
 			Message: fmt.Sprintf("virtual node %s is registered in the parent and reports every %s; %s", t.Spec.ClusterName, reportFrequency(t), kapi.describe())})
 
 	renew := r.a.cfg.Clock.After(id.RenewAt().Sub(r.a.cfg.Clock.Now()))
+	proxyChanged := r.watchProxy(runCtx, nodeClient, kapi)
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-proxyChanged:
+		return errProxyChanged
 	case <-nc.Done():
 		return nodeError(nc.Err(), t)
 	case <-pc.Done():
