@@ -32,6 +32,8 @@ type Row struct {
 var baselines = map[string]string{
 	"e2e-2hop-p50-ms":         "direct-leaf-p50-ms",
 	"e2e-2hop-p99-ms":         "direct-leaf-p99-ms",
+	"e2e-1hop-p50-ms":         "direct-leaf-p50-ms",
+	"e2e-1hop-p99-ms":         "direct-leaf-p99-ms",
 	"nestlet-pods/s":          "stock-pods/s",
 	"nestlet-p50-ms":          "stock-p50-ms",
 	"nestlet-p99-ms":          "stock-p99-ms",

@@ -130,7 +130,8 @@ func diffs(from, to map[string]time.Time) []time.Duration {
 // level -> its delegate seen at the next), status latency on the way back up
 // (Running at one level -> Running at the level above), and end-to-end
 // latency (created at the root -> Running at the root, 2 hops), against the
-// same 200 pods created directly in a leaf in the same run.
+// same 200 pods created directly in a leaf, and created one level up (in
+// west: 1 hop), in the same run.
 //
 //	go test ./test/e2e/forward -run '^$' -bench ForwardingLatency -benchtime 1x
 func BenchmarkForwardingLatency(b *testing.B) {
@@ -143,6 +144,12 @@ func BenchmarkForwardingLatency(b *testing.B) {
 	for b.Loop() {
 		suffix := time.Now().UnixNano() % 1_000_000
 		nested, direct := fmt.Sprintf("bench-nested-%d", suffix), fmt.Sprintf("bench-direct-%d", suffix)
+		oneHop := fmt.Sprintf("bench-onehop-%d", suffix)
+		for _, c := range []string{"west", "west-1", "west-2"} {
+			if err := env.Cluster(c).EnsureNamespace(ctx, oneHop); err != nil {
+				b.Fatal(err)
+			}
+		}
 		for _, c := range []string{"root", "east", "east-1", "east-2"} {
 			if err := env.Cluster(c).EnsureNamespace(ctx, nested); err != nil {
 				b.Fatal(err)
@@ -157,6 +164,15 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		leaf.follow(ctx, b, env.Cluster("east-1").Client, direct)
 		leafCreated := createPods(ctx, b, env.Cluster("east-1").Client, direct, "p", n, spec)
 		waitAll(ctx, b, leaf, n)
+
+		// One level: the same pods created in west (the other region, so
+		// that the east leaves keep room for the 2-hop run), forwarded once.
+		westSpec := *spec.DeepCopy()
+		westSpec.NodeSelector = map[string]string{"topology.kubernetes.io/region": "west"}
+		one := newStamps()
+		one.follow(ctx, b, env.Cluster("west").Client, oneHop)
+		oneCreated := createPods(ctx, b, env.Cluster("west").Client, oneHop, "p", n, westSpec)
+		waitAll(ctx, b, one, n)
 
 		root, mid, leaves := newStamps(), newStamps(), newStamps()
 		root.follow(ctx, b, env.Cluster("root").Client, nested)
@@ -178,6 +194,9 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		sched50, sched99 := percentiles(diffs(rootCreated, root.bound))
 		e2ep50, e2ep99 := percentiles(diffs(rootCreated, root.running))
 		flatp50, flatp99 := percentiles(diffs(leafCreated, leaf.running))
+		one.mu.Lock()
+		onep50, onep99 := percentiles(diffs(oneCreated, one.running))
+		one.mu.Unlock()
 		leaf.mu.Unlock()
 		leaves.mu.Unlock()
 		mid.mu.Unlock()
@@ -194,13 +213,15 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		b.ReportMetric(up2p99, "status-up2-p99-ms")
 		b.ReportMetric(e2ep50, "e2e-2hop-p50-ms")
 		b.ReportMetric(e2ep99, "e2e-2hop-p99-ms")
+		b.ReportMetric(onep50, "e2e-1hop-p50-ms")
+		b.ReportMetric(onep99, "e2e-1hop-p99-ms")
 		b.ReportMetric(flatp50, "direct-leaf-p50-ms")
 		b.ReportMetric(flatp99, "direct-leaf-p99-ms")
 		b.ReportMetric(e2ep50/flatp50, "e2e/direct-p50")
 		b.ReportMetric(e2ep99/flatp99, "e2e/direct-p99")
 		b.ReportMetric(0, "ns/op")
-		for _, c := range []string{"root", "east-1"} {
-			for _, ns := range []string{nested, direct} {
+		for _, c := range []string{"root", "west", "east-1"} {
+			for _, ns := range []string{nested, direct, oneHop} {
 				_ = env.Cluster(c).Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 			}
 		}
