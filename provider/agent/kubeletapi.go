@@ -278,7 +278,7 @@ func (r *runner) watchProxy(ctx context.Context, nodeClient kubernetes.Interface
 			if cm != nil {
 				now = proxyKeys(cm.Data)
 			}
-			if !maps.Equal(now, k.proxy) && !(len(now) == 0 && len(k.proxy) == 0) {
+			if !maps.Equal(now, k.proxy) { // a nil and an empty map are equal
 				close(changed)
 				return
 			}
