@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +59,15 @@ func BuildNestlet(ctx context.Context) (*NestletBinaries, error) {
 			Scheduler: filepath.Join(dir, "nestlet-scheduler"), Proxy: filepath.Join(dir, "nestlet-proxy")}
 	})
 	return built, buildErr
+}
+
+// RemoveBuiltNestlet removes the directory BuildNestlet built into, when
+// it made a temporary one; call it once the process needs the binaries no
+// more (the end of a TestMain).
+func RemoveBuiltNestlet() {
+	if built != nil && strings.HasPrefix(filepath.Base(built.Dir), "nestlet-bin-") {
+		_ = os.RemoveAll(built.Dir)
+	}
 }
 
 // InstallCRDs installs Nestlet's CRDs in the cluster.

@@ -106,6 +106,7 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 // stops everything, keeping the logs (and printing their tails) on failure.
 // It returns the exit code.
 func RunTreeMain(m *testing.M, tree Tree, started func(*TreeEnv)) (code int) {
+	defer RemoveBuiltNestlet()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	te, err := StartTree(ctx, Config{}, tree)
 	cancel()
