@@ -3,10 +3,9 @@ package proxy
 import (
 	"crypto/tls"
 	"fmt"
-	"net"
 	"os"
 
-	certutil "k8s.io/client-go/util/cert"
+	"github.com/nestlet/nestlet/provider/kubelet"
 )
 
 // ServingCertificate loads certFile/keyFile, or generates a self-signed
@@ -22,27 +21,5 @@ func ServingCertificate(certFile, keyFile string, hosts []string) (tls.Certifica
 		pem, err := os.ReadFile(certFile)
 		return cert, pem, err
 	}
-	if len(hosts) == 0 {
-		return tls.Certificate{}, nil, fmt.Errorf("generating a serving certificate: no host name or address to put in it")
-	}
-	var ips []net.IP
-	var names []string
-	for _, h := range hosts[1:] {
-		if ip := net.ParseIP(h); ip != nil {
-			ips = append(ips, ip)
-		} else {
-			names = append(names, h)
-		}
-	}
-	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(hosts[0], ips, names)
-	if err != nil {
-		return tls.Certificate{}, nil, fmt.Errorf("generating a serving certificate: %w", err)
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	// The first PEM block is the serving certificate, the second the CA
-	// that signed it.
-	return cert, certPEM, nil
+	return kubelet.SelfSignedCertificate(hosts)
 }

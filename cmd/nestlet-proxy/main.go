@@ -16,9 +16,9 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/nestlet/nestlet/provider/kubeutil"
 	"github.com/nestlet/nestlet/proxy"
 )
 
@@ -65,11 +65,9 @@ func run(ctx context.Context, o options) error {
 	if o.advertiseAddress == "" {
 		return fmt.Errorf("--advertise-address is required: the address at which this cluster's API server and the children's agents reach the proxy")
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	cfg, err := kubeutil.RESTConfig(o.kubeconfig, "")
 	if err != nil {
-		return fmt.Errorf("loading kubeconfig: %w", err)
+		return err
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/provider/agent"
+	"github.com/nestlet/nestlet/provider/kubeutil"
 )
 
 type options struct {
@@ -70,11 +70,9 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	cfg, err := kubeutil.RESTConfig(o.kubeconfig, "")
 	if err != nil {
-		return fmt.Errorf("loading kubeconfig: %w", err)
+		return err
 	}
 	cfg.QPS, cfg.Burst = 500, 1000
 

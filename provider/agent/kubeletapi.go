@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
-	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/klog/v2"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
@@ -56,7 +54,6 @@ type kubeletAPI struct {
 	endpoint string // host:port advertised by the virtual node
 	server   *kubelet.Server
 	run      func(ctx context.Context)
-	up       atomic.Bool
 }
 
 // describe says how the kubelet API is served, for the Ready condition.
@@ -167,7 +164,7 @@ func (r *runner) setupKubeletAPI(ctx context.Context, id *join.Identity, nodeCli
 		}
 		cfg := tunnel.ClientConfig{
 			URL: info[api.ClusterInfoProxyTunnelURL], CA: []byte(info[api.ClusterInfoProxyCA]),
-			Certificate: cert, Handler: srv.Handler(), Connected: k.up.Store,
+			Certificate: cert, Handler: srv.Handler(),
 		}
 		k.run = func(ctx context.Context) {
 			if err := tunnel.Run(ctx, cfg); err != nil {
@@ -209,18 +206,7 @@ func listenDirect(address string) (net.Listener, error) {
 	if h, p, err := net.SplitHostPort(address); err == nil {
 		host, port = h, p
 	}
-	var ips []net.IP
-	var names []string
-	if ip := net.ParseIP(host); ip != nil {
-		ips = append(ips, ip)
-	} else {
-		names = append(names, host)
-	}
-	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(host, ips, names)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	cert, _, err := kubelet.SelfSignedCertificate([]string{host})
 	if err != nil {
 		return nil, err
 	}

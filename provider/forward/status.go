@@ -154,9 +154,12 @@ func (p *Provider) delegateChanged(obj any) {
 
 // sameStatus compares two pod statuses, conditions in any order.
 func sameStatus(a, b corev1.PodStatus) bool {
-	a, b = *a.DeepCopy(), *b.DeepCopy()
+	// Shallow copies, with sorted clones of the conditions: the callers'
+	// statuses stay as they are, and nothing else is copied.
 	for _, st := range []*corev1.PodStatus{&a, &b} {
-		slices.SortFunc(st.Conditions, func(x, y corev1.PodCondition) int { return strings.Compare(string(x.Type), string(y.Type)) })
+		st.Conditions = slices.SortedFunc(slices.Values(st.Conditions), func(x, y corev1.PodCondition) int {
+			return strings.Compare(string(x.Type), string(y.Type))
+		})
 	}
 	return equality.Semantic.DeepEqual(a, b)
 }

@@ -4,13 +4,16 @@ package kubeutil
 
 import (
 	"context"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // SingleObject returns a ListWatch of the one object called name, made of
@@ -45,4 +48,17 @@ func StripManagedFields(obj any) (any, error) {
 		acc.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// RESTConfig loads a client config as kubectl does: the kubeconfig at path
+// when given, else $KUBECONFIG or ~/.kube/config, else the in-cluster
+// config; context names a context other than the current one (optional).
+func RESTConfig(path, context string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	return cfg, nil
 }

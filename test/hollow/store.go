@@ -220,11 +220,30 @@ func (s *store) bind(ns string, obj runtime.Object) (runtime.Object, error) {
 	pod.Spec.NodeName = b.Target.Name
 	setPodCondition(&pod.Status, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(s.clock.Now())})
 	s.nextRV(pod)
-	if err := s.tracker.Update(podsGVR, pod, ns); err != nil {
+	if _, err := s.commit(podsGVR, ns, pod, prev); err != nil {
 		return nil, err
 	}
-	s.record(podsGVR, ns, watch.Modified, pod.DeepCopy(), prev)
 	return b, nil
+}
+
+// commit stores next (its resourceVersion already set) in place of prev and
+// records the event; it returns a copy for the caller.
+func (s *store) commit(gvr schema.GroupVersionResource, ns string, next, prev runtime.Object) (runtime.Object, error) {
+	if err := s.tracker.Update(gvr, next, ns); err != nil {
+		return nil, err
+	}
+	s.record(gvr, ns, watch.Modified, next.DeepCopyObject(), prev)
+	return next.DeepCopyObject(), nil
+}
+
+// remove deletes ns/name, whose last state is gone (its resourceVersion
+// already set), and records the event; it returns a copy for the caller.
+func (s *store) remove(gvr schema.GroupVersionResource, ns, name string, gone, prev runtime.Object) (runtime.Object, error) {
+	if err := s.tracker.Delete(gvr, ns, name); err != nil {
+		return nil, err
+	}
+	s.record(gvr, ns, watch.Deleted, gone.DeepCopyObject(), prev)
+	return gone.DeepCopyObject(), nil
 }
 
 func (s *store) reactUpdate(action clienttesting.Action) (bool, runtime.Object, error) {
@@ -293,17 +312,9 @@ func (s *store) update(gvr schema.GroupVersionResource, ns string, obj runtime.O
 	// An object whose deletion only waited for finalizers goes with the
 	// last one.
 	if nm.GetDeletionTimestamp() != nil && len(nm.GetFinalizers()) == 0 && ptr.Deref(nm.GetDeletionGracePeriodSeconds(), 0) == 0 {
-		if err := s.tracker.Delete(gvr, ns, name); err != nil {
-			return nil, err
-		}
-		s.record(gvr, ns, watch.Deleted, next.DeepCopyObject(), cur)
-		return next.DeepCopyObject(), nil
+		return s.remove(gvr, ns, name, next, cur)
 	}
-	if err := s.tracker.Update(gvr, next, ns); err != nil {
-		return nil, err
-	}
-	s.record(gvr, ns, watch.Modified, next.DeepCopyObject(), cur)
-	return next.DeepCopyObject(), nil
+	return s.commit(gvr, ns, next, cur)
 }
 
 func (s *store) reactPatch(action clienttesting.Action) (bool, runtime.Object, error) {
@@ -391,20 +402,12 @@ func (s *store) delete(gvr schema.GroupVersionResource, ns, name string, opts me
 		nm.SetDeletionTimestamp(ptr.To(metav1.NewTime(s.clock.Now().Add(time.Duration(grace) * time.Second))))
 		nm.SetDeletionGracePeriodSeconds(ptr.To(grace))
 		s.nextRV(nm)
-		if err := s.tracker.Update(gvr, next, ns); err != nil {
-			return nil, err
-		}
-		s.record(gvr, ns, watch.Modified, next.DeepCopyObject(), cur)
-		return next.DeepCopyObject(), nil
-	}
-	if err := s.tracker.Delete(gvr, ns, name); err != nil {
-		return nil, err
+		return s.commit(gvr, ns, next, cur)
 	}
 	gone := cur.DeepCopyObject()
 	gm, _ := meta.Accessor(gone)
 	s.nextRV(gm) // the deletion's resourceVersion, as watchers see it
-	s.record(gvr, ns, watch.Deleted, gone, cur)
-	return gone.DeepCopyObject(), nil
+	return s.remove(gvr, ns, name, gone, cur)
 }
 
 func (s *store) reactList(action clienttesting.Action) (bool, runtime.Object, error) {

@@ -2,12 +2,11 @@
 package app
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/nestlet/nestlet/provider/kubeutil"
 )
 
 // NewCommand returns the nestctl root command.
@@ -28,13 +27,7 @@ func NewCommand() *cobra.Command {
 func restConfig(cmd *cobra.Command) (*rest.Config, error) {
 	path, _ := cmd.Flags().GetString("kubeconfig")
 	ctxName, _ := cmd.Flags().GetString("context")
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = path
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: ctxName}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig: %w", err)
-	}
-	return cfg, nil
+	return kubeutil.RESTConfig(path, ctxName)
 }
 
 // clientset returns a client of the cluster the persistent flags name.

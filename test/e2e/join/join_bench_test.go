@@ -26,14 +26,7 @@ import (
 func BenchmarkJoin(b *testing.B) {
 	const joins = 20
 	ctx := b.Context()
-	westTargets, err := v1alpha1.NewTargetClient(env.Cluster("west").Config)
-	if err != nil {
-		b.Fatal(err)
-	}
-	good, err := westTargets.Get(ctx, targetOf["west"], metav1.GetOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	westTargets, good := westTarget(b)
 	rootNodes := env.Cluster("root").Client.CoreV1().Nodes()
 	var latencies []time.Duration
 	for b.Loop() {

@@ -27,14 +27,7 @@ import (
 // before it returns.
 func benchTargets(b *testing.B, prefix string, n int, whileUp func()) map[string]time.Duration {
 	ctx := b.Context()
-	westTargets, err := v1alpha1.NewTargetClient(env.Cluster("west").Config)
-	if err != nil {
-		b.Fatal(err)
-	}
-	good, err := westTargets.Get(ctx, targetOf["west"], metav1.GetOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	westTargets, good := westTarget(b)
 	rootNodes := env.Cluster("root").Client.CoreV1().Nodes()
 	w, err := rootNodes.Watch(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -103,6 +96,20 @@ func benchTargets(b *testing.B, prefix string, n int, whileUp func()) map[string
 		whileUp()
 	}
 	return ready
+}
+
+// westTarget returns a Target client of west and west's own (Ready)
+// Target, whose spec the benchmarks copy under other cluster names.
+func westTarget(b *testing.B) (v1alpha1.TargetInterface, *v1alpha1.Target) {
+	westTargets, err := v1alpha1.NewTargetClient(env.Cluster("west").Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	good, err := westTargets.Get(b.Context(), targetOf["west"], metav1.GetOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return westTargets, good
 }
 
 func quantileMS(ds map[string]time.Duration, q float64) float64 {
