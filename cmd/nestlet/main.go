@@ -10,6 +10,7 @@ import (
 	goflag "flag"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -34,6 +35,7 @@ type options struct {
 	groupKeys     []string
 	lease         int32
 	podWorkers    int
+	profiling     bool
 	bounceTimeout time.Duration
 	metricsAddr   string
 	kubeletAPI    string
@@ -51,6 +53,7 @@ func main() {
 	pflag.StringVar(&o.metricsAddr, "metrics-bind-address", "", "address serving Prometheus metrics at /metrics, e.g. :9090 (off when empty: a child in tunnel mode listens on nothing)")
 	pflag.StringVar(&o.kubeletAPI, "kubelet-api", agent.KubeletAPIAuto, "how virtual nodes serve the kubelet API (logs, exec, attach, port-forward): auto (the parent's nestlet-proxy if it publishes one, else direct if --kubelet-direct-address is set, else off), tunnel, direct or off")
 	pflag.StringVar(&o.directAddress, "kubelet-direct-address", "", "direct mode: the IP the kubelet API listens on and virtual nodes advertise (a port is chosen per Target; IP:port with a single Target); the parent's API server must reach it")
+	pflag.BoolVar(&o.profiling, "profiling", false, "also serve Go's pprof profiles under /debug/pprof/ on --metrics-bind-address")
 	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	pflag.CommandLine.AddGoFlagSet(klogFlags)
@@ -79,7 +82,16 @@ func run(ctx context.Context, o options) error {
 	var reg *prometheus.Registry
 	if o.metricsAddr != "" {
 		reg = prometheus.NewRegistry()
-		srv := &http.Server{Addr: o.metricsAddr, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		if o.profiling {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
+		srv := &http.Server{Addr: o.metricsAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() {
 			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				klog.FromContext(ctx).Error(err, "Serving metrics")

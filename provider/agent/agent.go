@@ -40,7 +40,8 @@ type Config struct {
 	GroupKeys []string
 	// LeaseDurationSeconds of the virtual nodes' leases. Default 40.
 	LeaseDurationSeconds int32
-	// Workers reconciling Targets. Default 2.
+	// Workers reconciling Targets. Default 8 (a sync is a few requests at
+	// most; the joins themselves run apart from the workers).
 	Workers int
 	// PodWorkers per Target forwarding pods. Default 50.
 	PodWorkers int
@@ -76,7 +77,10 @@ type Agent struct {
 	nodes        corelisters.NodeLister
 	pods         corelisters.PodLister
 	targetLister cache.Indexer
-	changes      *broadcaster
+	// statusWritten holds, by Target name, the resourceVersion our last
+	// status write returned.
+	statusWritten sync.Map
+	changes       *broadcaster
 
 	metrics *forward.Metrics
 
@@ -110,7 +114,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.LeaseDurationSeconds = 40
 	}
 	if cfg.Workers == 0 {
-		cfg.Workers = 2
+		cfg.Workers = 8
 	}
 	if cfg.PodWorkers == 0 {
 		cfg.PodWorkers = 50

@@ -443,7 +443,6 @@ func (r *runner) requestIdentity(ctx context.Context, client kubernetes.Interfac
 	if err != nil {
 		return nil, err
 	}
-	r.setJoining(ctx, v1alpha1.ReasonJoining, "requesting a node certificate from the parent")
 	cert, err := join.RequestNodeCertificate(ctx, client, t.Spec.ClusterName, key, func(csr string) {
 		r.setJoining(ctx, v1alpha1.ReasonAwaitingApproval, fmt.Sprintf(
 			"certificate signing request %s awaits approval in the parent: run 'nestctl approve %s' against the parent (or create tokens with 'nestctl token create --auto-approve')",

@@ -98,6 +98,7 @@ func (tc *targetController) sync(ctx context.Context, name string) error {
 	}
 	if !exists {
 		a.stopRunner(name)
+		a.statusWritten.Delete(name)
 		return nil
 	}
 	t := obj.(*v1alpha1.Target)
@@ -117,10 +118,11 @@ func (tc *targetController) sync(ctx context.Context, name string) error {
 	if !slices.Contains(t.Finalizers, Finalizer) {
 		t = t.DeepCopy()
 		t.Finalizers = append(t.Finalizers, Finalizer)
-		if _, err := a.targets.Update(ctx, t, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+		updated, err := a.targets.Update(ctx, t, metav1.UpdateOptions{FieldManager: fieldManager})
+		if err != nil {
 			return fmt.Errorf("adding finalizer: %w", err)
 		}
-		return nil // the update brings the Target back
+		t = updated // start now, not when the update comes back
 	}
 	a.ensureRunner(ctx, t)
 	return nil
@@ -213,11 +215,20 @@ func (a *Agent) removeFinalizer(ctx context.Context, name string) error {
 // setConditions writes conditions (and, when mutate is set, other status
 // fields) to the Target, if anything changed.
 func (a *Agent) setConditions(ctx context.Context, name string, generation int64, mutate func(*v1alpha1.TargetStatus), conds ...metav1.Condition) {
+	first := true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		t, err := a.targets.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
+		// The informer's copy, if it holds at least our last write (most
+		// writes then cost no read); else, or on a conflict, the server's.
+		var t *v1alpha1.Target
+		if obj, ok, _ := a.targetLister.GetByKey(name); first && ok && a.caughtUp(obj.(*v1alpha1.Target)) {
+			t = obj.(*v1alpha1.Target).DeepCopy()
+		} else {
+			var err error
+			if t, err = a.targets.Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return err
+			}
 		}
+		first = false
 		if t.Generation != generation {
 			return nil // a newer runner owns the status
 		}
@@ -233,12 +244,23 @@ func (a *Agent) setConditions(ctx context.Context, name string, generation int64
 		if equalStatus(before, &t.Status) {
 			return nil
 		}
-		_, err = a.targets.UpdateStatus(ctx, t, metav1.UpdateOptions{FieldManager: fieldManager})
+		updated, err := a.targets.UpdateStatus(ctx, t, metav1.UpdateOptions{FieldManager: fieldManager})
+		if err == nil {
+			a.statusWritten.Store(name, updated.ResourceVersion)
+		}
 		return err
 	})
 	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
 		klog.FromContext(ctx).Error(err, "Updating target status", "target", name)
 	}
+}
+
+// caughtUp reports whether the informer's copy of t is the one our last
+// status write returned (or we have written none): only then can it decide
+// that nothing needs writing.
+func (a *Agent) caughtUp(t *v1alpha1.Target) bool {
+	rv, ok := a.statusWritten.Load(t.Name)
+	return !ok || rv.(string) == t.ResourceVersion
 }
 
 func equalStatus(a, b *v1alpha1.TargetStatus) bool {

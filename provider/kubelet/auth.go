@@ -3,19 +3,18 @@ package kubelet
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
-	"k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
-
-	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 )
 
 // Auth authenticates and authorises kubelet API callers against a cluster,
@@ -39,7 +38,7 @@ func NewAuth(client kubernetes.Interface, clientCA []byte) (*Auth, error) {
 	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
 		CacheTTL:                           2 * time.Minute,
 		TokenAccessReviewClient:            client.AuthenticationV1(),
-		WebhookRetryBackoff:                options.DefaultAuthWebhookRetryBackoff(),
+		WebhookRetryBackoff:                webhookBackoff(),
 		ClientCertificateCAContentProvider: ca,
 	}.New()
 	if err != nil {
@@ -49,12 +48,46 @@ func NewAuth(client kubernetes.Interface, clientCA []byte) (*Auth, error) {
 		SubjectAccessReviewClient: client.AuthorizationV1(),
 		AllowCacheTTL:             5 * time.Minute,
 		DenyCacheTTL:              30 * time.Second,
-		WebhookRetryBackoff:       options.DefaultAuthWebhookRetryBackoff(),
+		WebhookRetryBackoff:       webhookBackoff(),
 	}.New()
 	if err != nil {
 		return nil, fmt.Errorf("authorizer: %w", err)
 	}
 	return &Auth{authn: authn, authz: authz}, nil
+}
+
+// webhookBackoff is how TokenReviews and SubjectAccessReviews are retried:
+// k8s.io/apiserver's default for delegated auth (its options package, which
+// would bring the whole API server library into the binary).
+func webhookBackoff() *wait.Backoff {
+	return &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
+}
+
+// requestAttributes maps a kubelet API request to what is authorised, as
+// the kubelet does: verb from the method, and subresource stats, metrics,
+// log (for /logs) or proxy (everything else: exec, attach, port-forward,
+// containerLogs, pods...) of the node.
+func requestAttributes(u user.Info, r *http.Request, nodeName string) authorizer.Attributes {
+	verb := map[string]string{
+		http.MethodGet: "get", http.MethodPost: "create", http.MethodPut: "update",
+		http.MethodPatch: "patch", http.MethodDelete: "delete",
+	}[r.Method]
+	sub := "proxy"
+	under := func(prefix string) bool {
+		return r.URL.Path == prefix || strings.HasPrefix(r.URL.Path, prefix+"/")
+	}
+	switch {
+	case under("/stats"):
+		sub = "stats"
+	case under("/metrics"):
+		sub = "metrics"
+	case under("/logs"):
+		sub = "log"
+	}
+	return authorizer.AttributesRecord{
+		User: u, Verb: verb, APIVersion: "v1", Resource: "nodes", Subresource: sub, Name: nodeName,
+		ResourceRequest: true, Path: r.URL.Path,
+	}
 }
 
 // Check authenticates r and authorises it on the node nodeName. It writes
@@ -79,7 +112,7 @@ func (a *Auth) Authenticate(w http.ResponseWriter, r *http.Request) (user.Info, 
 // Authorize asks whether u may make request r on the node nodeName, or
 // writes 403 (500 when the cluster cannot be asked) and returns false.
 func (a *Auth) Authorize(w http.ResponseWriter, r *http.Request, u user.Info, nodeName string) bool {
-	attrs := nodeutil.NodeRequestAttr{NodeName: nodeName}.GetRequestAttributes(u, r)
+	attrs := requestAttributes(u, r, nodeName)
 	decision, reason, err := a.authz.Authorize(r.Context(), attrs)
 	if err != nil {
 		http.Error(w, fmt.Sprintf("authorizing %s: %v", u.GetName(), err), http.StatusInternalServerError)

@@ -44,6 +44,13 @@ var baselines = map[string]string{
 	"exec-2hop-p50-ms":            "exec-leaf-p50-ms",
 	"exec-2hop-p99-ms":            "exec-leaf-p99-ms",
 
+	"paced-1hop-p50-ms": "paced-0hop-p50-ms",
+	"paced-1hop-p99-ms": "paced-0hop-p99-ms",
+	"paced-2hop-p50-ms": "paced-0hop-p50-ms",
+	"paced-2hop-p99-ms": "paced-0hop-p99-ms",
+	"paced-3hop-p50-ms": "paced-0hop-p50-ms",
+	"paced-3hop-p99-ms": "paced-0hop-p99-ms",
+
 	"deploy1000-3level-ms":     "deploy1000-flat-ms",
 	"deploy1000-3level-pods/s": "deploy1000-flat-pods/s",
 }

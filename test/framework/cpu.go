@@ -38,3 +38,22 @@ func (p *Process) CPUTime() (time.Duration, error) {
 	}
 	return time.Duration(utime+stime) * time.Second / clockTicks, nil
 }
+
+// CPUByKind sums the CPU time of the environment's processes by program
+// (kube-apiserver, etcd, kwok, agent, proxy...): where the time goes.
+func (e *Environment) CPUByKind() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, p := range e.Processes() {
+		kind := p.Name
+		switch {
+		case strings.HasSuffix(kind, "-nestlet-proxy"):
+			kind = "proxy"
+		case strings.HasSuffix(kind, "-nestlet"):
+			kind = "agent"
+		}
+		if t, err := p.CPUTime(); err == nil {
+			out[kind] += t
+		}
+	}
+	return out
+}

@@ -3,127 +3,15 @@ package forward
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/nestlet/nestlet/provider/forward"
+	"github.com/nestlet/nestlet/test/framework"
 )
-
-// stamps records, per pod name, when a watch first saw it added, bound and
-// Running.
-type stamps struct {
-	mu                    sync.Mutex
-	added, bound, running map[string]time.Time
-}
-
-func newStamps() *stamps {
-	return &stamps{added: map[string]time.Time{}, bound: map[string]time.Time{}, running: map[string]time.Time{}}
-}
-
-// follow records the pods of ns through an informer (which lists and
-// watches again if the server drops a slow watch during a burst).
-func (s *stamps) follow(ctx context.Context, b *testing.B, client kubernetes.Interface, ns string) {
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
-	inf := factory.Core().V1().Pods().Informer()
-	record := func(obj any) {
-		pod, ok := obj.(*corev1.Pod)
-		if !ok {
-			return
-		}
-		now := time.Now()
-		key := pod.Name
-		if parent := pod.Annotations[forward.AnnotationParentPod]; parent != "" {
-			key = parent[len(ns)+1:] // delegates are keyed by their parent's name
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		setOnce(s.added, key, now)
-		if pod.Spec.NodeName != "" {
-			setOnce(s.bound, key, now)
-		}
-		if pod.Status.Phase == corev1.PodRunning {
-			setOnce(s.running, key, now)
-		}
-	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, obj any) { record(obj) }}); err != nil {
-		b.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
-}
-
-func setOnce(m map[string]time.Time, k string, t time.Time) {
-	if _, ok := m[k]; !ok {
-		m[k] = t
-	}
-}
-
-func (s *stamps) countRunning() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.running)
-}
-
-// createPods creates n pods named prefix-i in ns, 10 at a time, and returns
-// when each create was sent.
-func createPods(ctx context.Context, b *testing.B, client kubernetes.Interface, ns, prefix string, n int, template corev1.PodSpec) map[string]time.Time {
-	created := map[string]time.Time{}
-	var mu sync.Mutex
-	sem := make(chan struct{}, 10)
-	var wg sync.WaitGroup
-	for i := range n {
-		name := fmt.Sprintf("%s-%d", prefix, i)
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: *template.DeepCopy()}
-			start := time.Now()
-			if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-				b.Error(err)
-				return
-			}
-			mu.Lock()
-			created[name] = start
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	return created
-}
-
-func waitAll(ctx context.Context, b *testing.B, s *stamps, n int) {
-	deadline := time.Now().Add(5 * time.Minute)
-	for s.countRunning() < n {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			b.Fatalf("only %d of %d pods Running", s.countRunning(), n)
-		}
-		time.Sleep(50 * time.Millisecond) // polling a local map, not the API
-	}
-}
-
-func percentiles(ds []time.Duration) (p50, p99 float64) {
-	slices.Sort(ds)
-	at := func(q float64) float64 { return float64(ds[int(q*float64(len(ds)-1)+0.5)].Microseconds()) / 1000 }
-	return at(0.5), at(0.99)
-}
-
-func diffs(from, to map[string]time.Time) []time.Duration {
-	var out []time.Duration
-	for k, t0 := range from {
-		if t1, ok := to[k]; ok {
-			out = append(out, t1.Sub(t0))
-		}
-	}
-	return out
-}
 
 // BenchmarkForwardingLatency measures, over 200 pods created at the root of
 // the 3-level tree (10 creates in flight): per-hop latency (pod bound at one
@@ -160,47 +48,47 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		}
 
 		// Baseline: the same pods directly in a leaf.
-		leaf := newStamps()
-		leaf.follow(ctx, b, env.Cluster("east-1").Client, direct)
-		leafCreated := createPods(ctx, b, env.Cluster("east-1").Client, direct, "p", n, spec)
-		waitAll(ctx, b, leaf, n)
+		leaf := framework.NewPodTimes()
+		leaf.Follow(ctx, b, env.Cluster("east-1").Client, direct)
+		leafCreated := framework.CreatePods(ctx, b, env.Cluster("east-1").Client, direct, "p", n, spec, 0)
+		leaf.WaitRunning(ctx, b, n)
 
 		// One level: the same pods created in west (the other region, so
 		// that the east leaves keep room for the 2-hop run), forwarded once.
 		westSpec := *spec.DeepCopy()
 		westSpec.NodeSelector = map[string]string{"topology.kubernetes.io/region": "west"}
-		one := newStamps()
-		one.follow(ctx, b, env.Cluster("west").Client, oneHop)
-		oneCreated := createPods(ctx, b, env.Cluster("west").Client, oneHop, "p", n, westSpec)
-		waitAll(ctx, b, one, n)
+		one := framework.NewPodTimes()
+		one.Follow(ctx, b, env.Cluster("west").Client, oneHop)
+		oneCreated := framework.CreatePods(ctx, b, env.Cluster("west").Client, oneHop, "p", n, westSpec, 0)
+		one.WaitRunning(ctx, b, n)
 
-		root, mid, leaves := newStamps(), newStamps(), newStamps()
-		root.follow(ctx, b, env.Cluster("root").Client, nested)
-		mid.follow(ctx, b, env.Cluster("east").Client, nested)
-		leaves.follow(ctx, b, env.Cluster("east-1").Client, nested)
-		leaves.follow(ctx, b, env.Cluster("east-2").Client, nested)
-		rootCreated := createPods(ctx, b, env.Cluster("root").Client, nested, "p", n, spec)
-		waitAll(ctx, b, root, n)
+		root, mid, leaves := framework.NewPodTimes(), framework.NewPodTimes(), framework.NewPodTimes()
+		root.Follow(ctx, b, env.Cluster("root").Client, nested)
+		mid.Follow(ctx, b, env.Cluster("east").Client, nested)
+		leaves.Follow(ctx, b, env.Cluster("east-1").Client, nested)
+		leaves.Follow(ctx, b, env.Cluster("east-2").Client, nested)
+		rootCreated := framework.CreatePods(ctx, b, env.Cluster("root").Client, nested, "p", n, spec, 0)
+		root.WaitRunning(ctx, b, n)
 
 		b.StopTimer()
-		root.mu.Lock()
-		mid.mu.Lock()
-		leaves.mu.Lock()
-		leaf.mu.Lock()
-		hop1p50, hop1p99 := percentiles(diffs(root.bound, mid.added))
-		hop2p50, hop2p99 := percentiles(diffs(mid.bound, leaves.added))
-		up1p50, up1p99 := percentiles(diffs(leaves.running, mid.running))
-		up2p50, up2p99 := percentiles(diffs(mid.running, root.running))
-		sched50, sched99 := percentiles(diffs(rootCreated, root.bound))
-		e2ep50, e2ep99 := percentiles(diffs(rootCreated, root.running))
-		flatp50, flatp99 := percentiles(diffs(leafCreated, leaf.running))
-		one.mu.Lock()
-		onep50, onep99 := percentiles(diffs(oneCreated, one.running))
-		one.mu.Unlock()
-		leaf.mu.Unlock()
-		leaves.mu.Unlock()
-		mid.mu.Unlock()
-		root.mu.Unlock()
+		root.Lock()
+		mid.Lock()
+		leaves.Lock()
+		leaf.Lock()
+		hop1p50, hop1p99 := framework.Percentiles(framework.Diffs(root.Bound, mid.Added))
+		hop2p50, hop2p99 := framework.Percentiles(framework.Diffs(mid.Bound, leaves.Added))
+		up1p50, up1p99 := framework.Percentiles(framework.Diffs(leaves.Running, mid.Running))
+		up2p50, up2p99 := framework.Percentiles(framework.Diffs(mid.Running, root.Running))
+		sched50, sched99 := framework.Percentiles(framework.Diffs(rootCreated, root.Bound))
+		e2ep50, e2ep99 := framework.Percentiles(framework.Diffs(rootCreated, root.Running))
+		flatp50, flatp99 := framework.Percentiles(framework.Diffs(leafCreated, leaf.Running))
+		one.Lock()
+		onep50, onep99 := framework.Percentiles(framework.Diffs(oneCreated, one.Running))
+		one.Unlock()
+		leaf.Unlock()
+		leaves.Unlock()
+		mid.Unlock()
+		root.Unlock()
 		b.ReportMetric(hop1p50, "hop1-p50-ms")
 		b.ReportMetric(hop1p99, "hop1-p99-ms")
 		b.ReportMetric(hop2p50, "hop2-p50-ms")
@@ -225,6 +113,28 @@ func BenchmarkForwardingLatency(b *testing.B) {
 				_ = env.Cluster(c).Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 			}
 		}
+		// The next benchmark measures CPU and writes: the 600 pods and
+		// their delegates are gone first.
+		waitNoPods(ctx, b, nested, direct, oneHop)
 		b.StartTimer()
+	}
+}
+
+// waitNoPods waits until no cluster of the tree holds a pod in the
+// namespaces.
+func waitNoPods(ctx context.Context, b *testing.B, namespaces ...string) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, c := range env.Clusters() {
+			for _, ns := range namespaces {
+				list, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
+				if err != nil || len(list.Items) > 0 {
+					return false, nil //nolint:nilerr // retried
+				}
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		b.Fatalf("the benchmark's pods are not all gone: %v", err)
 	}
 }

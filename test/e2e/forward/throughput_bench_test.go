@@ -1,15 +1,11 @@
 package forward
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,10 +63,10 @@ func BenchmarkThroughput1000(b *testing.B) {
 		if err := c.EnsureNamespace(ctx, ns); err != nil {
 			b.Fatal(err)
 		}
-		s := newStamps()
+		s := framework.NewPodTimes()
 		fctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		s.follow(fctx, b, c.Client, ns)
+		s.Follow(fctx, b, c.Client, ns)
 		labels := map[string]string{"app": "tp"}
 		d := &appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Name: "tp", Namespace: ns},
@@ -90,21 +86,21 @@ func BenchmarkThroughput1000(b *testing.B) {
 				},
 			},
 		}
-		cpu0 := cpuByKind()
+		cpu0 := env.CPUByKind()
 		writes0 := writesByCluster(ctx)
 		start := time.Now()
 		if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
-		waitAll(ctx, b, s, replicas)
+		s.WaitRunning(ctx, b, replicas)
 		took := time.Since(start)
-		cpu1 := cpuByKind()
+		cpu1 := env.CPUByKind()
 		if cluster == "root" {
 			// API writes per pod by resource, in every cluster of the tree.
 			byResource := map[string]float64{}
 			for c, w := range writesByCluster(ctx) {
 				if c == "flat" {
-					continue // its previous namespace is being deleted meanwhile
+					continue
 				}
 				for r, n := range w {
 					byResource[r] += n - writes0[c][r]
@@ -128,13 +124,13 @@ func BenchmarkThroughput1000(b *testing.B) {
 			b.ReportMetric((t - cpu0[kind]).Seconds(), fmt.Sprintf("%s-cpu-s-%s", cluster, kind))
 		}
 		lastBound := start
-		s.mu.Lock()
-		for _, t := range s.bound {
+		s.Lock()
+		for _, t := range s.Bound {
 			if t.After(lastBound) {
 				lastBound = t
 			}
 		}
-		s.mu.Unlock()
+		s.Unlock()
 		b.ReportMetric(float64(lastBound.Sub(start).Milliseconds()), cluster+"-all-bound-ms")
 		// Scheduling attempts that found no node: each sends the pod to
 		// the back-off queue.
@@ -151,6 +147,9 @@ func BenchmarkThroughput1000(b *testing.B) {
 		b.StopTimer()
 		_ = c.Client.AppsV1().Deployments(ns).Delete(context.WithoutCancel(ctx), "tp", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
 		_ = c.Client.CoreV1().Namespaces().Delete(context.WithoutCancel(ctx), ns, metav1.DeleteOptions{})
+		// Deleting 1,000 pods (and, in the tree, their delegates) would
+		// take CPU from the next run.
+		waitNoPods(ctx, b, ns)
 		b.StartTimer()
 		return took
 	}
@@ -165,56 +164,20 @@ func BenchmarkThroughput1000(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// cpuByKind sums the CPU time of the environment's processes by kind
-// (kube-apiserver, nestlet agent, kwok...).
-func cpuByKind() map[string]time.Duration {
-	out := map[string]time.Duration{}
-	for _, p := range env.Processes() {
-		kind := p.Name
-		switch {
-		case strings.HasSuffix(kind, "-nestlet-proxy"):
-			kind = "proxy"
-		case strings.HasSuffix(kind, "-nestlet"):
-			kind = "agent"
-		}
-		if t, err := p.CPUTime(); err == nil {
-			out[kind] += t
-		}
-	}
-	return out
-}
-
-// writesByCluster reads each API server's apiserver_request_total and
-// returns, per cluster, the number of write requests (not GET, LIST or
-// WATCH) by resource[/subresource]-verb.
+// writesByCluster returns, per cluster, the number of write requests so
+// far by resource[/subresource]-verb.
 func writesByCluster(ctx context.Context) map[string]map[string]float64 {
 	out := map[string]map[string]float64{}
 	for _, c := range env.Clusters() {
-		body, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-		if err != nil {
-			continue
-		}
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+		all, err := c.Requests(ctx)
 		if err != nil {
 			continue
 		}
 		w := map[string]float64{}
-		for _, m := range fams["apiserver_request_total"].GetMetric() {
-			l := map[string]string{}
-			for _, p := range m.GetLabel() {
-				l[p.GetName()] = p.GetValue()
+		for k, n := range all {
+			if framework.IsWrite(k) {
+				w[k] = n
 			}
-			switch l["verb"] {
-			case "GET", "LIST", "WATCH", "CONNECT":
-				continue
-			}
-			r := l["resource"]
-			if l["subresource"] != "" {
-				r += "/" + l["subresource"]
-			}
-			r += "-" + l["verb"]
-			w[r] += m.GetCounter().GetValue()
 		}
 		out[c.Name] = w
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,6 +35,7 @@ func benchTargets(b *testing.B, prefix string, n int, whileUp func()) map[string
 		b.Fatal(err)
 	}
 	defer w.Stop()
+	phases := followCSRs(b, prefix)
 	var mu sync.Mutex
 	created := map[string]time.Time{}
 	var wg sync.WaitGroup
@@ -95,7 +97,71 @@ func benchTargets(b *testing.B, prefix string, n int, whileUp func()) map[string
 	if whileUp != nil {
 		whileUp()
 	}
+	phases.report(b, prefix, created, ready)
 	return ready
+}
+
+// csrPhases records, per cluster name, when a watch on root's CSRs first
+// saw its node CSR and its certificate issued.
+type csrPhases struct {
+	mu           sync.Mutex
+	seen, issued map[string]time.Time
+}
+
+func followCSRs(b *testing.B, prefix string) *csrPhases {
+	ctx := b.Context()
+	p := &csrPhases{seen: map[string]time.Time{}, issued: map[string]time.Time{}}
+	w, err := env.Cluster("root").Client.CertificatesV1().CertificateSigningRequests().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(w.Stop)
+	go func() {
+		for ev := range w.ResultChan() {
+			csr, ok := ev.Object.(*certificatesv1.CertificateSigningRequest)
+			if !ok || !strings.HasPrefix(csr.Name, "nestlet-"+prefix+"-") {
+				continue
+			}
+			// nestlet-<cluster name>-<10 hex digits>
+			name := strings.TrimPrefix(csr.Name[:len(csr.Name)-11], "nestlet-")
+			now := time.Now()
+			p.mu.Lock()
+			if _, ok := p.seen[name]; !ok {
+				p.seen[name] = now
+			}
+			if _, ok := p.issued[name]; !ok && len(csr.Status.Certificate) > 0 {
+				p.issued[name] = now
+			}
+			p.mu.Unlock()
+		}
+	}()
+	return p
+}
+
+// report splits each join (created -> ready) into discovery (-> CSR seen
+// in root), approval (-> certificate issued) and register (-> node Ready).
+func (p *csrPhases) report(b *testing.B, prefix string, created map[string]time.Time, ready map[string]time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	discovery, approval, register := map[string]time.Duration{}, map[string]time.Duration{}, map[string]time.Duration{}
+	for name, t0 := range created {
+		seen, ok1 := p.seen[name]
+		issued, ok2 := p.issued[name]
+		d, ok3 := ready[name]
+		if !ok1 || !ok2 || !ok3 {
+			continue
+		}
+		discovery[name] = seen.Sub(t0)
+		approval[name] = issued.Sub(seen)
+		register[name] = t0.Add(d).Sub(issued)
+	}
+	if len(discovery) == 0 {
+		return
+	}
+	for phase, ds := range map[string]map[string]time.Duration{"discovery": discovery, "approval": approval, "register": register} {
+		b.ReportMetric(quantileMS(ds, 0.5), prefix+"-"+phase+"-p50-ms")
+		b.ReportMetric(quantileMS(ds, 0.99), prefix+"-"+phase+"-p99-ms")
+	}
 }
 
 // westTarget returns a Target client of west and west's own (Ready)
@@ -128,9 +194,44 @@ func quantileMS(ds map[string]time.Duration, q float64) float64 {
 // them (the 60 children's API servers are not simulated here).
 func BenchmarkJoin60AtOnce(b *testing.B) {
 	for b.Loop() {
-		ready := benchTargets(b, "bench-60", 60, nil)
+		cpu0, start := env.CPUByKind(), time.Now()
+		req0 := requests(b)
+		ready := benchTargets(b, "bench-60", 60, func() {
+			// CPU of every process while the 60 joined, in cores: is
+			// the machine (2 cores) the limit?
+			wall := time.Since(start).Seconds()
+			total := 0.0
+			for kind, t := range env.CPUByKind() {
+				used := (t - cpu0[kind]).Seconds()
+				total += used
+				b.ReportMetric(used/wall, "join60-cores-"+kind)
+			}
+			b.ReportMetric(total/wall, "join60-cores-all")
+			// API requests per join, by cluster, resource and verb.
+			for key, n := range requests(b) {
+				if per := (n - req0[key]) / 60; per >= 0.5 {
+					b.ReportMetric(per, "join60-requests-per-join-"+key)
+				}
+			}
+		})
 		b.ReportMetric(quantileMS(ready, 0.5), "join60-p50-ms")
 		b.ReportMetric(quantileMS(ready, 0.99), "join60-p99-ms")
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// requests returns root's and west's API request counts, keyed
+// <cluster>-<resource>-<verb>.
+func requests(b *testing.B) map[string]float64 {
+	out := map[string]float64{}
+	for _, c := range []string{"root", "west"} {
+		r, err := env.Cluster(c).Requests(b.Context())
+		if err != nil {
+			b.Fatal(err)
+		}
+		for k, n := range r {
+			out[c+"-"+k] = n
+		}
+	}
+	return out
 }

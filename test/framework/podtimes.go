@@ -1,0 +1,155 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/nestlet/nestlet/provider/forward"
+)
+
+// PodTimes records, per pod, when an informer first saw it added, bound and
+// Running: the stamps latency benchmarks subtract. A delegate is recorded
+// under its parent pod's name, so the same key follows one pod down a tree.
+type PodTimes struct {
+	mu                    sync.Mutex
+	Added, Bound, Running map[string]time.Time
+}
+
+// NewPodTimes returns empty PodTimes.
+func NewPodTimes() *PodTimes {
+	return &PodTimes{Added: map[string]time.Time{}, Bound: map[string]time.Time{}, Running: map[string]time.Time{}}
+}
+
+// Follow records the pods of namespace ns through an informer (which lists
+// and watches again if the server drops a slow watch during a burst) until
+// ctx ends. It returns once the informer has synced.
+func (s *PodTimes) Follow(ctx context.Context, tb testing.TB, client kubernetes.Interface, ns string) {
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
+	inf := factory.Core().V1().Pods().Informer()
+	record := func(obj any) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		now := time.Now()
+		key := pod.Name
+		if parent := pod.Annotations[forward.AnnotationParentPod]; parent != "" {
+			key = strings.TrimPrefix(parent, ns+"/")
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		setOnce(s.Added, key, now)
+		if pod.Spec.NodeName != "" {
+			setOnce(s.Bound, key, now)
+		}
+		if pod.Status.Phase == corev1.PodRunning {
+			setOnce(s.Running, key, now)
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, obj any) { record(obj) }}); err != nil {
+		tb.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+}
+
+func setOnce(m map[string]time.Time, k string, t time.Time) {
+	if _, ok := m[k]; !ok {
+		m[k] = t
+	}
+}
+
+// Lock and Unlock guard the maps while a benchmark reads them.
+func (s *PodTimes) Lock()   { s.mu.Lock() }
+func (s *PodTimes) Unlock() { s.mu.Unlock() }
+
+// CountRunning returns how many pods have been seen Running.
+func (s *PodTimes) CountRunning() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.Running)
+}
+
+// WaitRunning waits (up to 5 minutes) until n pods have been seen Running.
+func (s *PodTimes) WaitRunning(ctx context.Context, tb testing.TB, n int) {
+	deadline := time.Now().Add(5 * time.Minute)
+	for s.CountRunning() < n {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			tb.Fatalf("only %d of %d pods Running", s.CountRunning(), n)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a local map, not the API
+	}
+}
+
+// CreatePods creates n pods named prefix-<i> in ns from template and
+// returns when each create was sent. With every = 0 they go as a burst, 10
+// creates in flight; otherwise one create starts every `every` (paced, so
+// that latency is measured without a queue).
+func CreatePods(ctx context.Context, tb testing.TB, client kubernetes.Interface, ns, prefix string, n int, template corev1.PodSpec, every time.Duration) map[string]time.Time {
+	created := map[string]time.Time{}
+	var mu sync.Mutex
+	sem := make(chan struct{}, 10)
+	if every > 0 {
+		sem = make(chan struct{}, n)
+	}
+	var tick <-chan time.Time
+	if every > 0 {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		tick = t.C
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		if tick != nil && i > 0 {
+			<-tick
+		}
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: *template.DeepCopy()}
+			start := time.Now()
+			if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				tb.Error(err)
+				return
+			}
+			mu.Lock()
+			created[name] = start
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return created
+}
+
+// Percentiles returns the p50 and p99 of ds in milliseconds.
+func Percentiles(ds []time.Duration) (p50, p99 float64) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	slices.Sort(ds)
+	at := func(q float64) float64 { return float64(ds[int(q*float64(len(ds)-1)+0.5)].Microseconds()) / 1000 }
+	return at(0.5), at(0.99)
+}
+
+// Diffs returns to[k] - from[k] for every key in both.
+func Diffs(from, to map[string]time.Time) []time.Duration {
+	var out []time.Duration
+	for k, t0 := range from {
+		if t1, ok := to[k]; ok {
+			out = append(out, t1.Sub(t0))
+		}
+	}
+	return out
+}

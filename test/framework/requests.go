@@ -1,0 +1,45 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Requests reads the API server's apiserver_request_total and returns the
+// number of requests so far by "resource[/subresource]-VERB" (e.g.
+// "pods/status-PATCH", "nodes-LIST"). Benchmarks subtract two readings.
+func (c *Cluster) Requests(ctx context.Context) (map[string]float64, error) {
+	body, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, m := range fams["apiserver_request_total"].GetMetric() {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		r := l["resource"]
+		if l["subresource"] != "" {
+			r += "/" + l["subresource"]
+		}
+		out[r+"-"+l["verb"]] += m.GetCounter().GetValue()
+	}
+	return out, nil
+}
+
+// IsWrite reports whether a key of Requests is a write (not GET, LIST,
+// WATCH or CONNECT).
+func IsWrite(key string) bool {
+	return !slices.ContainsFunc([]string{"-GET", "-LIST", "-WATCH", "-CONNECT"}, func(v string) bool { return strings.HasSuffix(key, v) })
+}
