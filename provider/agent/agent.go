@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
@@ -73,7 +72,7 @@ type Agent struct {
 	targets    v1alpha1.TargetInterface
 	clusterUID string
 
-	factory      informers.SharedInformerFactory
+	factory      *kubeutil.CoreFactory
 	nodes        corelisters.NodeLister
 	pods         corelisters.PodLister
 	targetLister cache.Indexer
@@ -150,9 +149,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("creating namespace %s: %w", a.cfg.Namespace, err)
 	}
 
-	a.factory = informers.NewSharedInformerFactoryWithOptions(a.client, 0, informers.WithTransform(kubeutil.StripManagedFields))
-	nodeInformer := a.factory.Core().V1().Nodes()
-	podInformer := a.factory.Core().V1().Pods()
+	a.factory = kubeutil.NewCoreFactory(a.client, nil, kubeutil.StripManagedFields)
+	nodeInformer := a.factory.CoreV1().Nodes()
+	podInformer := a.factory.CoreV1().Pods()
 	a.nodes, a.pods = nodeInformer.Lister(), podInformer.Lister()
 	notify := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { a.changes.notify() },

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -263,15 +262,15 @@ func (r *runner) once(ctx context.Context) error {
 func (r *runner) startPods(ctx context.Context, nodeClient kubernetes.Interface, prov *vnode.Provider, parent string, delegates *lazyDelegates) (*node.PodController, error) {
 	t := r.target
 	// The node identity may list and watch only the pods bound to it.
-	podFactory := informers.NewSharedInformerFactoryWithOptions(nodeClient, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	podFactory := kubeutil.NewCoreFactory(nodeClient, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", t.Spec.ClusterName).String()
-	}), informers.WithTransform(kubeutil.StripManagedFields))
-	pods := podFactory.Core().V1().Pods()
+	}, kubeutil.StripManagedFields)
+	pods := podFactory.CoreV1().Pods()
 	pods.Informer() // register before Start
 	// virtual-kubelet requires these informers, for downward API
 	// resolution, which is skipped (the child resolves it); they are never
 	// started, so they make no requests.
-	unused := informers.NewSharedInformerFactory(nodeClient, 0)
+	unused := kubeutil.NewCoreFactory(nodeClient, nil, nil)
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: nodeClient.CoreV1().Events("")})
@@ -311,9 +310,9 @@ func (r *runner) startPods(ctx context.Context, nodeClient kubernetes.Interface,
 		// status does not. Its warnings, and ours, are kept.
 		EventRecorder:             warningsOnly{recorder},
 		Provider:                  fwd,
-		ConfigMapInformer:         unused.Core().V1().ConfigMaps(),
-		SecretInformer:            unused.Core().V1().Secrets(),
-		ServiceInformer:           unused.Core().V1().Services(),
+		ConfigMapInformer:         unused.CoreV1().ConfigMaps(),
+		SecretInformer:            unused.CoreV1().Secrets(),
+		ServiceInformer:           unused.CoreV1().Services(),
 		SkipDownwardAPIResolution: true,
 		// virtual-kubelet's default is client-go's controller limiter,
 		// whose overall bucket (10/s after a burst of 100) would make a

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -109,10 +108,10 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Child, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelTargetUID + "=" + string(cfg.TargetUID) }),
-		informers.WithTransform(kubeutil.StripManagedFields))
-	inf := factory.Core().V1().Pods().Informer()
+	factory := kubeutil.NewCoreFactory(cfg.Child,
+		func(o *metav1.ListOptions) { o.LabelSelector = LabelTargetUID + "=" + string(cfg.TargetUID) },
+		kubeutil.StripManagedFields)
+	inf := factory.CoreV1().Pods().Informer()
 	if err := inf.AddIndexers(cache.Indexers{indexParent: func(obj any) ([]string, error) {
 		pod, ok := obj.(*corev1.Pod)
 		if !ok {

@@ -32,6 +32,8 @@ type ClusterOptions struct {
 	StockScheduler bool
 	// SchedulerArgs are added to the scheduler's command line.
 	SchedulerArgs []string
+	// ControllerManagerArgs are added to kube-controller-manager's.
+	ControllerManagerArgs []string
 	// SchedulerMetrics serves the scheduler's /metrics on a loopback port
 	// (Cluster.SchedulerMetricsURL), without authorization for that path.
 	SchedulerMetrics bool
@@ -166,27 +168,29 @@ func startCluster(ctx context.Context, bins *Binaries, etcd *Etcd, baseDir strin
 	if err != nil {
 		return nil, err
 	}
-	kcm, err := startProcess(dir, "kube-controller-manager", bins.KubeControllerManager,
-		"--kubeconfig="+kcmKubeconfig,
-		"--authentication-kubeconfig="+kcmKubeconfig,
-		"--authorization-kubeconfig="+kcmKubeconfig,
+	kcm, err := startProcess(dir, "kube-controller-manager", bins.KubeControllerManager, append([]string{
+		"--kubeconfig=" + kcmKubeconfig,
+		"--authentication-kubeconfig=" + kcmKubeconfig,
+		"--authorization-kubeconfig=" + kcmKubeconfig,
 		"--bind-address=127.0.0.1",
 		"--secure-port=0",
 		"--leader-elect=false",
 		"--controllers=*,bootstrapsigner,tokencleaner",
-		"--cluster-signing-cert-file="+c.ca.CertPath,
-		"--cluster-signing-key-file="+c.ca.KeyPath,
-		"--root-ca-file="+c.ca.CertPath,
-		"--service-account-private-key-file="+pki.saKey,
+		"--cluster-signing-cert-file=" + c.ca.CertPath,
+		"--cluster-signing-key-file=" + c.ca.KeyPath,
+		"--root-ca-file=" + c.ca.CertPath,
+		"--service-account-private-key-file=" + pki.saKey,
 		"--use-service-account-credentials=true",
-		"--service-cluster-ip-range="+ServiceCIDR,
+		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--kube-api-qps=200",
 		"--kube-api-burst=400",
 		// The default node monitor grace period (50s) is kept: shorter,
 		// kwok's lease heartbeats lagging on a loaded 2-core machine made
-		// its nodes flap NotReady, and summaries with them.
+		// its nodes flap NotReady, and summaries with them. Benchmarks
+		// that saturate the machine for long lengthen it
+		// (ControllerManagerArgs).
 		"--v=1",
-	)
+	}, opts.ControllerManagerArgs...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,8 @@ import (
 
 // Requests reads the API server's apiserver_request_total and returns the
 // number of requests so far by "resource[/subresource]-VERB" (e.g.
-// "pods/status-PATCH", "nodes-LIST"). Benchmarks subtract two readings.
+// "pods/status-PATCH", "nodes-LIST"), with "-<code>" added for those that
+// failed ("pods/status-PUT-409"). Benchmarks subtract two readings.
 func (c *Cluster) Requests(ctx context.Context) (map[string]float64, error) {
 	body, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
@@ -33,7 +34,11 @@ func (c *Cluster) Requests(ctx context.Context) (map[string]float64, error) {
 		if l["subresource"] != "" {
 			r += "/" + l["subresource"]
 		}
-		out[r+"-"+l["verb"]] += m.GetCounter().GetValue()
+		key := r + "-" + l["verb"]
+		if code := l["code"]; !strings.HasPrefix(code, "2") && code != "101" {
+			key += "-" + code // failed: a conflict is 409
+		}
+		out[key] += m.GetCounter().GetValue()
 	}
 	return out, nil
 }
@@ -41,5 +46,5 @@ func (c *Cluster) Requests(ctx context.Context) (map[string]float64, error) {
 // IsWrite reports whether a key of Requests is a write (not GET, LIST,
 // WATCH or CONNECT).
 func IsWrite(key string) bool {
-	return !slices.ContainsFunc([]string{"-GET", "-LIST", "-WATCH", "-CONNECT"}, func(v string) bool { return strings.HasSuffix(key, v) })
+	return !slices.ContainsFunc([]string{"-GET", "-LIST", "-WATCH", "-CONNECT"}, func(v string) bool { return strings.Contains(key, v) })
 }

@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,7 +39,7 @@ func BenchmarkThroughput1000(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if err := env.AddClusters(ctx, framework.ClusterOptions{Name: "flat", StockScheduler: true, Nodes: flatNodes}); err != nil {
+	if err := env.AddClusters(ctx, framework.ClusterOptions{Name: "flat", StockScheduler: true, Nodes: flatNodes, ControllerManagerArgs: kwokGrace}); err != nil {
 		b.Fatal(err)
 	}
 	// The tree's summaries include the new nodes before the run.
@@ -86,6 +87,12 @@ func BenchmarkThroughput1000(b *testing.B) {
 				},
 			},
 		}
+		var flaps atomic.Int32
+		if cluster == "root" {
+			for _, l := range leaves {
+				watchReady(fctx, b, l, &flaps)
+			}
+		}
 		cpu0 := env.CPUByKind()
 		writes0 := writesByCluster(ctx)
 		start := time.Now()
@@ -111,6 +118,29 @@ func BenchmarkThroughput1000(b *testing.B) {
 					b.ReportMetric(n/replicas, "tree-writes-per-pod-"+r)
 				}
 			}
+			// Events by reason, in every cluster of the tree (the
+			// namespace has the same name at every level).
+			byReason := map[string]float64{}
+			for _, tc := range env.Clusters() {
+				if tc.Name == "flat" {
+					continue
+				}
+				evs, err := tc.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					continue
+				}
+				here := map[string]int32{}
+				for _, e := range evs.Items {
+					byReason[e.Reason] += float64(max(e.Count, 1))
+					here[e.Reason+" ("+e.Source.Component+")"] += max(e.Count, 1)
+				}
+				b.Logf("events in %s: %v", tc.Name, here)
+			}
+			for r, n := range byReason {
+				if n/replicas >= 0.05 {
+					b.ReportMetric(n/replicas, "tree-events-per-pod-"+r)
+				}
+			}
 		} else {
 			for r, n := range writesByCluster(ctx)[cluster] {
 				if d := n - writes0[cluster][r]; d/replicas >= 0.05 {
@@ -132,6 +162,11 @@ func BenchmarkThroughput1000(b *testing.B) {
 		}
 		s.Unlock()
 		b.ReportMetric(float64(lastBound.Sub(start).Milliseconds()), cluster+"-all-bound-ms")
+		if cluster == "root" {
+			// kwok nodes of the leaves seen leaving Ready during the run
+			// (see kwokGrace): 0 when the environment did not interfere.
+			b.ReportMetric(float64(flaps.Load()), "tree-leaf-nodes-not-ready")
+		}
 		// Scheduling attempts that found no node: each sends the pod to
 		// the back-off queue.
 		if evs, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"}); err == nil {
@@ -182,4 +217,34 @@ func writesByCluster(ctx context.Context) map[string]map[string]float64 {
 		out[c.Name] = w
 	}
 	return out
+}
+
+// watchReady logs every change of a node's Ready condition in cluster,
+// and counts those away from True in flaps.
+func watchReady(ctx context.Context, b *testing.B, cluster string, flaps *atomic.Int32) {
+	w, err := env.Cluster(cluster).Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		defer w.Stop()
+		last := map[string]corev1.ConditionStatus{}
+		for ev := range w.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && last[n.Name] != c.Status {
+					if last[n.Name] != "" {
+						if c.Status != corev1.ConditionTrue {
+							flaps.Add(1)
+						}
+						b.Logf("%s: node %s Ready %s -> %s (%s: %s)", cluster, n.Name, last[n.Name], c.Status, c.Reason, c.Message)
+					}
+					last[n.Name] = c.Status
+				}
+			}
+		}
+	}()
 }
