@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -152,6 +154,7 @@ func (r *runner) once(ctx context.Context) error {
 	case err != nil && !apierrors.IsNotFound(err):
 		return join.Classify(err, t.Spec.ParentURL)
 	}
+	registered := err == nil
 
 	delegates := &lazyDelegates{}
 	kapi, err := r.setupKubeletAPI(ctx, id, nodeClient, delegates)
@@ -180,7 +183,15 @@ func (r *runner) once(ctx context.Context) error {
 		Ready:           r.a.ready,
 		Reported:        func(at time.Time) { r.reported(ctx, at) },
 		KubeletEndpoint: kapi.hostPort,
-		Clock:           r.a.cfg.Clock,
+		PatchSummary: func(ctx context.Context, sum string) error {
+			patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{api.AnnotationSummary: sum}}})
+			if err != nil {
+				return err
+			}
+			_, err = nodes.Patch(ctx, t.Spec.ClusterName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+			return err
+		},
+		Clock: r.a.cfg.Clock,
 	})
 	if err != nil {
 		return err
@@ -189,7 +200,21 @@ func (r *runner) once(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	nc, err := node.NewNodeController(prov, initial, nodes,
+	// The node is registered here, not by the node controller, so that it
+	// carries its summary from the start (the node controller never
+	// applies the summary: PatchSummary writes it).
+	if !registered {
+		_, err = nodes.Create(ctx, initial, metav1.CreateOptions{FieldManager: fieldManager})
+	} else {
+		var patch []byte
+		if patch, err = prov.AdoptPatch(existing, initial); err == nil {
+			_, err = nodes.Patch(ctx, t.Spec.ClusterName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+		}
+	}
+	if err != nil {
+		return nodeError(err, t)
+	}
+	nc, err := node.NewNodeController(prov, prov.ControllerNode(initial), nodes,
 		node.WithNodeEnableLeaseV1(nodeClient.CoordinationV1().Leases(corev1.NamespaceNodeLease), r.a.cfg.LeaseDurationSeconds),
 		node.WithNodeStatusUpdateErrorHandler(func(ctx context.Context, err error) error {
 			if !apierrors.IsNotFound(err) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -57,6 +58,17 @@ type Config struct {
 	// Reported is called after each report is handed to the node
 	// controller (optional).
 	Reported func(time.Time)
+	// PatchSummary (optional) writes the summary annotation on the virtual
+	// node itself, as a merge patch of that one annotation. The summary is
+	// then kept out of what virtual-kubelet applies: virtual-kubelet copies
+	// every annotation it applies into its last-applied annotation, which
+	// would store the largest part of the node twice (and halve how many
+	// children fit in the parent's 256 KiB annotation limit). A report
+	// whose summary differs only in its time is then this one patch; the
+	// node controller gets labels, annotations and status only when they
+	// change (and refreshes the heartbeat itself every minute). When nil,
+	// the summary goes through the node controller with the rest.
+	PatchSummary func(ctx context.Context, summary string) error
 
 	Clock clock.WithTicker
 }
@@ -254,13 +266,25 @@ func (p *Provider) InitialNode() (*corev1.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return withLastApplied(n)
+	return p.withLastApplied(n)
 }
 
-// withLastApplied records n's labels, annotations and status as the node
-// controller would after applying them.
-func withLastApplied(n *corev1.Node) (*corev1.Node, error) {
-	meta, err := json.Marshal(metav1.ObjectMeta{Name: n.Name, Labels: n.Labels, Annotations: n.Annotations})
+// ControllerNode returns what the node controller is to apply of n: n
+// without the summary when PatchSummary writes it.
+func (p *Provider) ControllerNode(n *corev1.Node) *corev1.Node {
+	out := n.DeepCopy()
+	if p.cfg.PatchSummary != nil {
+		delete(out.Annotations, api.AnnotationSummary)
+	}
+	return out
+}
+
+// withLastApplied records what the node controller applies of n (its
+// labels, annotations and status) as the node controller would after
+// applying them.
+func (p *Provider) withLastApplied(n *corev1.Node) (*corev1.Node, error) {
+	applied := p.ControllerNode(n)
+	meta, err := json.Marshal(metav1.ObjectMeta{Name: n.Name, Labels: applied.Labels, Annotations: applied.Annotations})
 	if err != nil {
 		return nil, err
 	}
@@ -271,6 +295,40 @@ func withLastApplied(n *corev1.Node) (*corev1.Node, error) {
 	n.Annotations[vkLastAppliedObjectMeta] = string(meta)
 	n.Annotations[vkLastAppliedNodeStatus] = string(status)
 	return n, nil
+}
+
+// AdoptPatch returns the merge patch that readies an existing virtual node
+// (registered by an earlier run, maybe of an earlier version) for a
+// restart: the summary of initial, and, when PatchSummary writes the
+// summary, virtual-kubelet's last-applied metadata without it, so that the
+// node controller's next patch does not delete it.
+func (p *Provider) AdoptPatch(existing, initial *corev1.Node) ([]byte, error) {
+	annotations := map[string]string{api.AnnotationSummary: initial.Annotations[api.AnnotationSummary]}
+	if raw, ok := existing.Annotations[vkLastAppliedObjectMeta]; ok && p.cfg.PatchSummary != nil {
+		var meta metav1.ObjectMeta
+		if err := json.Unmarshal([]byte(raw), &meta); err == nil {
+			if _, has := meta.Annotations[api.AnnotationSummary]; has {
+				delete(meta.Annotations, api.AnnotationSummary)
+				b, err := json.Marshal(meta)
+				if err != nil {
+					return nil, err
+				}
+				annotations[vkLastAppliedObjectMeta] = string(b)
+			}
+		}
+	}
+	return json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+}
+
+// markReported records r as reported now.
+func (p *Provider) markReported(r summary.Result, lastSent *time.Time) {
+	p.mu.Lock()
+	p.last = r
+	p.mu.Unlock()
+	*lastSent = p.cfg.Clock.Now()
+	if p.cfg.Reported != nil {
+		p.cfg.Reported(*lastSent)
+	}
 }
 
 // NotifyNodeStatus starts reporting: every ReportFrequency, and on a change
@@ -285,7 +343,10 @@ func (p *Provider) report(ctx context.Context, cb func(*corev1.Node)) {
 	defer period.Stop()
 	var lastSent time.Time
 	var pending <-chan time.Time // set while an early report waits for the rate limit
-	send := func(force bool) {
+	// send reports the summary: at once on a change (force: also
+	// without one), else once the interval since the last report has
+	// passed. periodic marks the ticker's reports.
+	send := func(force, periodic bool) {
 		if !force && pending != nil {
 			return // a report is already due when the interval has passed
 		}
@@ -304,6 +365,9 @@ func (p *Provider) report(ctx context.Context, cb func(*corev1.Node)) {
 		}
 		p.mu.Lock()
 		changed := !summary.Equal(p.last, r)
+		// What the node controller applies (labels, capacity; the
+		// annotations other than the summary change only on a kick).
+		nodeChanged := !apiequality.Semantic.DeepEqual(p.last.Labels, r.Labels) || !apiequality.Semantic.DeepEqual(p.last.Allocatable, r.Allocatable)
 		p.mu.Unlock()
 		if !force && !changed {
 			return
@@ -318,29 +382,39 @@ func (p *Provider) report(ctx context.Context, cb func(*corev1.Node)) {
 			return
 		default:
 		}
-		cb(node)
-		p.mu.Lock()
-		p.last = r
-		p.mu.Unlock()
-		lastSent = p.cfg.Clock.Now()
-		if p.cfg.Reported != nil {
-			p.cfg.Reported(lastSent)
+		if p.cfg.PatchSummary == nil {
+			cb(node)
+			p.markReported(r, &lastSent)
+			logger.V(4).Info("Reported summary", "changed", changed)
+			return
 		}
-		logger.V(4).Info("Reported summary", "changed", changed)
+		written := true
+		if err := p.cfg.PatchSummary(ctx, node.Annotations[api.AnnotationSummary]); err != nil {
+			logger.Error(err, "Writing the summary on the virtual node")
+			written = false // p.last is kept: retried as a change
+		}
+		if nodeChanged || (force && !periodic) {
+			cb(p.ControllerNode(node))
+		}
+		if written {
+			p.markReported(r, &lastSent)
+		}
+		logger.V(4).Info("Reported summary", "changed", changed, "nodeChanged", nodeChanged)
 	}
+
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-period.C():
-			send(true)
+			send(true, true)
 		case <-p.cfg.Changed:
-			send(false)
+			send(false, false)
 		case <-p.kick:
-			send(true)
+			send(true, false)
 		case <-pending:
 			pending = nil
-			send(false)
+			send(false, false)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -378,6 +379,156 @@ func TestNotifyNodeStatus(t *testing.T) {
 					t.Fatalf("step %d: unexpected report at %s (allocatable cpu %s)", i, clock.Now().Sub(start), n.Status.Allocatable.Cpu())
 				default:
 				}
+			}
+		})
+	}
+}
+
+// With PatchSummary, the summary is written apart and never reaches the
+// node controller or its last-applied record; periodic reports whose
+// labels and capacity did not change are the summary patch alone.
+func TestPatchSummary(t *testing.T) {
+	clock := clocktesting.NewFakeClock(start)
+	nodes := newIndexer()
+	require.NoError(t, nodes.Add(readyNode("n0", "2")))
+	changed := make(chan struct{})
+	patched := make(chan string, 10)
+	reports := make(chan *corev1.Node, 10)
+	var fail atomic.Bool
+	cfg := validConfig()
+	cfg.Nodes = corelisters.NewNodeLister(nodes)
+	cfg.Changed = changed
+	cfg.Clock = clock
+	cfg.PatchSummary = func(_ context.Context, s string) error {
+		patched <- s
+		if fail.Load() {
+			return errors.New("parent unreachable")
+		}
+		return nil
+	}
+	p, err := New(cfg)
+	require.NoError(t, err)
+
+	initial, err := p.InitialNode()
+	require.NoError(t, err)
+	require.Contains(t, initial.Annotations, api.AnnotationSummary, "registered with its summary")
+	var applied metav1.ObjectMeta
+	require.NoError(t, json.Unmarshal([]byte(initial.Annotations[vkLastAppliedObjectMeta]), &applied))
+	assert.NotContains(t, applied.Annotations, api.AnnotationSummary, "not recorded as applied by the node controller")
+	assert.Contains(t, applied.Annotations, api.AnnotationClusterUID)
+	assert.NotContains(t, p.ControllerNode(initial).Annotations, api.AnnotationSummary)
+	assert.Contains(t, initial.Annotations, api.AnnotationSummary, "ControllerNode copies")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	p.NotifyNodeStatus(ctx, func(n *corev1.Node) { reports <- n })
+	signal := func() {
+		select {
+		case changed <- struct{}{}:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the report loop does not take change events")
+		}
+	}
+	barrier := func() { signal(); signal() }
+	barrier()
+	nextPatch := func() api.Summary {
+		t.Helper()
+		select {
+		case s := <-patched:
+			var out api.Summary
+			require.NoError(t, json.Unmarshal([]byte(s), &out))
+			return out
+		case <-time.After(10 * time.Second):
+			t.Fatal("no summary patch")
+		}
+		return api.Summary{}
+	}
+	noReport := func(what string) {
+		t.Helper()
+		barrier()
+		select {
+		case n := <-reports:
+			t.Fatalf("%s: unexpected node controller update (cpu %s)", what, n.Status.Allocatable.Cpu())
+		default:
+		}
+	}
+
+	// A periodic report without change: the summary (with its new time)
+	// only.
+	clock.Step(cfg.ReportFrequency)
+	s := nextPatch()
+	assert.Equal(t, start.Add(cfg.ReportFrequency).UTC().Format(time.RFC3339), s.Time)
+	noReport("periodic report")
+
+	// A new node changes capacity (reported when the rate limit the
+	// barrier above started has passed): the summary, then the node
+	// controller gets the node without it.
+	require.NoError(t, nodes.Add(readyNode("n1", "3")))
+	clock.Step(2 * time.Second)
+	nextPatch()
+	select {
+	case n := <-reports:
+		assert.True(t, resource.MustParse("5").Equal(*n.Status.Allocatable.Cpu()))
+		assert.NotContains(t, n.Annotations, api.AnnotationSummary)
+		assert.Contains(t, n.Annotations, api.AnnotationClusterUID)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no node controller update on a capacity change")
+	}
+
+	// A failed patch is retried at the next change event, though nothing
+	// changed since.
+	fail.Store(true)
+	require.NoError(t, nodes.Add(readyNode("n2", "1")))
+	signal() // within the rate limit: reported once it has passed
+	clock.Step(2 * time.Second)
+	nextPatch()
+	<-reports
+	fail.Store(false)
+	signal()
+	nextPatch()
+	<-reports // p.last still holds the capacity before n2
+	noReport("after the retry")
+}
+
+func TestAdoptPatch(t *testing.T) {
+	cfg := validConfig()
+	cfg.PatchSummary = func(context.Context, string) error { return nil }
+	p, err := New(cfg)
+	require.NoError(t, err)
+	initial, err := p.InitialNode()
+	require.NoError(t, err)
+
+	oldMeta, err := json.Marshal(metav1.ObjectMeta{Name: "child", Labels: map[string]string{"a": "b"},
+		Annotations: map[string]string{api.AnnotationSummary: "{}", api.AnnotationClusterUID: "uid"}})
+	require.NoError(t, err)
+	for _, tt := range []struct {
+		name        string
+		existing    map[string]string
+		wantApplied bool
+	}{
+		{"registered by an earlier version: the summary leaves the last-applied record", map[string]string{vkLastAppliedObjectMeta: string(oldMeta)}, true},
+		{"registered by this version: the summary only", map[string]string{vkLastAppliedObjectMeta: initial.Annotations[vkLastAppliedObjectMeta]}, false},
+		{"no record: the summary only", nil, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			existing := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "child", Annotations: tt.existing}}
+			raw, err := p.AdoptPatch(existing, initial)
+			require.NoError(t, err)
+			var patch struct {
+				Metadata struct {
+					Annotations map[string]string `json:"annotations"`
+				} `json:"metadata"`
+			}
+			require.NoError(t, json.Unmarshal(raw, &patch))
+			assert.Equal(t, initial.Annotations[api.AnnotationSummary], patch.Metadata.Annotations[api.AnnotationSummary])
+			applied, ok := patch.Metadata.Annotations[vkLastAppliedObjectMeta]
+			require.Equal(t, tt.wantApplied, ok)
+			if ok {
+				var meta metav1.ObjectMeta
+				require.NoError(t, json.Unmarshal([]byte(applied), &meta))
+				assert.NotContains(t, meta.Annotations, api.AnnotationSummary)
+				assert.Equal(t, "uid", meta.Annotations[api.AnnotationClusterUID], "the rest of the record is kept")
+				assert.Equal(t, map[string]string{"a": "b"}, meta.Labels)
 			}
 		})
 	}
