@@ -27,3 +27,11 @@ func (e *Environment) Cleanup(failed bool, logf func(format string, args ...any)
 	}
 	_ = e.RemoveDir()
 }
+
+// Main runs the tests of a package that starts clusters with StartForTest,
+// then removes the nestlet binaries built for them: its TestMain is
+// os.Exit(framework.Main(m)).
+func Main(m *testing.M) int {
+	defer RemoveBuiltNestlet()
+	return m.Run()
+}
