@@ -250,6 +250,21 @@ type step struct {
 	wantCPU string
 }
 
+// changeSignals returns signal, which sends a change event to the report
+// loop, and barrier, which returns once every event sent so far has been
+// handled (the loop takes the second send only after it handled the
+// first). changed must be unbuffered.
+func changeSignals(t *testing.T, changed chan<- struct{}) (signal, barrier func()) {
+	signal = func() {
+		select {
+		case changed <- struct{}{}:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the report loop does not take change events")
+		}
+	}
+	return signal, func() { signal(); signal() }
+}
+
 func TestNotifyNodeStatus(t *testing.T) {
 	const (
 		freq        = 10 * time.Second
@@ -328,16 +343,7 @@ func TestNotifyNodeStatus(t *testing.T) {
 			defer cancel()
 			p.NotifyNodeStatus(ctx, func(n *corev1.Node) { reports <- n })
 
-			// barrier returns once every event sent so far has been handled:
-			// the loop takes the second send only after it handled the first.
-			signal := func() {
-				select {
-				case changed <- struct{}{}:
-				case <-time.After(10 * time.Second):
-					t.Fatal("the report loop does not take change events")
-				}
-			}
-			barrier := func() { signal(); signal() }
+			signal, barrier := changeSignals(t, changed)
 			barrier() // the loop runs and its ticker exists
 
 			for i, s := range tt.steps {
@@ -422,14 +428,7 @@ func TestPatchSummary(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	p.NotifyNodeStatus(ctx, func(n *corev1.Node) { reports <- n })
-	signal := func() {
-		select {
-		case changed <- struct{}{}:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the report loop does not take change events")
-		}
-	}
-	barrier := func() { signal(); signal() }
+	signal, barrier := changeSignals(t, changed)
 	barrier()
 	nextPatch := func() api.Summary {
 		t.Helper()

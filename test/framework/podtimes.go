@@ -61,7 +61,9 @@ func (s *PodTimes) Follow(ctx context.Context, tb testing.TB, client kubernetes.
 		tb.Fatal(err)
 	}
 	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		tb.Fatal("pod informer did not sync")
+	}
 }
 
 func setOnce(m map[string]time.Time, k string, t time.Time) {
@@ -135,12 +137,18 @@ func CreatePods(ctx context.Context, tb testing.TB, client kubernetes.Interface,
 
 // Percentiles returns the p50 and p99 of ds in milliseconds.
 func Percentiles(ds []time.Duration) (p50, p99 float64) {
+	return Quantile(ds, 0.5), Quantile(ds, 0.99)
+}
+
+// Quantile returns the q-quantile of ds (nearest rank) in milliseconds, 0
+// when ds is empty. ds is not modified.
+func Quantile(ds []time.Duration, q float64) float64 {
 	if len(ds) == 0 {
-		return 0, 0
+		return 0
 	}
-	slices.Sort(ds)
-	at := func(q float64) float64 { return float64(ds[int(q*float64(len(ds)-1)+0.5)].Microseconds()) / 1000 }
-	return at(0.5), at(0.99)
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return float64(s[int(q*float64(len(s)-1)+0.5)].Microseconds()) / 1000
 }
 
 // Diffs returns to[k] - from[k] for every key in both.

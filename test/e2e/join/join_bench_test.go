@@ -3,7 +3,6 @@ package join
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -63,12 +62,9 @@ func BenchmarkJoin(b *testing.B) {
 			b.StartTimer()
 		}
 	}
-	slices.Sort(latencies)
-	p := func(q float64) float64 {
-		return float64(latencies[int(q*float64(len(latencies)-1)+0.5)].Microseconds()) / 1000
-	}
-	b.ReportMetric(p(0.5), "join-p50-ms")
-	b.ReportMetric(p(0.99), "join-p99-ms")
+	p50, p99 := framework.Percentiles(latencies)
+	b.ReportMetric(p50, "join-p50-ms")
+	b.ReportMetric(p99, "join-p99-ms")
 	b.ReportMetric(0, "ns/op")
 }
 

@@ -3,6 +3,7 @@ package join
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -179,12 +180,7 @@ func westTarget(b *testing.B) (v1alpha1.TargetInterface, *v1alpha1.Target) {
 }
 
 func quantileMS(ds map[string]time.Duration, q float64) float64 {
-	var s []time.Duration
-	for _, d := range ds {
-		s = append(s, d)
-	}
-	slices.Sort(s)
-	return float64(s[int(q*float64(len(s)-1)+0.5)].Microseconds()) / 1000
+	return framework.Quantile(slices.Collect(maps.Values(ds)), q)
 }
 
 // BenchmarkJoin60AtOnce: 60 joins of one parent at once, from Target

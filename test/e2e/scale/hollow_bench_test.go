@@ -1,7 +1,6 @@
 package scale
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -30,7 +29,6 @@ import (
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
-	"github.com/nestlet/nestlet/provider/forward"
 	"github.com/nestlet/nestlet/test/framework"
 	"github.com/nestlet/nestlet/test/hollow"
 )
@@ -141,9 +139,9 @@ func BenchmarkHollow120(b *testing.B) {
 	}
 
 	joins := waitJoined(ctx, b, children, readyAt)
-	b.ReportMetric(quantileMS(joins, 0.5), "hollow-join-p50-ms")
-	b.ReportMetric(quantileMS(joins, 0.99), "hollow-join-p99-ms")
-	b.ReportMetric(quantileMS(joins, 1), "hollow-join-max-ms")
+	b.ReportMetric(framework.Quantile(joins, 0.5), "hollow-join-p50-ms")
+	b.ReportMetric(framework.Quantile(joins, 0.99), "hollow-join-p99-ms")
+	b.ReportMetric(framework.Quantile(joins, 1), "hollow-join-max-ms")
 	// Of which: Target created -> CSR created in the field (token
 	// discovery), -> certificate issued and stored (approval and signing
 	// by the field's controller manager), -> virtual node registered.
@@ -235,22 +233,6 @@ func (s *stampSet) get(key string) (time.Time, bool) {
 	return t, ok
 }
 
-func (s *stampSet) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.at)
-}
-
-func (s *stampSet) values() map[string]time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[string]time.Time, len(s.at))
-	for k, v := range s.at {
-		out[k] = v
-	}
-	return out
-}
-
 // followNodes records when each node of a cluster is first seen Ready.
 func followNodes(ctx context.Context, b *testing.B, client kubernetes.Interface, ready *stampSet) {
 	factory := informers.NewSharedInformerFactory(client, 0)
@@ -336,60 +318,6 @@ func waitSummary(ctx context.Context, b *testing.B, rootClient kubernetes.Interf
 	return summaryBytes, nodeBytes
 }
 
-// podStamps records when the pods of one level are first seen created,
-// bound and Running, keyed by the name of the pod at the root (a delegate
-// names its parent pod in an annotation, and the parent's is the root's
-// name again one level up: delegates keep their parent's name).
-type podStamps struct{ added, bound, running stampSet }
-
-func newPodStamps() *podStamps {
-	return &podStamps{added: stampSet{at: map[string]time.Time{}}, bound: stampSet{at: map[string]time.Time{}}, running: stampSet{at: map[string]time.Time{}}}
-}
-
-// followPods records the pods of ns in one cluster (a real one or a
-// simulation) into s.
-func followPods(ctx context.Context, b *testing.B, client kubernetes.Interface, ns string, s *podStamps) {
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
-	inf := factory.Core().V1().Pods().Informer()
-	record := func(obj any) {
-		p, ok := obj.(*corev1.Pod)
-		if !ok {
-			return
-		}
-		now := time.Now()
-		key := p.Name
-		if parent := p.Annotations[forward.AnnotationParentPod]; parent != "" {
-			key = parent[strings.IndexByte(parent, '/')+1:]
-		}
-		s.added.set(key, now)
-		if p.Spec.NodeName != "" {
-			s.bound.set(key, now)
-		}
-		if p.Status.Phase == corev1.PodRunning {
-			s.running.set(key, now)
-		}
-	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, obj any) { record(obj) }}); err != nil {
-		b.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		b.Fatal("pod informer did not sync")
-	}
-}
-
-// between returns, for every pod seen in both, to[name] - from[name].
-func between(from, to *stampSet) []time.Duration {
-	f, t := from.values(), to.values()
-	out := make([]time.Duration, 0, len(t))
-	for name, at := range t {
-		if start, ok := f[name]; ok {
-			out = append(out, at.Sub(start))
-		}
-	}
-	return out
-}
-
 // deploy creates the Deployment at the root and reports its figures.
 func deploy(ctx context.Context, b *testing.B, root *framework.Cluster, fields []*framework.Cluster, children []*hollow.Child) {
 	const ns = "scale"
@@ -399,13 +327,14 @@ func deploy(ctx context.Context, b *testing.B, root *framework.Cluster, fields [
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Each level's pods: the root's, the fields' delegates, the leaves'.
-	stamps, fieldStamps, leafStamps := newPodStamps(), newPodStamps(), newPodStamps()
-	followPods(fctx, b, root.Client, ns, stamps)
+	// Delegates are keyed by the root pod's name (framework.PodTimes).
+	stamps, fieldStamps, leafStamps := framework.NewPodTimes(), framework.NewPodTimes(), framework.NewPodTimes()
+	stamps.Follow(fctx, b, root.Client, ns)
 	for _, f := range fields {
-		followPods(fctx, b, f.Client, ns, fieldStamps)
+		fieldStamps.Follow(fctx, b, f.Client, ns)
 	}
 	for _, c := range children {
-		followPods(fctx, b, c.Client, ns, leafStamps)
+		leafStamps.Follow(fctx, b, c.Client, ns)
 	}
 
 	// CPU over the deployment phase of every process of the environment
@@ -449,11 +378,11 @@ func deploy(ctx context.Context, b *testing.B, root *framework.Cluster, fields [
 		b.Fatal(err)
 	}
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Minute, true, func(context.Context) (bool, error) {
-		return stamps.running.len() >= Replicas, nil
+		return stamps.CountRunning() >= Replicas, nil
 	})
 	wall := time.Since(start)
 	if err != nil {
-		b.Fatalf("%d of %d pods Running at the root after 15m (%d bound)", stamps.running.len(), Replicas, stamps.bound.len())
+		b.Fatalf("%d of %d pods Running at the root after 15m", stamps.CountRunning(), Replicas)
 	}
 	cpu1 := map[string]time.Duration{}
 	for k, p := range watched {
@@ -466,22 +395,28 @@ func deploy(ctx context.Context, b *testing.B, root *framework.Cluster, fields [
 	cancel()
 	rss := peaks()
 
+	for _, pt := range []*framework.PodTimes{stamps, fieldStamps, leafStamps} {
+		pt.Lock()
+	}
 	var lastRunning time.Time
-	for _, t := range stamps.running.values() {
+	for _, t := range stamps.Running {
 		if t.After(lastRunning) {
 			lastRunning = t
 		}
 	}
 	b.ReportMetric(float64(lastRunning.Sub(start).Milliseconds()), "deploy1000-all-running-ms")
-	report(b, "root-sched", between(&stamps.added, &stamps.bound))
-	report(b, "root-e2e", between(&stamps.added, &stamps.running))
+	report(b, "root-sched", framework.Diffs(stamps.Added, stamps.Bound))
+	report(b, "root-e2e", framework.Diffs(stamps.Added, stamps.Running))
 	// Where the time goes, level by level: forwarded root -> field, the
 	// field's scheduling, forwarded field -> leaf, and the status back up.
-	report(b, "hop-root-field", between(&stamps.bound, &fieldStamps.added))
-	report(b, "field-sched", between(&fieldStamps.added, &fieldStamps.bound))
-	report(b, "hop-field-leaf", between(&fieldStamps.bound, &leafStamps.added))
-	report(b, "up-leaf-field", between(&leafStamps.running, &fieldStamps.running))
-	report(b, "up-field-root", between(&fieldStamps.running, &stamps.running))
+	report(b, "hop-root-field", framework.Diffs(stamps.Bound, fieldStamps.Added))
+	report(b, "field-sched", framework.Diffs(fieldStamps.Added, fieldStamps.Bound))
+	report(b, "hop-field-leaf", framework.Diffs(fieldStamps.Bound, leafStamps.Added))
+	report(b, "up-leaf-field", framework.Diffs(leafStamps.Running, fieldStamps.Running))
+	report(b, "up-field-root", framework.Diffs(fieldStamps.Running, stamps.Running))
+	for _, pt := range []*framework.PodTimes{stamps, fieldStamps, leafStamps} {
+		pt.Unlock()
+	}
 	// Pods the schedulers found no room for at first (retried later).
 	b.ReportMetric(float64(failedScheduling(ctx, b, root, ns)), "root-failed-scheduling")
 	b.ReportMetric(float64(failedScheduling(ctx, b, fields[0], ns)+failedScheduling(ctx, b, fields[1], ns)), "fields-failed-scheduling")
@@ -574,7 +509,7 @@ func sampleRSS(ctx context.Context, procs map[string]*framework.Process) func() 
 				peak[k] = v
 			}
 		}
-		if v, err := selfRSS(); err == nil && v > peak["self"] {
+		if v, err := framework.SelfRSSBytes(); err == nil && v > peak["self"] {
 			peak["self"] = v
 		}
 	}
@@ -625,35 +560,8 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// selfRSS is this process's resident set size, from /proc/self/status.
-func selfRSS() (int64, error) {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb * 1024, err
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS in /proc/self/status")
-}
-
 // report reports the p50 and p99 of ds in milliseconds.
 func report(b *testing.B, name string, ds []time.Duration) {
-	b.ReportMetric(quantileMS(ds, 0.5), name+"-p50-ms")
-	b.ReportMetric(quantileMS(ds, 0.99), name+"-p99-ms")
-}
-
-// quantileMS returns the q-quantile of ds in milliseconds (0 when empty).
-func quantileMS(ds []time.Duration, q float64) float64 {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return float64(s[int(q*float64(len(s)-1)+0.5)].Microseconds()) / 1000
+	b.ReportMetric(framework.Quantile(ds, 0.5), name+"-p50-ms")
+	b.ReportMetric(framework.Quantile(ds, 0.99), name+"-p99-ms")
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -158,9 +157,8 @@ func run(ctx context.Context, b *testing.B, c *framework.Cluster) result {
 			last = t1
 		}
 	}
-	slices.Sort(lat)
-	at := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1)+0.5)].Microseconds()) / 1000 }
-	return result{throughput: float64(pods) / last.Sub(start).Seconds(), p50: at(0.5), p99: at(0.99),
+	p50, p99 := framework.Percentiles(lat)
+	return result{throughput: float64(pods) / last.Sub(start).Seconds(), p50: p50, p99: p99,
 		decisionP99: decisionP99(ctx, b, c)}
 }
 
