@@ -38,6 +38,16 @@ const (
 	// AnnotationOrigin is set on a delegate pod to "<parent cluster>/<parent
 	// pod UID>".
 	AnnotationOrigin = "nestlet.io/origin"
+	// LabelTargetUID marks the delegates (and copied objects) of one
+	// Target in the child: the Target's UID, which fits a label value.
+	LabelTargetUID = "nestlet.io/target-uid"
+	// AnnotationParentPod is set on a delegate to "<namespace>/<name>" of
+	// its parent pod.
+	AnnotationParentPod = "nestlet.io/parent-pod"
+	// AnnotationOwnerKind is set on a delegate to the kind of the original
+	// pod's controller (Job, ReplicaSet, ...), kept along every hop, for
+	// tools that look at delegates.
+	AnnotationOwnerKind = "nestlet.io/owner-kind"
 	// AnnotationPath is set on a delegate pod to the comma-separated cluster
 	// names it has passed through, itself last.
 	AnnotationPath = "nestlet.io/path"

@@ -1,6 +1,11 @@
 package api
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
 
 // Summary is what a child tells its parent about its whole subtree, as JSON
 // in the AnnotationSummary annotation of its virtual node. Its size is
@@ -54,4 +59,31 @@ var DefaultGroupKeys = []string{
 	"kubernetes.io/arch",
 	"kubernetes.io/os",
 	"node.kubernetes.io/instance-type",
+}
+
+// ParseSummary returns the summary in the AnnotationSummary annotation of
+// node, and false when node has no such annotation or its JSON does not
+// parse. The agent writes it, the scheduler plugins and nestctl read it.
+func ParseSummary(node *corev1.Node) (*Summary, bool) {
+	if node == nil {
+		return nil, false
+	}
+	raw, ok := node.Annotations[AnnotationSummary]
+	if !ok {
+		return nil, false
+	}
+	var s Summary
+	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+		return nil, false
+	}
+	return &s, true
+}
+
+// FormatSummary returns s as the value of the AnnotationSummary annotation.
+func FormatSummary(s Summary) (string, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return "", fmt.Errorf("encoding the summary of %s: %w", s.Cluster, err)
+	}
+	return string(b), nil
 }

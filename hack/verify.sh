@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Fails when the tree is not as the tools would leave it: unformatted code,
-# go vet findings, an untidy go.mod, or a Kubernetes replace block that does
-# not match k8s.io/kubernetes's own go.mod.
+# go vet findings, an untidy go.mod, a Kubernetes replace block that does
+# not match k8s.io/kubernetes's own go.mod, or a tree that breaks the
+# layout's contracts (hack/layoutcheck: forbidden imports between folders, a
+# shipped binary that links the testing package, product files over 500
+# lines or functions over 100).
 set -o errexit -o nounset -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,6 +20,10 @@ fi
 
 go vet ./...
 (cd hack/etcd && go vet ./...)
+
+if ! go run ./hack/layoutcheck; then
+  status=1
+fi
 
 # go.mod, go.sum, the replace block and generated code are regenerated and
 # must not change.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/nestlet/nestlet/provider/kubelet"
+	"github.com/nestlet/nestlet/pkg/kubeletapi"
 )
 
 // ServingCertificate loads certFile/keyFile, or generates a self-signed
@@ -21,5 +21,5 @@ func ServingCertificate(certFile, keyFile string, hosts []string) (tls.Certifica
 		pem, err := os.ReadFile(certFile)
 		return cert, pem, err
 	}
-	return kubelet.SelfSignedCertificate(hosts)
+	return kubeletapi.SelfSignedCertificate(hosts)
 }

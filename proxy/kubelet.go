@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/nestlet/nestlet/provider/tunnel"
+	"github.com/nestlet/nestlet/pkg/tunnel"
 )
 
 // podRoutes are the kubelet API routes that name a pod, by their first

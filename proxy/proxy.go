@@ -23,8 +23,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nestlet/nestlet/api"
-	"github.com/nestlet/nestlet/provider/bootstrap"
-	"github.com/nestlet/nestlet/provider/kubelet"
+	"github.com/nestlet/nestlet/pkg/kubeletapi"
+	"github.com/nestlet/nestlet/proxy/bootstrap"
 )
 
 // FieldManager is the proxy's field manager.
@@ -64,7 +64,7 @@ type Config struct {
 type Proxy struct {
 	cfg     Config
 	tunnels *remotedialer.Server
-	auth    *kubelet.Auth
+	auth    *kubeletapi.Auth
 
 	kubeletLn, tunnelLn net.Listener
 }
@@ -82,7 +82,7 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.BindAddress == "" {
 		cfg.BindAddress = "0.0.0.0"
 	}
-	auth, err := kubelet.NewAuth(cfg.Client, cfg.ClientCA)
+	auth, err := kubeletapi.NewAuth(cfg.Client, cfg.ClientCA)
 	if err != nil {
 		return nil, err
 	}

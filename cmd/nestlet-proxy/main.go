@@ -18,33 +18,13 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	"github.com/nestlet/nestlet/provider/kubeutil"
+	"github.com/nestlet/nestlet/pkg/kubeclient"
 	"github.com/nestlet/nestlet/proxy"
 )
 
-type options struct {
-	kubeconfig       string
-	bindAddress      string
-	kubeletPort      int
-	tunnelPort       int
-	advertiseAddress string
-	tunnelURL        string
-	certFile         string
-	keyFile          string
-	clientCAFile     string
-}
-
 func main() {
 	var o options
-	pflag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of this (parent) cluster (default: in-cluster config, or $KUBECONFIG)")
-	pflag.StringVar(&o.bindAddress, "bind-address", "0.0.0.0", "IP address both ports listen on")
-	pflag.IntVar(&o.kubeletPort, "kubelet-port", 10250, "port the API server calls for logs/exec/attach/port-forward (advertised by the virtual nodes)")
-	pflag.IntVar(&o.tunnelPort, "tunnel-port", 8443, "port children's agents dial with their node certificates")
-	pflag.StringVar(&o.advertiseAddress, "advertise-address", "", "address (IP or DNS name) at which this cluster's API server and the children reach the proxy (required)")
-	pflag.StringVar(&o.tunnelURL, "tunnel-url", "", "wss:// URL children dial, when it differs from wss://<advertise-address>:<tunnel-port>/connect (e.g. behind a load balancer)")
-	pflag.StringVar(&o.certFile, "tls-cert-file", "", "serving certificate (PEM) for both ports; a self-signed one is generated when empty (its CA is published for the children)")
-	pflag.StringVar(&o.keyFile, "tls-private-key-file", "", "key of --tls-cert-file")
-	pflag.StringVar(&o.clientCAFile, "client-ca-file", "", "CA bundle that signs node client certificates and the API server's kubelet client certificate (default: the cluster CA of the kubeconfig)")
+	o.addFlags(pflag.CommandLine)
 	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	pflag.CommandLine.AddGoFlagSet(klogFlags)
@@ -65,7 +45,7 @@ func run(ctx context.Context, o options) error {
 	if o.advertiseAddress == "" {
 		return fmt.Errorf("--advertise-address is required: the address at which this cluster's API server and the children's agents reach the proxy")
 	}
-	cfg, err := kubeutil.RESTConfig(o.kubeconfig, "")
+	cfg, err := kubeclient.RESTConfig(o.kubeconfig, "")
 	if err != nil {
 		return err
 	}

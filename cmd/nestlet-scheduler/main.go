@@ -1,6 +1,6 @@
 // Command nestlet-scheduler is kube-scheduler with Nestlet's plugins
 // (Watermark, SummaryAffinity, LoopGuard) registered. Run it with the
-// profile in scheduler-plugins/config/scheduler-config.yaml.
+// profile in scheduler-plugins/profile/scheduler-config.yaml.
 package main
 
 import (

@@ -24,36 +24,13 @@ import (
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
 	"github.com/virtual-kubelet/virtual-kubelet/log/klogv2"
 
-	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/kubeclient"
 	"github.com/nestlet/nestlet/provider/agent"
-	"github.com/nestlet/nestlet/provider/kubeutil"
 )
-
-type options struct {
-	kubeconfig    string
-	namespace     string
-	groupKeys     []string
-	lease         int32
-	podWorkers    int
-	profiling     bool
-	bounceTimeout time.Duration
-	metricsAddr   string
-	kubeletAPI    string
-	directAddress string
-}
 
 func main() {
 	var o options
-	pflag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of this cluster (default: in-cluster config, or $KUBECONFIG)")
-	pflag.StringVar(&o.namespace, "namespace", "nestlet-system", "namespace of this cluster where node identities are kept")
-	pflag.StringSliceVar(&o.groupKeys, "group-keys", api.DefaultGroupKeys, "node label keys that group nodes in the summary sent to parents")
-	pflag.Int32Var(&o.lease, "lease-duration", 40, "lease duration of virtual nodes, in seconds")
-	pflag.IntVar(&o.podWorkers, "pod-workers", 50, "pods forwarded concurrently per parent")
-	pflag.DurationVar(&o.bounceTimeout, "bounce-timeout", 30*time.Second, "how long a forwarded pod may stay unschedulable here before it is bounced back to the parent")
-	pflag.StringVar(&o.metricsAddr, "metrics-bind-address", "", "address serving Prometheus metrics at /metrics, e.g. :9090 (off when empty: a child in tunnel mode listens on nothing)")
-	pflag.StringVar(&o.kubeletAPI, "kubelet-api", agent.KubeletAPIAuto, "how virtual nodes serve the kubelet API (logs, exec, attach, port-forward): auto (the parent's nestlet-proxy if it publishes one, else direct if --kubelet-direct-address is set, else off), tunnel, direct or off")
-	pflag.StringVar(&o.directAddress, "kubelet-direct-address", "", "direct mode: the IP the kubelet API listens on and virtual nodes advertise (a port is chosen per Target; IP:port with a single Target); the parent's API server must reach it")
-	pflag.BoolVar(&o.profiling, "profiling", false, "also serve Go's pprof profiles under /debug/pprof/ on --metrics-bind-address")
+	o.addFlags(pflag.CommandLine)
 	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	pflag.CommandLine.AddGoFlagSet(klogFlags)
@@ -73,7 +50,7 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
-	cfg, err := kubeutil.RESTConfig(o.kubeconfig, "")
+	cfg, err := kubeclient.RESTConfig(o.kubeconfig, "")
 	if err != nil {
 		return err
 	}

@@ -25,8 +25,8 @@ import (
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/pkg/kubeclient"
 	"github.com/nestlet/nestlet/provider/forward"
-	"github.com/nestlet/nestlet/provider/kubeutil"
 )
 
 // Config of an Agent.
@@ -72,7 +72,7 @@ type Agent struct {
 	targets    v1alpha1.TargetInterface
 	clusterUID string
 
-	factory      *kubeutil.CoreFactory
+	factory      *kubeclient.CoreFactory
 	nodes        corelisters.NodeLister
 	pods         corelisters.PodLister
 	targetLister cache.Indexer
@@ -149,7 +149,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("creating namespace %s: %w", a.cfg.Namespace, err)
 	}
 
-	a.factory = kubeutil.NewCoreFactory(a.client, nil, kubeutil.StripManagedFields)
+	a.factory = kubeclient.NewCoreFactory(a.client, nil, kubeclient.StripManagedFields)
 	nodeInformer := a.factory.CoreV1().Nodes()
 	podInformer := a.factory.CoreV1().Pods()
 	a.nodes, a.pods = nodeInformer.Lister(), podInformer.Lister()

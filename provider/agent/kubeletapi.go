@@ -23,9 +23,9 @@ import (
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/pkg/kubeletapi"
+	"github.com/nestlet/nestlet/pkg/tunnel"
 	"github.com/nestlet/nestlet/provider/join"
-	"github.com/nestlet/nestlet/provider/kubelet"
-	"github.com/nestlet/nestlet/provider/tunnel"
 )
 
 // Kubelet API modes (Config.KubeletAPI).
@@ -52,7 +52,7 @@ type kubeletAPI struct {
 	// nestlet-proxy keys of kube-public/nestlet-info).
 	proxy    map[string]string
 	endpoint string // host:port advertised by the virtual node
-	server   *kubelet.Server
+	server   *kubeletapi.Server
 	run      func(ctx context.Context)
 }
 
@@ -84,16 +84,16 @@ func (k *kubeletAPI) hostPort() (string, int32) {
 // until then every pod is unknown.
 type lazyDelegates struct {
 	mu sync.RWMutex
-	d  kubelet.Delegates
+	d  kubeletapi.Delegates
 }
 
-func (l *lazyDelegates) set(d kubelet.Delegates) {
+func (l *lazyDelegates) set(d kubeletapi.Delegates) {
 	l.mu.Lock()
 	l.d = d
 	l.mu.Unlock()
 }
 
-func (l *lazyDelegates) get() kubelet.Delegates {
+func (l *lazyDelegates) get() kubeletapi.Delegates {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.d
@@ -143,7 +143,7 @@ func (r *runner) setupKubeletAPI(ctx context.Context, id *join.Identity, nodeCli
 	if mode == KubeletAPIOff {
 		return k, nil
 	}
-	srv, err := kubelet.New(kubelet.Config{
+	srv, err := kubeletapi.New(kubeletapi.Config{
 		NodeName:    r.target.Spec.ClusterName,
 		Delegates:   delegates,
 		Child:       r.a.client,
@@ -172,7 +172,7 @@ func (r *runner) setupKubeletAPI(ctx context.Context, id *join.Identity, nodeCli
 			}
 		}
 	case KubeletAPIDirect:
-		auth, err := kubelet.NewAuth(nodeClient, id.CAData)
+		auth, err := kubeletapi.NewAuth(nodeClient, id.CAData)
 		if err != nil {
 			return nil, err
 		}
@@ -206,7 +206,7 @@ func listenDirect(address string) (net.Listener, error) {
 	if h, p, err := net.SplitHostPort(address); err == nil {
 		host, port = h, p
 	}
-	cert, _, err := kubelet.SelfSignedCertificate([]string{host})
+	cert, _, err := kubeletapi.SelfSignedCertificate([]string{host})
 	if err != nil {
 		return nil, err
 	}

@@ -13,18 +13,6 @@ import (
 	"github.com/nestlet/nestlet/api"
 )
 
-// Labels and annotations on delegates (beyond the wire contract in api/).
-const (
-	// LabelTargetUID marks the delegates (and copied objects) of one
-	// Target: its UID, which fits a label value.
-	LabelTargetUID = "nestlet.io/target-uid"
-	// AnnotationParentPod is "<namespace>/<name>" of the parent pod.
-	AnnotationParentPod = "nestlet.io/parent-pod"
-	// AnnotationOwnerKind is the kind of the parent pod's controller (Job,
-	// ReplicaSet, ...), for tools that look at delegates.
-	AnnotationOwnerKind = "nestlet.io/owner-kind"
-)
-
 // origin is the value of api.AnnotationOrigin for a parent pod.
 func origin(parentCluster string, pod *corev1.Pod) string {
 	return parentCluster + "/" + string(pod.UID)
@@ -70,14 +58,14 @@ func buildDelegate(pod *corev1.Pod, name string, c *Config, path []string) *core
 	if d.Annotations == nil {
 		d.Annotations = map[string]string{}
 	}
-	d.Labels[LabelTargetUID] = string(c.TargetUID)
+	d.Labels[api.LabelTargetUID] = string(c.TargetUID)
 	d.Annotations[api.AnnotationOrigin] = origin(c.ParentName, pod)
 	d.Annotations[api.AnnotationPath] = strings.Join(path, ",")
-	d.Annotations[AnnotationParentPod] = pod.Namespace + "/" + pod.Name
+	d.Annotations[api.AnnotationParentPod] = pod.Namespace + "/" + pod.Name
 	// The first hop records the original controller's kind; later hops
 	// keep it (their pod's controller is a Target).
-	if ref := metav1.GetControllerOf(pod); ref != nil && d.Annotations[AnnotationOwnerKind] == "" {
-		d.Annotations[AnnotationOwnerKind] = ref.Kind
+	if ref := metav1.GetControllerOf(pod); ref != nil && d.Annotations[api.AnnotationOwnerKind] == "" {
+		d.Annotations[api.AnnotationOwnerKind] = ref.Kind
 	}
 	if owner := api.PodOwnerUID(pod); owner != "" {
 		d.Annotations[api.AnnotationOwnerUID] = string(owner)

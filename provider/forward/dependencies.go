@@ -20,7 +20,8 @@ import (
 	"k8s.io/klog/v2"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
-	"github.com/nestlet/nestlet/provider/kubeutil"
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/kubeclient"
 )
 
 // AnnotationCopiedFrom marks a ConfigMap or Secret copied from a parent.
@@ -127,7 +128,7 @@ func (d *dependencies) write(ctx context.Context, parent metav1.Object) error {
 	if meta.Labels == nil {
 		meta.Labels = map[string]string{}
 	}
-	meta.Labels[LabelTargetUID] = string(d.p.cfg.TargetUID)
+	meta.Labels[api.LabelTargetUID] = string(d.p.cfg.TargetUID)
 	switch src := parent.(type) {
 	case *corev1.ConfigMap:
 		want := &corev1.ConfigMap{ObjectMeta: meta, Data: src.Data, BinaryData: src.BinaryData}
@@ -164,7 +165,7 @@ func upsertCopy[T metav1.Object](ctx context.Context, c copyClient[T], want T, k
 		return ignoreExists(err)
 	case err != nil:
 		return err
-	case cur.GetLabels()[LabelTargetUID] == "":
+	case cur.GetLabels()[api.LabelTargetUID] == "":
 		return notACopy(kind, cur.GetNamespace(), cur.GetName())
 	case sameContent(cur) && reflect.DeepEqual(cur.GetLabels(), want.GetLabels()):
 		return nil
@@ -187,7 +188,7 @@ func ignoreExists(err error) error {
 
 func (d *dependencies) ensureServiceAccount(ctx context.Context, ns, name string) error {
 	_, err := d.p.cfg.Child.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
-		Name: name, Namespace: ns, Labels: map[string]string{LabelTargetUID: string(d.p.cfg.TargetUID)},
+		Name: name, Namespace: ns, Labels: map[string]string{api.LabelTargetUID: string(d.p.cfg.TargetUID)},
 	}}, metav1.CreateOptions{FieldManager: fieldManager})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating service account %s/%s: %w", ns, name, err)
@@ -215,10 +216,10 @@ func (d *dependencies) follow(ctx context.Context, k depKey) {
 	switch k.kind {
 	case kindConfigMap:
 		c := d.p.cfg.Parent.CoreV1().ConfigMaps(k.namespace)
-		example, lw = &corev1.ConfigMap{}, kubeutil.SingleObject(k.name, c.List, c.Watch)
+		example, lw = &corev1.ConfigMap{}, kubeclient.SingleObject(k.name, c.List, c.Watch)
 	case kindSecret:
 		c := d.p.cfg.Parent.CoreV1().Secrets(k.namespace)
-		example, lw = &corev1.Secret{}, kubeutil.SingleObject(k.name, c.List, c.Watch)
+		example, lw = &corev1.Secret{}, kubeclient.SingleObject(k.name, c.List, c.Watch)
 	}
 	_, err := watchtools.UntilWithSync(ctx, lw, example, nil, func(ev watch.Event) (bool, error) {
 		if ev.Type != watch.Added && ev.Type != watch.Modified {
@@ -246,7 +247,7 @@ func (d *dependencies) enqueueGC(namespace string) { d.queue.AddAfter(namespace,
 // this Target, then whenever a delegate goes away.
 func (d *dependencies) run(ctx context.Context) {
 	defer d.queue.ShutDown()
-	sel := metav1.ListOptions{LabelSelector: LabelTargetUID + "=" + string(d.p.cfg.TargetUID)}
+	sel := metav1.ListOptions{LabelSelector: api.LabelTargetUID + "=" + string(d.p.cfg.TargetUID)}
 	if cms, err := d.p.cfg.Child.CoreV1().ConfigMaps("").List(ctx, sel); err == nil {
 		for _, c := range cms.Items {
 			d.enqueueGC(c.Namespace)
@@ -294,7 +295,7 @@ func (d *dependencies) gc(ctx context.Context, namespace string) error {
 			used[k] = true
 		}
 	}
-	sel := metav1.ListOptions{LabelSelector: LabelTargetUID + "=" + string(d.p.cfg.TargetUID)}
+	sel := metav1.ListOptions{LabelSelector: api.LabelTargetUID + "=" + string(d.p.cfg.TargetUID)}
 	cms, err := d.p.cfg.Child.CoreV1().ConfigMaps(namespace).List(ctx, sel)
 	if err != nil {
 		return err

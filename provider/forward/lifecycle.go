@@ -88,9 +88,9 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 	if want.Labels == nil {
 		want.Labels = map[string]string{}
 	}
-	want.Labels[LabelTargetUID] = d.Labels[LabelTargetUID]
+	want.Labels[api.LabelTargetUID] = d.Labels[api.LabelTargetUID]
 	ours := map[string]string{}
-	for _, k := range []string{api.AnnotationOrigin, api.AnnotationPath, AnnotationParentPod, AnnotationOwnerKind, api.AnnotationOwnerUID} {
+	for _, k := range []string{api.AnnotationOrigin, api.AnnotationPath, api.AnnotationParentPod, api.AnnotationOwnerKind, api.AnnotationOwnerUID} {
 		if v, ok := d.Annotations[k]; ok {
 			ours[k] = v
 		}

@@ -78,20 +78,20 @@ func TestBuildDelegate(t *testing.T) {
 	require.Empty(t, d.Status.Phase, "status cleared")
 	require.Equal(t, "root/uid-1", d.Annotations[api.AnnotationOrigin])
 	require.Equal(t, "root,east", d.Annotations[api.AnnotationPath])
-	require.Equal(t, "shop/web-1", d.Annotations[AnnotationParentPod])
-	require.Equal(t, "Job", d.Annotations[AnnotationOwnerKind])
+	require.Equal(t, "shop/web-1", d.Annotations[api.AnnotationParentPod])
+	require.Equal(t, "Job", d.Annotations[api.AnnotationOwnerKind])
 	require.Equal(t, "a", d.Annotations["team"])
 	require.Equal(t, "web", d.Labels["app"])
-	require.Equal(t, "target-uid", d.Labels[LabelTargetUID])
+	require.Equal(t, "target-uid", d.Labels[api.LabelTargetUID])
 	ref := metav1.GetControllerOf(d)
 	require.NotNil(t, ref)
 	require.Equal(t, "Target", ref.Kind)
 	require.Equal(t, "to-root", ref.Name)
-	require.NotContains(t, parent.Labels, LabelTargetUID, "the parent pod is not mutated")
+	require.NotContains(t, parent.Labels, api.LabelTargetUID, "the parent pod is not mutated")
 
 	// A later hop keeps the original owner kind.
 	again := buildDelegate(d, "web-1", &Config{TargetName: "to-east", TargetUID: "t2", ClusterName: "east-1", ParentName: "east"}, []string{"root", "east", "east-1"})
-	require.Equal(t, "Job", again.Annotations[AnnotationOwnerKind])
+	require.Equal(t, "Job", again.Annotations[api.AnnotationOwnerKind])
 }
 
 func TestDelegateName(t *testing.T) {

@@ -23,7 +23,8 @@ import (
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 
-	"github.com/nestlet/nestlet/provider/kubeutil"
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/kubeclient"
 )
 
 // Config of a Provider. Fields without a stated default are required.
@@ -108,16 +109,16 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	factory := kubeutil.NewCoreFactory(cfg.Child,
-		func(o *metav1.ListOptions) { o.LabelSelector = LabelTargetUID + "=" + string(cfg.TargetUID) },
-		kubeutil.StripManagedFields)
+	factory := kubeclient.NewCoreFactory(cfg.Child,
+		func(o *metav1.ListOptions) { o.LabelSelector = api.LabelTargetUID + "=" + string(cfg.TargetUID) },
+		kubeclient.StripManagedFields)
 	inf := factory.CoreV1().Pods().Informer()
 	if err := inf.AddIndexers(cache.Indexers{indexParent: func(obj any) ([]string, error) {
 		pod, ok := obj.(*corev1.Pod)
 		if !ok {
 			return nil, nil
 		}
-		if key := pod.Annotations[AnnotationParentPod]; key != "" {
+		if key := pod.Annotations[api.AnnotationParentPod]; key != "" {
 			return []string{key}, nil
 		}
 		return nil, nil

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -27,7 +26,7 @@ const (
 
 // parentKey returns the namespace and name of a delegate's parent pod.
 func parentKey(d *corev1.Pod) (namespace, name string, ok bool) {
-	namespace, name, ok = strings.Cut(d.Annotations[AnnotationParentPod], "/")
+	namespace, name, ok = strings.Cut(d.Annotations[api.AnnotationParentPod], "/")
 	return namespace, name, ok && name != ""
 }
 
@@ -218,73 +217,4 @@ func (p *Provider) fail(parent, d *corev1.Pod, reason, msg string) {
 	p.cfg.Metrics.errors.WithLabelValues(p.cfg.TargetName, reason).Inc()
 	klog.FromContext(p.ctx).Info("Failing parent pod", "pod", klog.KObj(parent), "reason", reason, "message", msg)
 	p.send(out.DeepCopy())
-}
-
-// unschedulable reports whether d has been refused by this cluster's
-// scheduler, since when, and why.
-func unschedulable(d *corev1.Pod) (time.Time, string, bool) {
-	if d.Spec.NodeName != "" {
-		return time.Time{}, "", false
-	}
-	for _, c := range d.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			return c.LastTransitionTime.Time, c.Message, true
-		}
-	}
-	return time.Time{}, "", false
-}
-
-// scheduleBounce fails the parent pod once d has been unschedulable for
-// BounceTimeout (now, or when a timer fires).
-func (p *Provider) scheduleBounce(uid types.UID, d *corev1.Pod, since time.Time, msg string) {
-	remaining := p.cfg.BounceTimeout - p.cfg.Clock.Since(since)
-	if remaining <= 0 {
-		p.bounce(uid, d, msg)
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.timers[uid]; ok {
-		return
-	}
-	ns, name := d.Namespace, d.Name
-	p.timers[uid] = p.cfg.Clock.AfterFunc(remaining, func() {
-		p.mu.Lock()
-		delete(p.timers, uid)
-		p.mu.Unlock()
-		cur, err := p.lister.Pods(ns).Get(name)
-		if err != nil {
-			return
-		}
-		if _, msg, stuck := unschedulable(cur); stuck {
-			p.bounce(uid, cur, msg)
-		}
-	})
-}
-
-func (p *Provider) cancelBounce(uid types.UID) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if t, ok := p.timers[uid]; ok {
-		t.Stop()
-		delete(p.timers, uid)
-	}
-}
-
-// bounce removes a delegate this cluster cannot place, fails the parent pod
-// with this cluster's scheduler's reason, and asks the parent to avoid this
-// virtual node for the pod's owner for a while.
-func (p *Provider) bounce(uid types.UID, d *corev1.Pod, msg string) {
-	parent := p.parentOf(d)
-	if parent == nil || parent.UID != uid {
-		return
-	}
-	p.fail(parent, d, ReasonBounced, fmt.Sprintf("cluster %s could not place the pod within %s: %s", p.cfg.ClusterName, p.cfg.BounceTimeout, msg))
-	err := p.cfg.Child.CoreV1().Pods(d.Namespace).Delete(p.ctx, d.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
-	if err != nil && !apierrors.IsNotFound(err) {
-		klog.FromContext(p.ctx).Error(err, "Deleting bounced delegate", "pod", klog.KObj(d))
-	}
-	if owner := api.PodOwnerUID(parent); owner != "" && p.cfg.Avoid != nil {
-		p.cfg.Avoid(owner, p.cfg.Clock.Now().Add(p.cfg.Cooldown))
-	}
 }

@@ -21,7 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
-	"github.com/nestlet/nestlet/provider/kubeutil"
+	"github.com/nestlet/nestlet/pkg/kubeclient"
 )
 
 // NodeUser returns the user name of the node identity of a cluster.
@@ -73,7 +73,7 @@ func RequestNodeCertificate(ctx context.Context, client kubernetes.Interface, cl
 	}
 	logger.V(2).Info("Created certificate signing request", "csr", name)
 
-	lw := kubeutil.SingleObject(name, csrs.List, csrs.Watch)
+	lw := kubeclient.SingleObject(name, csrs.List, csrs.Watch)
 	notified := false
 	var issued []byte
 	_, err = watchtools.UntilWithSync(ctx, lw, &certificatesv1.CertificateSigningRequest{}, nil, func(ev watch.Event) (bool, error) {

@@ -51,7 +51,7 @@ func classify(n *corev1.Node, parent string) (counted, bool) {
 	if _, virtual := n.Annotations[api.AnnotationSummary]; !virtual {
 		return counted{node: n}, true
 	}
-	s, ok := Parse(n)
+	s, ok := api.ParseSummary(n)
 	if !ok || (parent != "" && slices.Contains(s.Covered, parent)) {
 		return counted{}, false
 	}

@@ -5,7 +5,6 @@
 package summary
 
 import (
-	"encoding/json"
 	"slices"
 	"time"
 
@@ -70,23 +69,6 @@ func Compute(in Input) Result {
 			Time:      in.Now.UTC().Format(time.RFC3339),
 		},
 	}
-}
-
-// Parse returns the summary in the api.AnnotationSummary annotation of node,
-// and false when node has no such annotation or its JSON does not parse.
-func Parse(node *corev1.Node) (*api.Summary, bool) {
-	if node == nil {
-		return nil, false
-	}
-	raw, ok := node.Annotations[api.AnnotationSummary]
-	if !ok {
-		return nil, false
-	}
-	var s api.Summary
-	if err := json.Unmarshal([]byte(raw), &s); err != nil {
-		return nil, false
-	}
-	return &s, true
 }
 
 // Equal reports whether a and b say the same thing: everything but

@@ -439,30 +439,6 @@ func TestComputeNested(t *testing.T) {
 	}
 }
 
-func TestParse(t *testing.T) {
-	s := api.Summary{Cluster: "x", Covered: []string{"x"}, Depth: 1, GroupKeys: []string{"k"}, Time: "2025-01-01T00:00:00Z",
-		Groups: []api.Group{{Labels: map[string]string{"k": "v"}, Nodes: 2, Allocatable: rl("cpu", "2"), Free: rl("cpu", "1500m"), Shapes: []corev1.ResourceList{rl("cpu", "1")}}}}
-	tests := []struct {
-		name   string
-		node   *corev1.Node
-		want   *api.Summary
-		wantOK bool
-	}{
-		{name: "nil node", node: nil},
-		{name: "real node", node: newNode("a", rl("cpu", "1"))},
-		{name: "invalid JSON", node: newNode("a", rl("cpu", "1"), withAnnotation(api.AnnotationSummary, `{"depth":"deep"}`))},
-		{name: "empty annotation", node: newNode("a", rl("cpu", "1"), withAnnotation(api.AnnotationSummary, ""))},
-		{name: "valid summary", node: newNode("a", rl("cpu", "1"), virtualOf(t, s)), want: &s, wantOK: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, ok := Parse(tt.node)
-			require.Equal(t, tt.wantOK, ok)
-			requireNoDiff(t, tt.want, got)
-		})
-	}
-}
-
 func TestEqual(t *testing.T) {
 	base := func() Result {
 		return Result{

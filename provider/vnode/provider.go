@@ -163,7 +163,7 @@ func (p *Provider) Compute() (summary.Result, error) {
 
 // Node returns the node object for a summary.
 func (p *Provider) Node(r summary.Result) (*corev1.Node, error) {
-	sum, err := json.Marshal(r.Summary)
+	sum, err := api.FormatSummary(r.Summary)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +182,7 @@ func (p *Provider) Node(r summary.Result) (*corev1.Node, error) {
 		return nil, err
 	}
 	annotations := map[string]string{
-		api.AnnotationSummary:       string(sum),
+		api.AnnotationSummary:       sum,
 		api.AnnotationClusterUID:    p.cfg.ClusterUID,
 		api.AnnotationDesiredTaints: string(desired),
 	}

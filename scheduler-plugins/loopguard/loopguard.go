@@ -18,7 +18,7 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/nestlet/nestlet/api"
-	"github.com/nestlet/nestlet/scheduler-plugins/virtual"
+	"github.com/nestlet/nestlet/scheduler-plugins/internal/virtualnode"
 )
 
 // Name of the plugin in a scheduler profile.
@@ -77,7 +77,7 @@ func (*LoopGuard) Name() string { return Name }
 
 // Filter refuses virtual nodes that would make the pod loop or go too deep.
 func (pl *LoopGuard) Filter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
-	cluster := virtual.Cluster(nodeInfo.Node())
+	cluster := virtualnode.Cluster(nodeInfo.Node())
 	if cluster == "" {
 		return nil
 	}

@@ -16,7 +16,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/nestlet/nestlet/scheduler-plugins/virtual"
+	"github.com/nestlet/nestlet/scheduler-plugins/internal/virtualnode"
 )
 
 // Name of the plugin in a scheduler profile.
@@ -30,7 +30,7 @@ const (
 
 // SummaryAffinity implements fwk.PreFilterPlugin and fwk.FilterPlugin.
 type SummaryAffinity struct {
-	summaries virtual.SummaryCache
+	summaries virtualnode.SummaryCache
 }
 
 var (
@@ -80,7 +80,7 @@ func (pl *SummaryAffinity) Filter(_ context.Context, state fwk.CycleState, pod *
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
 	affinity := affinityOf(state, pod)
-	if !virtual.IsVirtual(node) {
+	if !virtualnode.IsVirtual(node) {
 		return filterReal(pod, node, affinity)
 	}
 	return pl.filterVirtual(pod, node, affinity)
@@ -90,28 +90,28 @@ func filterReal(pod *corev1.Pod, node *corev1.Node, affinity nodeaffinity.Requir
 	if ok, _ := affinity.Match(node); !ok {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ErrReasonAffinity)
 	}
-	if taint, untolerated := virtual.UntoleratedTaint(pod, node.Spec.Taints, false); untolerated {
+	if taint, untolerated := virtualnode.UntoleratedTaint(pod, node.Spec.Taints, false); untolerated {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(ErrReasonTaint, taint.Key, taint.Value))
 	}
 	return nil
 }
 
 func (pl *SummaryAffinity) filterVirtual(pod *corev1.Pod, node *corev1.Node, affinity nodeaffinity.RequiredNodeAffinity) *fwk.Status {
-	if virtual.IsDaemonSetPod(pod) {
+	if virtualnode.IsDaemonSetPod(pod) {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
 			fmt.Sprintf("%s: DaemonSet pods do not go to virtual nodes (each cluster runs its own)", node.Name))
 	}
 	// Taints of the node itself (a Target's taints, unreachable...), but
 	// the virtual-node taint.
-	if taint, untolerated := virtual.UntoleratedTaint(pod, node.Spec.Taints, true); untolerated {
+	if taint, untolerated := virtualnode.UntoleratedTaint(pod, node.Spec.Taints, true); untolerated {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: untolerated taint {%s: %s}", node.Name, taint.Key, taint.Value))
 	}
 	s, _, ok := pl.summaries.Get(node)
 	if !ok {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: no summary reported yet", node.Name))
 	}
-	if !virtual.AnyGroupMatches(pod, node, s, affinity) {
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: no group matches %s", node.Name, virtual.DescribeSelector(pod)))
+	if !virtualnode.AnyGroupMatches(pod, node, s, affinity) {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: no group matches %s", node.Name, virtualnode.DescribeSelector(pod)))
 	}
 	return nil
 }

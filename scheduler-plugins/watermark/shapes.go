@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/nestlet/nestlet/scheduler-plugins/virtual"
+	"github.com/nestlet/nestlet/scheduler-plugins/internal/virtualnode"
 )
 
 // fitsSummary checks the pod against the summary groups of a virtual node
@@ -25,7 +25,7 @@ func (pl *Watermark) fitsSummary(pod *corev1.Pod, req corev1.ResourceList, nodeI
 	if !ok {
 		return nil
 	}
-	groups := virtual.MatchingGroups(pod, node, s)
+	groups := virtualnode.MatchingGroups(pod, node, s)
 	if len(groups) == 0 {
 		return nil
 	}
@@ -47,7 +47,7 @@ func (pl *Watermark) fitsSummary(pod *corev1.Pod, req corev1.ResourceList, nodeI
 	}
 	if !fitsOne {
 		if largest == nil {
-			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: no free node in the groups matching %s", node.Name, virtual.DescribeSelector(pod)))
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: no free node in the groups matching %s", node.Name, virtualnode.DescribeSelector(pod)))
 		}
 		r := shortfall(req, largest)
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: largest free shape %s < %s", node.Name, describe(r, largest[r]), describe(r, req[r])))
@@ -74,7 +74,7 @@ func (pl *Watermark) fitsSummary(pod *corev1.Pod, req corev1.ResourceList, nodeI
 		}
 		if free[r] < want {
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: free %s in the groups matching %s, less %d pods bound since the last report, is %s < %s",
-				node.Name, r, virtual.DescribeSelector(pod), recent, describe(r, fromAmount(r, max(free[r], 0))), describe(r, req[r])))
+				node.Name, r, virtualnode.DescribeSelector(pod), recent, describe(r, fromAmount(r, max(free[r], 0))), describe(r, req[r])))
 		}
 	}
 	return nil

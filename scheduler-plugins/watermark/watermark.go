@@ -25,7 +25,7 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/utils/clock"
 
-	"github.com/nestlet/nestlet/scheduler-plugins/virtual"
+	"github.com/nestlet/nestlet/scheduler-plugins/internal/virtualnode"
 )
 
 // Name of the plugin in a scheduler profile.
@@ -35,7 +35,7 @@ const Name = "Watermark"
 type Watermark struct {
 	args      Args
 	clock     clock.PassiveClock
-	summaries virtual.SummaryCache
+	summaries virtualnode.SummaryCache
 }
 
 var (
@@ -143,7 +143,7 @@ func (pl *Watermark) Filter(_ context.Context, state fwk.CycleState, pod *corev1
 	if node == nil {
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
-	if until, avoided := virtual.AvoidedUntil(node, pod, pl.clock.Now()); avoided {
+	if until, avoided := virtualnode.AvoidedUntil(node, pod, pl.clock.Now()); avoided {
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: asks to be avoided for this pod's owner until %s (one of its pods bounced back)",
 			node.Name, until.UTC().Format(time.RFC3339)))
 	}
@@ -161,7 +161,7 @@ func (pl *Watermark) Filter(_ context.Context, state fwk.CycleState, pod *corev1
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: %s would reach %.0f%%, above the high watermark %.0f%%", node.Name, r, lvl*100, wm*100))
 		}
 	}
-	if virtual.IsVirtual(node) {
+	if virtualnode.IsVirtual(node) {
 		return pl.fitsSummary(pod, req, nodeInfo)
 	}
 	return nil

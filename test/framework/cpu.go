@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nestlet/nestlet/pkg/localcluster"
 )
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat's CPU times (100 on
@@ -14,7 +16,7 @@ const clockTicks = 100
 
 // CPUTime returns the user plus system CPU time the process has used, read
 // from /proc/<pid>/stat.
-func (p *Process) CPUTime() (time.Duration, error) {
+func CPUTime(p *localcluster.Process) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID()))
 	if err != nil {
 		return 0, err
@@ -41,7 +43,7 @@ func (p *Process) CPUTime() (time.Duration, error) {
 
 // CPUByKind sums the CPU time of the environment's processes by program
 // (kube-apiserver, etcd, kwok, agent, proxy...): where the time goes.
-func (e *Environment) CPUByKind() map[string]time.Duration {
+func CPUByKind(e *localcluster.Environment) map[string]time.Duration {
 	out := map[string]time.Duration{}
 	for _, p := range e.Processes() {
 		kind := p.Name
@@ -51,7 +53,7 @@ func (e *Environment) CPUByKind() map[string]time.Duration {
 		case strings.HasSuffix(kind, "-nestlet"):
 			kind = "agent"
 		}
-		if t, err := p.CPUTime(); err == nil {
+		if t, err := CPUTime(p); err == nil {
 			out[kind] += t
 		}
 	}

@@ -1,13 +1,6 @@
-// Package framework starts real Kubernetes control planes as local processes
-// for Nestlet's integration tests, end-to-end tests, benchmarks and demo.
-//
-// A Cluster is a kube-apiserver (Node,RBAC authorization, NodeRestriction,
-// bootstrap-token authentication), a kube-controller-manager (CSR signing,
-// bootstrapsigner and tokencleaner), a scheduler and kwok simulating the
-// kubelets of its nodes, all on loopback. Several clusters share one etcd
-// under distinct key prefixes. An Environment starts a topology of clusters
-// concurrently and stops every process it started, each in its own process
-// group, whatever way the caller ends.
-//
-// The binaries come from hack/install-binaries.sh (see FindBinaries).
+// Package framework is the test layer over pkg/localcluster, the launcher
+// of real local control planes: clusters started for one test or one test
+// package (StartForTest, Main, RunTreeMain), and what benchmarks measure
+// with (pod timelines, quantiles, CPU time and memory of processes, API
+// request counters).
 package framework

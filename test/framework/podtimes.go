@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/nestlet/nestlet/provider/forward"
+	"github.com/nestlet/nestlet/api"
 )
 
 // PodTimes records, per pod, when an informer first saw it added, bound and
@@ -44,7 +44,7 @@ func (s *PodTimes) Follow(ctx context.Context, tb testing.TB, client kubernetes.
 		}
 		now := time.Now()
 		key := pod.Name
-		if parent := pod.Annotations[forward.AnnotationParentPod]; parent != "" {
+		if parent := pod.Annotations[api.AnnotationParentPod]; parent != "" {
 			key = strings.TrimPrefix(parent, ns+"/")
 		}
 		s.mu.Lock()

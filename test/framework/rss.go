@@ -6,11 +6,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/nestlet/nestlet/pkg/localcluster"
 )
 
 // RSSBytes returns the resident set size of the process, read from
 // /proc/<pid>/status.
-func (p *Process) RSSBytes() (int64, error) {
+func RSSBytes(p *localcluster.Process) (int64, error) {
 	return vmRSS(fmt.Sprintf("/proc/%d/status", p.PID()))
 }
 

@@ -7,11 +7,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nestlet/nestlet/pkg/localcluster"
 )
 
 // Tree is a topology: clusters, and which joins which.
 type Tree struct {
-	Clusters []ClusterOptions
+	Clusters []localcluster.ClusterOptions
 	// Edges are {child, parent} pairs.
 	Edges [][2]string
 	// JoinArgs are added to every `nestctl join` (e.g. --report-frequency).
@@ -29,7 +31,7 @@ type Tree struct {
 
 // TreeEnv is a started Tree.
 type TreeEnv struct {
-	*Environment
+	*localcluster.Environment
 	// Targets holds the name of the Target of each child, by child.
 	Targets map[string]string
 	// MetricsURL is each agent's /metrics, by cluster (with Tree.Metrics).
@@ -39,8 +41,8 @@ type TreeEnv struct {
 // StartTree starts the clusters, an agent in each, and joins every edge as
 // an operator does (nestctl token create / nestctl join), all joins at once;
 // it returns once every Target is Ready.
-func StartTree(ctx context.Context, cfg Config, tree Tree) (*TreeEnv, error) {
-	env, err := Start(ctx, cfg, Spec{Clusters: tree.Clusters})
+func StartTree(ctx context.Context, cfg localcluster.Config, tree Tree) (*TreeEnv, error) {
+	env, err := localcluster.Start(ctx, cfg, localcluster.Spec{Clusters: tree.Clusters})
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +70,7 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 	for i, c := range clusters {
 		args := append(append([]string(nil), tree.AgentArgs...), tree.ClusterAgentArgs[c.Name]...)
 		if tree.Metrics {
-			port, err := freePort()
+			port, err := localcluster.FreePort()
 			if err != nil {
 				return err
 			}
@@ -86,7 +88,7 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 			return fmt.Errorf("edge %v names an unknown cluster", e)
 		}
 		wg.Go(func() {
-			name, err := Join(ctx, parent, child, JoinOptions{ExtraJoinArgs: tree.JoinArgs})
+			name, err := localcluster.Join(ctx, parent, child, localcluster.JoinOptions{ExtraJoinArgs: tree.JoinArgs})
 			errs[len(clusters)+i] = err
 			mu.Lock()
 			te.Targets[e[0]] = name
@@ -106,9 +108,9 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 // stops everything, keeping the logs (and printing their tails) on failure.
 // It returns the exit code.
 func RunTreeMain(m *testing.M, tree Tree, started func(*TreeEnv)) (code int) {
-	defer RemoveBuiltNestlet()
+	defer localcluster.RemoveBuiltNestlet()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	te, err := StartTree(ctx, Config{}, tree)
+	te, err := StartTree(ctx, localcluster.Config{}, tree)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the tree:", err)

@@ -20,9 +20,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/pkg/kubeclient"
+	"github.com/nestlet/nestlet/pkg/localcluster"
 	"github.com/nestlet/nestlet/provider/agent"
-	"github.com/nestlet/nestlet/provider/kubeutil"
-	"github.com/nestlet/nestlet/test/framework"
 )
 
 // Parent is what a child needs to join a parent: what `nestctl token
@@ -40,9 +40,9 @@ var (
 )
 
 // ParentOf runs `nestctl token create --auto-approve` against parent, as
-// framework.Join does, and returns what its printed join command holds. A
+// localcluster.Join does, and returns what its printed join command holds. A
 // bootstrap token is not used up by a join: many children may share it.
-func ParentOf(ctx context.Context, parent *framework.Cluster) (Parent, error) {
+func ParentOf(ctx context.Context, parent *localcluster.Cluster) (Parent, error) {
 	out, err := parent.Nestctl(ctx, "token", "create", "--cluster-name="+parent.Name, "--auto-approve")
 	if err != nil {
 		return Parent{}, err
@@ -264,7 +264,7 @@ func (c *Child) firstSeen(key string) (time.Time, bool) {
 
 // WaitReady waits until the Target's Ready condition is True.
 func (c *Child) WaitReady(ctx context.Context) error {
-	lw := kubeutil.SingleObject(c.Target, c.Targets.List, c.Targets.Watch)
+	lw := kubeclient.SingleObject(c.Target, c.Targets.List, c.Targets.Watch)
 	_, err := watchtools.UntilWithSync(ctx, lw, &v1alpha1.Target{}, nil, func(ev watch.Event) (bool, error) {
 		t, ok := ev.Object.(*v1alpha1.Target)
 		return ok && meta.IsStatusConditionTrue(t.Status.Conditions, v1alpha1.ConditionReady), nil

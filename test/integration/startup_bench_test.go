@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nestlet/nestlet/pkg/localcluster"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -16,15 +17,15 @@ import (
 func BenchmarkStartClusters(b *testing.B) {
 	// Build our binaries (nestlet-scheduler runs in every cluster) before
 	// timing anything.
-	if _, err := framework.BuildNestlet(b.Context()); err != nil {
+	if _, err := localcluster.BuildNestlet(b.Context()); err != nil {
 		b.Fatal(err)
 	}
 	for _, n := range []int{1, 3} {
 		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) {
-			var spec framework.Spec
+			var spec localcluster.Spec
 			for i := range n {
 				name := fmt.Sprintf("c%d", i)
-				spec.Clusters = append(spec.Clusters, framework.ClusterOptions{Name: name, Nodes: []framework.NodeOptions{{Name: name + "-node"}}})
+				spec.Clusters = append(spec.Clusters, localcluster.ClusterOptions{Name: name, Nodes: []localcluster.NodeOptions{{Name: name + "-node"}}})
 			}
 			var rss int64
 			var took time.Duration
@@ -35,7 +36,7 @@ func BenchmarkStartClusters(b *testing.B) {
 				b.StopTimer()
 				rss = 0
 				for _, p := range env.Clusters()[0].Processes() {
-					r, err := p.RSSBytes()
+					r, err := framework.RSSBytes(p)
 					if err != nil {
 						b.Fatal(err)
 					}

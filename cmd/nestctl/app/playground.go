@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nestlet/nestlet/test/framework"
+	"github.com/nestlet/nestlet/pkg/localcluster"
 )
 
 func newPlaygroundCommand() *cobra.Command {
@@ -109,10 +109,10 @@ func playgroundUp(cmd *cobra.Command, o playgroundUpOptions) error {
 		return err
 	}
 	binDir := o.binDir
-	if binDir == "" && os.Getenv(framework.BinDirEnv) == "" {
+	if binDir == "" && os.Getenv(localcluster.BinDirEnv) == "" {
 		binDir = besideNestctl("kube-apiserver")
 	}
-	if _, err := framework.FindBinaries(binDir); err != nil {
+	if _, err := localcluster.FindBinaries(binDir); err != nil {
 		return fmt.Errorf("%w\nbuild them with 'make binaries' in the Nestlet repository, or point --bin-dir at them", err)
 	}
 	nestletBinDir := o.nestletBinDir
@@ -129,7 +129,7 @@ func playgroundUp(cmd *cobra.Command, o playgroundUpOptions) error {
 	var mu sync.Mutex
 	start := time.Now()
 	fmt.Fprintf(out, "playground in %s\n", o.dir)
-	pg, err := framework.StartPlayground(ctx, topo, framework.PlaygroundOptions{
+	pg, err := localcluster.StartPlayground(ctx, topo, localcluster.PlaygroundOptions{
 		Dir:           o.dir,
 		BinDir:        binDir,
 		NestletBinDir: nestletBinDir,
@@ -161,14 +161,14 @@ func playgroundDown(out io.Writer, dir string) error {
 	if err != nil {
 		return err
 	}
-	s, err := framework.ReadState(abs)
+	s, err := localcluster.ReadState(abs)
 	switch {
-	case errors.Is(err, framework.ErrNoState):
+	case errors.Is(err, localcluster.ErrNoState):
 		if _, statErr := os.Stat(abs); errors.Is(statErr, os.ErrNotExist) {
 			fmt.Fprintf(out, "no playground in %s: nothing to stop\n", abs)
 			return nil
 		}
-		return fmt.Errorf("%s holds no playground state file (%s): left as it is", abs, framework.StateFileName)
+		return fmt.Errorf("%s holds no playground state file (%s): left as it is", abs, localcluster.StateFileName)
 	case err != nil:
 		return err
 	}
@@ -177,7 +177,7 @@ func playgroundDown(out io.Writer, dir string) error {
 	} else {
 		fmt.Fprintf(out, "nothing of the playground in %s is running\n", abs)
 	}
-	if _, err := framework.StopDetached(abs, 10*time.Second); err != nil {
+	if _, err := localcluster.StopDetached(abs, 10*time.Second); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "removed %s\n", abs)
@@ -185,15 +185,15 @@ func playgroundDown(out io.Writer, dir string) error {
 }
 
 // loadTopology reads the topology file, or the built-in default.
-func loadTopology(path string) (*framework.Topology, error) {
-	data := framework.DefaultTopology
+func loadTopology(path string) (*localcluster.Topology, error) {
+	data := localcluster.DefaultTopology
 	if path != "" {
 		var err error
 		if data, err = os.ReadFile(path); err != nil {
 			return nil, err
 		}
 	}
-	t, err := framework.ParseTopology(data)
+	t, err := localcluster.ParseTopology(data)
 	if err != nil && path != "" {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -6,7 +6,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/nestlet/nestlet/provider/kubeutil"
+	"github.com/nestlet/nestlet/pkg/kubeclient"
 )
 
 // NewCommand returns the nestctl root command.
@@ -27,7 +27,7 @@ func NewCommand() *cobra.Command {
 func restConfig(cmd *cobra.Command) (*rest.Config, error) {
 	path, _ := cmd.Flags().GetString("kubeconfig")
 	ctxName, _ := cmd.Flags().GetString("context")
-	return kubeutil.RESTConfig(path, ctxName)
+	return kubeclient.RESTConfig(path, ctxName)
 }
 
 // clientset returns a client of the cluster the persistent flags name.

@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/nestlet/nestlet/provider/bootstrap"
+	"github.com/nestlet/nestlet/proxy/bootstrap"
 )
 
 func newTokenCommand() *cobra.Command {

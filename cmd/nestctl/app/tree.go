@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nestlet/nestlet/api"
-	"github.com/nestlet/nestlet/provider/summary"
 )
 
 func newTreeCommand() *cobra.Command {
@@ -97,7 +96,7 @@ func childOf(n *corev1.Node, pods int) Child {
 			c.Ready = "Ready"
 		}
 	}
-	s, ok := summary.Parse(n)
+	s, ok := api.ParseSummary(n)
 	if !ok {
 		c.Ready += ", no summary"
 		return c

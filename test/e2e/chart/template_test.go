@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
-	schedconfig "github.com/nestlet/nestlet/scheduler-plugins/config"
-	"github.com/nestlet/nestlet/test/framework"
+	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/scheduler-plugins/profile"
 )
 
 func TestLint(t *testing.T) {
@@ -159,7 +159,7 @@ func TestTemplateDefaults(t *testing.T) {
 	require.Equal(t, "nestlet-scheduler", cfg.LeaderElection.ResourceName)
 	require.Equal(t, namespace, cfg.LeaderElection.ResourceNamespace)
 	var shipped map[string]any
-	require.NoError(t, yaml.Unmarshal(schedconfig.SchedulerConfig(), &shipped))
+	require.NoError(t, yaml.Unmarshal(profile.SchedulerConfig(), &shipped))
 	profile := shipped["profiles"].([]any)[0].(map[string]any)
 	if diff := cmp.Diff(profile["plugins"], cfg.Profiles[0].Plugins); diff != "" {
 		t.Errorf("plugins of the chart's profile (-shipped +chart):\n%s", diff)
@@ -275,7 +275,7 @@ func TestAgentKubeletAPI(t *testing.T) {
 // Every flag the chart passes exists in the binary it runs: the chart and
 // the commands are written apart.
 func TestFlagsExist(t *testing.T) {
-	bins, err := framework.BuildNestlet(t.Context())
+	bins, err := localcluster.BuildNestlet(t.Context())
 	require.NoError(t, err)
 	binary := map[string]string{
 		"/usr/local/bin/nestlet":           bins.Nestlet,
@@ -353,8 +353,8 @@ func TestTemplateRejects(t *testing.T) {
 func TestSchedulerProfileIsTheShippedOne(t *testing.T) {
 	copied, err := os.ReadFile(filepath.Join(chartDir(t), "files", "scheduler-config.yaml"))
 	require.NoError(t, err)
-	if diff := cmp.Diff(string(schedconfig.SchedulerConfig()), string(copied)); diff != "" {
-		t.Errorf("charts/nestlet/files/scheduler-config.yaml differs from scheduler-plugins/config/scheduler-config.yaml; copy it again (-shipped +chart):\n%s", diff)
+	if diff := cmp.Diff(string(profile.SchedulerConfig()), string(copied)); diff != "" {
+		t.Errorf("charts/nestlet/files/scheduler-config.yaml differs from scheduler-plugins/profile/scheduler-config.yaml; copy it again (-shipped +chart):\n%s", diff)
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/nestlet/nestlet/provider/forward"
+	"github.com/nestlet/nestlet/api"
 )
 
 var allClusters = []string{"root", "east", "west", "east-1", "east-2", "west-1", "west-2"}
@@ -80,7 +80,7 @@ func TestDependenciesFollowPods(t *testing.T) {
 	}
 	for _, c := range holders {
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			sel := metav1.ListOptions{LabelSelector: forward.LabelTargetUID}
+			sel := metav1.ListOptions{LabelSelector: api.LabelTargetUID}
 			cms, err1 := env.Cluster(c).Client.CoreV1().ConfigMaps(ns).List(ctx, sel)
 			secs, err2 := env.Cluster(c).Client.CoreV1().Secrets(ns).List(ctx, sel)
 			return err1 == nil && err2 == nil && len(cms.Items) == 0 && len(secs.Items) == 0, nil

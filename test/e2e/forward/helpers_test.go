@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/nestlet/nestlet/provider/forward"
+	"github.com/nestlet/nestlet/api"
 )
 
 // namespace creates a namespace for one test in the root and returns it.
@@ -87,5 +87,5 @@ func countRunning(ps []corev1.Pod) int {
 // delegates returns the delegates in cluster (pods carrying an origin).
 func delegates(t *testing.T, cluster, ns string) []corev1.Pod {
 	t.Helper()
-	return pods(t, cluster, ns, forward.LabelTargetUID)
+	return pods(t, cluster, ns, api.LabelTargetUID)
 }

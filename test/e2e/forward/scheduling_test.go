@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/api"
-	"github.com/nestlet/nestlet/provider/summary"
 )
 
 // countOn counts the delegates in cluster (all namespaces) bound to node.
@@ -56,7 +55,7 @@ func logChildren(t *testing.T, when string) {
 			t.Logf("%s: %s: %v", when, name, err)
 			continue
 		}
-		s, _ := summary.Parse(n)
+		s, _ := api.ParseSummary(n)
 		at := ""
 		if s != nil {
 			at = s.Time

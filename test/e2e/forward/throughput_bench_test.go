@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"github.com/nestlet/nestlet/pkg/localcluster"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -27,19 +28,19 @@ func BenchmarkThroughput1000(b *testing.B) {
 	ctx := b.Context()
 	leaves := []string{"east-1", "east-2", "west-1", "west-2"}
 	region := map[string]string{"east-1": "east", "east-2": "east", "west-1": "west", "west-2": "west"}
-	var flatNodes []framework.NodeOptions
+	var flatNodes []localcluster.NodeOptions
 	for _, l := range leaves {
 		for _, suffix := range []string{"a", "b", "c"} {
-			flatNodes = append(flatNodes, framework.NodeOptions{Name: "flat-" + l + "-" + suffix,
+			flatNodes = append(flatNodes, localcluster.NodeOptions{Name: "flat-" + l + "-" + suffix,
 				Labels: map[string]string{"topology.kubernetes.io/region": region[l], "topology.kubernetes.io/zone": l + "-" + suffix}})
 		}
-		_, err := env.Cluster(l).AddNode(ctx, framework.NodeOptions{Name: l + "-c",
+		_, err := env.Cluster(l).AddNode(ctx, localcluster.NodeOptions{Name: l + "-c",
 			Labels: map[string]string{"topology.kubernetes.io/region": region[l], "topology.kubernetes.io/zone": l + "-c"}})
 		if err != nil {
 			b.Fatal(err)
 		}
 	}
-	if err := env.AddClusters(ctx, framework.ClusterOptions{Name: "flat", StockScheduler: true, Nodes: flatNodes, ControllerManagerArgs: kwokGrace}); err != nil {
+	if err := env.AddClusters(ctx, localcluster.ClusterOptions{Name: "flat", StockScheduler: true, Nodes: flatNodes, ControllerManagerArgs: kwokGrace}); err != nil {
 		b.Fatal(err)
 	}
 	// The tree's summaries include the new nodes before the run.
@@ -93,7 +94,7 @@ func BenchmarkThroughput1000(b *testing.B) {
 				watchReady(fctx, b, l, &flaps)
 			}
 		}
-		cpu0 := env.CPUByKind()
+		cpu0 := framework.CPUByKind(env)
 		writes0 := writesByCluster(ctx)
 		start := time.Now()
 		if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
@@ -101,7 +102,7 @@ func BenchmarkThroughput1000(b *testing.B) {
 		}
 		s.WaitRunning(ctx, b, replicas)
 		took := time.Since(start)
-		cpu1 := env.CPUByKind()
+		cpu1 := framework.CPUByKind(env)
 		if cluster == "root" {
 			// API writes per pod by resource, in every cluster of the tree.
 			byResource := map[string]float64{}
@@ -204,7 +205,7 @@ func BenchmarkThroughput1000(b *testing.B) {
 func writesByCluster(ctx context.Context) map[string]map[string]float64 {
 	out := map[string]map[string]float64{}
 	for _, c := range env.Clusters() {
-		all, err := c.Requests(ctx)
+		all, err := framework.Requests(ctx, c)
 		if err != nil {
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nestlet/nestlet/pkg/localcluster"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -12,7 +13,7 @@ import (
 // Target and then with 10 (9 more joins of root under other names), each
 // over 30 s of idling (reports every 3 s, as the test tree is set up).
 func BenchmarkAgentIdle(b *testing.B) {
-	var agent *framework.Process
+	var agent *localcluster.Process
 	for _, p := range env.Processes() {
 		if p.Name == "west-nestlet" {
 			agent = p
@@ -22,17 +23,17 @@ func BenchmarkAgentIdle(b *testing.B) {
 		b.Fatal("no agent process for west")
 	}
 	idle := func() (rssMiB, cpuMilli float64) {
-		cpu0, err := agent.CPUTime()
+		cpu0, err := framework.CPUTime(agent)
 		if err != nil {
 			b.Fatal(err)
 		}
 		const period = 30 * time.Second
 		time.Sleep(period) // idling is what is measured
-		cpu1, err := agent.CPUTime()
+		cpu1, err := framework.CPUTime(agent)
 		if err != nil {
 			b.Fatal(err)
 		}
-		rss, err := agent.RSSBytes()
+		rss, err := framework.RSSBytes(agent)
 		if err != nil {
 			b.Fatal(err)
 		}

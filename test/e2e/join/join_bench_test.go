@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/pkg/localcluster"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -79,7 +80,7 @@ func waitReady(ctx context.Context, w watch.Interface) error {
 			if !ok {
 				return fmt.Errorf("watch closed")
 			}
-			if n, isNode := ev.Object.(*corev1.Node); isNode && framework.NodeReady(n) {
+			if n, isNode := ev.Object.(*corev1.Node); isNode && localcluster.NodeReady(n) {
 				return nil
 			}
 		}

@@ -1,5 +1,5 @@
 // Package join tests joining clusters for real: control planes from
-// test/framework, nestlet agents and nestctl built from this checkout.
+// pkg/localcluster, nestlet agents and nestctl built from this checkout.
 //
 // Topology (started once for the package):
 //
@@ -14,17 +14,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/nestlet/nestlet/pkg/localcluster"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
 var (
-	env *framework.Environment
+	env *localcluster.Environment
 	// targetOf holds the Target name of each join, by child.
 	targetOf map[string]string
 )
 
-func node(name, region, zone, cpu, memory string) framework.NodeOptions {
-	return framework.NodeOptions{
+func node(name, region, zone, cpu, memory string) localcluster.NodeOptions {
+	return localcluster.NodeOptions{
 		Name:   name,
 		Labels: map[string]string{"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": zone},
 		Capacity: corev1.ResourceList{
@@ -35,13 +36,13 @@ func node(name, region, zone, cpu, memory string) framework.NodeOptions {
 	}
 }
 
-var spec = framework.Spec{Clusters: []framework.ClusterOptions{
+var spec = localcluster.Spec{Clusters: []localcluster.ClusterOptions{
 	{Name: "root"},
-	{Name: "east", Nodes: []framework.NodeOptions{node("east-1", "east", "east-a", "4", "8Gi"), node("east-2", "east", "east-b", "8", "16Gi")}},
-	{Name: "west", Nodes: []framework.NodeOptions{node("west-1", "west", "west-a", "2500m", "4Gi")}},
+	{Name: "east", Nodes: []localcluster.NodeOptions{node("east-1", "east", "east-a", "4", "8Gi"), node("east-2", "east", "east-b", "8", "16Gi")}},
+	{Name: "west", Nodes: []localcluster.NodeOptions{node("west-1", "west", "west-a", "2500m", "4Gi")}},
 	{Name: "mid"},
-	{Name: "leaf-a", Nodes: []framework.NodeOptions{node("leaf-a-1", "east", "east-c", "3", "6Gi")}},
-	{Name: "leaf-b", Nodes: []framework.NodeOptions{node("leaf-b-1", "west", "west-b", "5", "10Gi"), node("leaf-b-2", "west", "west-c", "1", "2Gi")}},
+	{Name: "leaf-a", Nodes: []localcluster.NodeOptions{node("leaf-a-1", "east", "east-c", "3", "6Gi")}},
+	{Name: "leaf-b", Nodes: []localcluster.NodeOptions{node("leaf-b-1", "west", "west-b", "5", "10Gi"), node("leaf-b-2", "west", "west-c", "1", "2Gi")}},
 }}
 
 func TestMain(m *testing.M) {

@@ -14,8 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/api"
-	"github.com/nestlet/nestlet/provider/summary"
-	"github.com/nestlet/nestlet/test/framework"
+	"github.com/nestlet/nestlet/pkg/localcluster"
 )
 
 const regionKey = "topology.kubernetes.io/region"
@@ -91,7 +90,7 @@ func TestChildrenAreNodesWithExactCapacity(t *testing.T) {
 			// Reports flow up level by level: wait for the whole subtree.
 			n := waitNode(t, "root", tt.child, time.Minute, func(n *corev1.Node) bool {
 				_, role := n.Labels[api.LabelNodeRoleCluster]
-				return framework.NodeReady(n) && role && sameResources(want, n.Status.Allocatable) && n.Labels[regionKey] == tt.region
+				return localcluster.NodeReady(n) && role && sameResources(want, n.Status.Allocatable) && n.Labels[regionKey] == tt.region
 			})
 			requireSameResources(t, want, n.Status.Allocatable)
 			requireSameResources(t, want, n.Status.Capacity)
@@ -102,7 +101,7 @@ func TestChildrenAreNodesWithExactCapacity(t *testing.T) {
 			}
 			require.Contains(t, n.Spec.Taints, corev1.Taint{Key: api.TaintKeyProvider, Value: api.TaintValueProvider, Effect: corev1.TaintEffectNoSchedule})
 
-			s, ok := summary.Parse(n)
+			s, ok := api.ParseSummary(n)
 			require.True(t, ok, "summary annotation")
 			regions := map[string]bool{}
 			for _, g := range s.Groups {
@@ -174,8 +173,8 @@ func TestNestctlTree(t *testing.T) {
 	// every node.
 	for child, nodes := range map[string]int{"east": 2, "west": 1, "mid": 3} {
 		waitNode(t, "root", child, time.Minute, func(n *corev1.Node) bool {
-			s, ok := summary.Parse(n)
-			if !ok || !framework.NodeReady(n) {
+			s, ok := api.ParseSummary(n)
+			if !ok || !localcluster.NodeReady(n) {
 				return false
 			}
 			total := 0

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/pkg/localcluster"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -85,7 +86,7 @@ func benchTargets(b *testing.B, prefix string, n int, whileUp func()) map[string
 				b.Fatal("watch closed")
 			}
 			node, isNode := ev.Object.(*corev1.Node)
-			if !isNode || ev.Type == watch.Deleted || !strings.HasPrefix(node.Name, prefix+"-") || !framework.NodeReady(node) {
+			if !isNode || ev.Type == watch.Deleted || !strings.HasPrefix(node.Name, prefix+"-") || !localcluster.NodeReady(node) {
 				continue
 			}
 			if _, done := ready[node.Name]; !done {
@@ -190,14 +191,14 @@ func quantileMS(ds map[string]time.Duration, q float64) float64 {
 // them (the 60 children's API servers are not simulated here).
 func BenchmarkJoin60AtOnce(b *testing.B) {
 	for b.Loop() {
-		cpu0, start := env.CPUByKind(), time.Now()
+		cpu0, start := framework.CPUByKind(env), time.Now()
 		req0 := requests(b)
 		ready := benchTargets(b, "bench-60", 60, func() {
 			// CPU of every process while the 60 joined, in cores: is
 			// the machine (2 cores) the limit?
 			wall := time.Since(start).Seconds()
 			total := 0.0
-			for kind, t := range env.CPUByKind() {
+			for kind, t := range framework.CPUByKind(env) {
 				used := (t - cpu0[kind]).Seconds()
 				total += used
 				b.ReportMetric(used/wall, "join60-cores-"+kind)
@@ -221,7 +222,7 @@ func BenchmarkJoin60AtOnce(b *testing.B) {
 func requests(b *testing.B) map[string]float64 {
 	out := map[string]float64{}
 	for _, c := range []string{"root", "west"} {
-		r, err := env.Cluster(c).Requests(b.Context())
+		r, err := framework.Requests(b.Context(), env.Cluster(c))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -19,11 +19,12 @@ import (
 	"os"
 	"testing"
 
+	"github.com/nestlet/nestlet/pkg/localcluster"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
 var (
-	env      *framework.Environment
+	env      *localcluster.Environment
 	targetOf map[string]string
 	echoAddr string
 )
@@ -48,11 +49,11 @@ func TestMain(m *testing.M) {
 			}()
 		}
 	}()
-	node := func(name, region string) []framework.NodeOptions {
-		return []framework.NodeOptions{{Name: name, Labels: map[string]string{"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": name}}}
+	node := func(name, region string) []localcluster.NodeOptions {
+		return []localcluster.NodeOptions{{Name: name, Labels: map[string]string{"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": name}}}
 	}
 	code := framework.RunTreeMain(m, framework.Tree{
-		Clusters: []framework.ClusterOptions{
+		Clusters: []localcluster.ClusterOptions{
 			{Name: "root"}, {Name: "east"},
 			{Name: "east-1", Nodes: node("east-1-a", "east"), KwokPortForwardTarget: echoAddr},
 			{Name: "west", Nodes: node("west-a", "west"), KwokPortForwardTarget: echoAddr},

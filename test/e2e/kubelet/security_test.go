@@ -16,6 +16,7 @@ import (
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/pkg/localcluster"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -108,7 +109,7 @@ func TestTunnelNeedsANodeCertificate(t *testing.T) {
 
 // In tunnel mode an agent listens on nothing; the direct-mode agent does.
 func TestTunnelAgentsListenOnNothing(t *testing.T) {
-	agents := map[string]*framework.Process{}
+	agents := map[string]*localcluster.Process{}
 	for _, p := range env.Processes() {
 		if name, ok := strings.CutSuffix(p.Name, "-nestlet"); ok {
 			agents[name] = p
@@ -117,11 +118,11 @@ func TestTunnelAgentsListenOnNothing(t *testing.T) {
 	for _, name := range []string{"east", "east-1"} {
 		p := agents[name]
 		require.NotNil(t, p, "agent of %s", name)
-		ports, err := p.ListeningTCPPorts()
+		ports, err := framework.ListeningTCPPorts(p)
 		require.NoError(t, err)
 		require.Empty(t, ports, "agent of %s listens on %v", name, ports)
 	}
-	ports, err := agents["west"].ListeningTCPPorts()
+	ports, err := framework.ListeningTCPPorts(agents["west"])
 	require.NoError(t, err)
 	direct := kubeletEndpoint(t, "root", "west")
 	require.True(t, slices.ContainsFunc(ports, func(p int) bool { return strings.HasSuffix(direct, fmt.Sprintf(":%d", p)) }),
@@ -130,7 +131,7 @@ func TestTunnelAgentsListenOnNothing(t *testing.T) {
 	// The Targets say how the kubelet API is served.
 	for child, want := range map[string]string{"east": "reverse tunnel", "west": "served directly"} {
 		require.NoError(t, env.Cluster(child).WaitTarget(t.Context(), targetOf[child], 30*time.Second, func(tg *v1alpha1.Target) bool {
-			return strings.Contains(framework.TargetCondition(tg, v1alpha1.ConditionReady).Message, want)
+			return strings.Contains(localcluster.TargetCondition(tg, v1alpha1.ConditionReady).Message, want)
 		}), "Target of %s", child)
 	}
 }

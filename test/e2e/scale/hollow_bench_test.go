@@ -29,6 +29,7 @@ import (
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/pkg/localcluster"
 	"github.com/nestlet/nestlet/test/framework"
 	"github.com/nestlet/nestlet/test/hollow"
 )
@@ -80,7 +81,7 @@ func BenchmarkHollow120(b *testing.B) {
 	}
 	ctx := b.Context()
 	root := env.Cluster("root")
-	fields := []*framework.Cluster{env.Cluster(fieldNames[0]), env.Cluster(fieldNames[1])}
+	fields := []*localcluster.Cluster{env.Cluster(fieldNames[0]), env.Cluster(fieldNames[1])}
 	logger := hollowLogger(b)
 
 	// Watch every field's nodes first: a leaf's node is Ready when it is
@@ -238,7 +239,7 @@ func followNodes(ctx context.Context, b *testing.B, client kubernetes.Interface,
 	factory := informers.NewSharedInformerFactory(client, 0)
 	inf := factory.Core().V1().Nodes().Informer()
 	record := func(obj any) {
-		if n, ok := obj.(*corev1.Node); ok && framework.NodeReady(n) {
+		if n, ok := obj.(*corev1.Node); ok && localcluster.NodeReady(n) {
 			ready.set(n.Name, time.Now())
 		}
 	}
@@ -319,7 +320,7 @@ func waitSummary(ctx context.Context, b *testing.B, rootClient kubernetes.Interf
 }
 
 // deploy creates the Deployment at the root and reports its figures.
-func deploy(ctx context.Context, b *testing.B, root *framework.Cluster, fields []*framework.Cluster, children []*hollow.Child) {
+func deploy(ctx context.Context, b *testing.B, root *localcluster.Cluster, fields []*localcluster.Cluster, children []*hollow.Child) {
 	const ns = "scale"
 	if err := root.EnsureNamespace(ctx, ns); err != nil {
 		b.Fatal(err)
@@ -339,18 +340,18 @@ func deploy(ctx context.Context, b *testing.B, root *framework.Cluster, fields [
 
 	// CPU over the deployment phase of every process of the environment
 	// (by cluster and program), RSS of the fields' API servers and agents.
-	watched := map[string]*framework.Process{}
+	watched := map[string]*localcluster.Process{}
 	for _, p := range env.Processes() {
 		watched[processKey(p)] = p
 	}
 	cpu0 := map[string]time.Duration{}
 	for k, p := range watched {
-		if t, err := p.CPUTime(); err == nil {
+		if t, err := framework.CPUTime(p); err == nil {
 			cpu0[k] = t
 		}
 	}
 	self0 := selfCPU()
-	rssOf := map[string]*framework.Process{}
+	rssOf := map[string]*localcluster.Process{}
 	for _, f := range fields {
 		rssOf[f.Name+"-apiserver"] = processNamed(b, f.Processes(), "kube-apiserver")
 		rssOf[f.Name+"-agent"] = processNamed(b, env.Processes(), f.Name+"-nestlet")
@@ -386,7 +387,7 @@ func deploy(ctx context.Context, b *testing.B, root *framework.Cluster, fields [
 	}
 	cpu1 := map[string]time.Duration{}
 	for k, p := range watched {
-		if t, err := p.CPUTime(); err == nil {
+		if t, err := framework.CPUTime(p); err == nil {
 			cpu1[k] = t
 		}
 	}
@@ -454,7 +455,7 @@ func deploy(ctx context.Context, b *testing.B, root *framework.Cluster, fields [
 
 // failedScheduling counts the FailedScheduling events in ns (repeats
 // included).
-func failedScheduling(ctx context.Context, b *testing.B, c *framework.Cluster, ns string) int {
+func failedScheduling(ctx context.Context, b *testing.B, c *localcluster.Cluster, ns string) int {
 	evs, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
 	if err != nil {
 		b.Fatal(err)
@@ -472,7 +473,7 @@ func failedScheduling(ctx context.Context, b *testing.B, c *framework.Cluster, n
 
 // processKey names a process of the environment for the figures:
 // <cluster>-<program> (root-apiserver, field-a-agent, ...), etcd.
-func processKey(p *framework.Process) string {
+func processKey(p *localcluster.Process) string {
 	for _, c := range env.Clusters() {
 		if p.Name == c.Name+"-nestlet" {
 			return c.Name + "-agent"
@@ -486,7 +487,7 @@ func processKey(p *framework.Process) string {
 	return p.Name
 }
 
-func processNamed(b *testing.B, procs []*framework.Process, name string) *framework.Process {
+func processNamed(b *testing.B, procs []*localcluster.Process, name string) *localcluster.Process {
 	for _, p := range procs {
 		if p.Name == name {
 			return p
@@ -498,14 +499,14 @@ func processNamed(b *testing.B, procs []*framework.Process, name string) *framew
 
 // sampleRSS samples the processes' RSS (and this process's, as "self")
 // every second until ctx ends; the returned function gives the peaks.
-func sampleRSS(ctx context.Context, procs map[string]*framework.Process) func() map[string]int64 {
+func sampleRSS(ctx context.Context, procs map[string]*localcluster.Process) func() map[string]int64 {
 	var mu sync.Mutex
 	peak := map[string]int64{}
 	sample := func() {
 		mu.Lock()
 		defer mu.Unlock()
 		for k, p := range procs {
-			if v, err := p.RSSBytes(); err == nil && v > peak[k] {
+			if v, err := framework.RSSBytes(p); err == nil && v > peak[k] {
 				peak[k] = v
 			}
 		}

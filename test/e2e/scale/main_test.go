@@ -1,6 +1,6 @@
 // Package scale benchmarks the Gaia paper's topology: one root, two field
 // clusters and 120 leaf clusters. Root and fields are real control planes
-// from test/framework, each with a real nestlet agent; the 120 leaves are
+// from pkg/localcluster, each with a real nestlet agent; the 120 leaves are
 // hollow children (test/hollow): real agents, in this process, against the
 // fields' real API servers, over simulated clusters.
 //
@@ -21,6 +21,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nestlet/nestlet/pkg/localcluster"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -33,7 +34,7 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	os.Exit(framework.RunTreeMain(m, framework.Tree{
-		Clusters: []framework.ClusterOptions{{Name: "root"}, {Name: "field-a"}, {Name: "field-b"}},
+		Clusters: []localcluster.ClusterOptions{{Name: "root"}, {Name: "field-a"}, {Name: "field-b"}},
 		Edges:    [][2]string{{"field-a", "root"}, {"field-b", "root"}},
 		JoinArgs: []string{"--report-frequency=3s"},
 	}, func(te *framework.TreeEnv) { env = te }))

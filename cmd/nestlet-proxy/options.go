@@ -1,0 +1,29 @@
+package main
+
+import "github.com/spf13/pflag"
+
+// options are the options of nestlet-proxy, as command-line flags.
+type options struct {
+	kubeconfig       string
+	bindAddress      string
+	kubeletPort      int
+	tunnelPort       int
+	advertiseAddress string
+	tunnelURL        string
+	certFile         string
+	keyFile          string
+	clientCAFile     string
+}
+
+// addFlags registers the options' flags on fs.
+func (o *options) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of this (parent) cluster (default: in-cluster config, or $KUBECONFIG)")
+	fs.StringVar(&o.bindAddress, "bind-address", "0.0.0.0", "IP address both ports listen on")
+	fs.IntVar(&o.kubeletPort, "kubelet-port", 10250, "port the API server calls for logs/exec/attach/port-forward (advertised by the virtual nodes)")
+	fs.IntVar(&o.tunnelPort, "tunnel-port", 8443, "port children's agents dial with their node certificates")
+	fs.StringVar(&o.advertiseAddress, "advertise-address", "", "address (IP or DNS name) at which this cluster's API server and the children reach the proxy (required)")
+	fs.StringVar(&o.tunnelURL, "tunnel-url", "", "wss:// URL children dial, when it differs from wss://<advertise-address>:<tunnel-port>/connect (e.g. behind a load balancer)")
+	fs.StringVar(&o.certFile, "tls-cert-file", "", "serving certificate (PEM) for both ports; a self-signed one is generated when empty (its CA is published for the children)")
+	fs.StringVar(&o.keyFile, "tls-private-key-file", "", "key of --tls-cert-file")
+	fs.StringVar(&o.clientCAFile, "client-ca-file", "", "CA bundle that signs node client certificates and the API server's kubelet client certificate (default: the cluster CA of the kubeconfig)")
+}

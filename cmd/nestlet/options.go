@@ -1,0 +1,38 @@
+package main
+
+import (
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/provider/agent"
+)
+
+// options are the options of the nestlet agent, as command-line flags.
+type options struct {
+	kubeconfig    string
+	namespace     string
+	groupKeys     []string
+	lease         int32
+	podWorkers    int
+	profiling     bool
+	bounceTimeout time.Duration
+	metricsAddr   string
+	kubeletAPI    string
+	directAddress string
+}
+
+// addFlags registers the options' flags on fs.
+func (o *options) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of this cluster (default: in-cluster config, or $KUBECONFIG)")
+	fs.StringVar(&o.namespace, "namespace", "nestlet-system", "namespace of this cluster where node identities are kept")
+	fs.StringSliceVar(&o.groupKeys, "group-keys", api.DefaultGroupKeys, "node label keys that group nodes in the summary sent to parents")
+	fs.Int32Var(&o.lease, "lease-duration", 40, "lease duration of virtual nodes, in seconds")
+	fs.IntVar(&o.podWorkers, "pod-workers", 50, "pods forwarded concurrently per parent")
+	fs.DurationVar(&o.bounceTimeout, "bounce-timeout", 30*time.Second, "how long a forwarded pod may stay unschedulable here before it is bounced back to the parent")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "", "address serving Prometheus metrics at /metrics, e.g. :9090 (off when empty: a child in tunnel mode listens on nothing)")
+	fs.StringVar(&o.kubeletAPI, "kubelet-api", agent.KubeletAPIAuto, "how virtual nodes serve the kubelet API (logs, exec, attach, port-forward): auto (the parent's nestlet-proxy if it publishes one, else direct if --kubelet-direct-address is set, else off), tunnel, direct or off")
+	fs.StringVar(&o.directAddress, "kubelet-direct-address", "", "direct mode: the IP the kubelet API listens on and virtual nodes advertise (a port is chosen per Target; IP:port with a single Target); the parent's API server must reach it")
+	fs.BoolVar(&o.profiling, "profiling", false, "also serve Go's pprof profiles under /debug/pprof/ on --metrics-bind-address")
+}

@@ -1,0 +1,113 @@
+// Command layoutcheck fails when the tree breaks the layout's contracts:
+// a forbidden import between folders (Rules), a shipped binary that links
+// the testing package, or product code over the size limits. `make verify`
+// runs it from the module root.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+const module = "github.com/nestlet/nestlet"
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "layoutcheck:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	pkgs, err := load()
+	if err != nil {
+		return err
+	}
+	problems := append(CheckImports(pkgs, Rules), CheckShippedDeps(pkgs)...)
+	files, err := goFiles()
+	if err != nil {
+		return err
+	}
+	sizes, err := CheckSizes(".", files)
+	if err != nil {
+		return err
+	}
+	problems = append(problems, sizes...)
+	for _, p := range problems {
+		fmt.Fprintln(os.Stderr, p)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%d layout problems (see docs/architecture.md, Layout)", len(problems))
+	}
+	return nil
+}
+
+// load lists the module's packages with their imports of ours, and the
+// dependencies of the commands.
+func load() ([]Package, error) {
+	out, err := exec.Command("go", "list", "-json", "./...").Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list: %w", exitDetail(err))
+	}
+	var pkgs []Package
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p struct {
+			ImportPath string
+			Imports    []string
+			Name       string
+		}
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, err
+		}
+		pkg := Package{Path: rel(p.ImportPath)}
+		for _, imp := range p.Imports {
+			if imp == module || strings.HasPrefix(imp, module+"/") {
+				pkg.Imports = append(pkg.Imports, rel(imp))
+			}
+		}
+		if p.Name == "main" && under(pkg.Path, "cmd") {
+			deps, err := exec.Command("go", "list", "-deps", "./"+pkg.Path).Output()
+			if err != nil {
+				return nil, fmt.Errorf("go list -deps ./%s: %w", pkg.Path, exitDetail(err))
+			}
+			pkg.Deps = strings.Fields(string(deps))
+		}
+		pkgs = append(pkgs, pkg)
+	}
+	return pkgs, nil
+}
+
+func rel(importPath string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(importPath, module), "/")
+}
+
+func goFiles() ([]string, error) {
+	out, err := exec.Command("git", "ls-files", "--cached", "--others", "--exclude-standard", "*.go").Output()
+	if err != nil {
+		return nil, fmt.Errorf("git ls-files: %w", exitDetail(err))
+	}
+	var files []string
+	for _, f := range strings.Fields(string(out)) {
+		if _, err := os.Stat(f); err == nil {
+			files = append(files, f)
+		}
+	}
+	return files, nil
+}
+
+func exitDetail(err error) error {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+		return fmt.Errorf("%w: %s", err, bytes.TrimSpace(ee.Stderr))
+	}
+	return err
+}

@@ -1,0 +1,124 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/virtual-kubelet/virtual-kubelet/node"
+
+	"github.com/nestlet/nestlet/pkg/kubeclient"
+	"github.com/nestlet/nestlet/provider/forward"
+	"github.com/nestlet/nestlet/provider/vnode"
+)
+
+// startPods runs virtual-kubelet's pod controller over the pods bound to
+// the virtual node, with the forwarding provider.
+func (r *runner) startPods(ctx context.Context, nodeClient kubernetes.Interface, prov *vnode.Provider, parent string, delegates *lazyDelegates) (*node.PodController, error) {
+	t := r.target
+	// The node identity may list and watch only the pods bound to it.
+	podFactory := kubeclient.NewCoreFactory(nodeClient, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", t.Spec.ClusterName).String()
+	}, kubeclient.StripManagedFields)
+	pods := podFactory.CoreV1().Pods()
+	pods.Informer() // register before Start
+	// virtual-kubelet requires these informers, for downward API
+	// resolution, which is skipped (the child resolves it); they are never
+	// started, so they make no requests.
+	unused := kubeclient.NewCoreFactory(nodeClient, nil, nil)
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: nodeClient.CoreV1().Events("")})
+	go func() {
+		<-ctx.Done()
+		broadcaster.Shutdown()
+	}()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nestlet", Host: t.Spec.ClusterName})
+
+	fwd, err := forward.New(forward.Config{
+		TargetName:    t.Name,
+		TargetUID:     t.UID,
+		ClusterName:   t.Spec.ClusterName,
+		ParentName:    parent,
+		BounceTimeout: r.a.cfg.BounceTimeout,
+		Parent:        nodeClient,
+		ParentPods:    pods.Lister(),
+		Child:         r.a.client,
+		Recorder:      recorder,
+		Avoid:         prov.Avoid,
+		Metrics:       r.a.metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	podFactory.Start(ctx.Done())
+	if err := fwd.Run(ctx); err != nil {
+		return nil, err
+	}
+	delegates.set(fwd)
+	pc, err := node.NewPodController(node.PodControllerConfig{
+		PodClient:   nodeClient.CoreV1(),
+		PodInformer: pods,
+		// virtual-kubelet records a Normal event for every pod it hands
+		// to the provider ("Create pod in provider successfully"): one
+		// more write per pod at every level, saying nothing the pod's
+		// status does not. Its warnings, and ours, are kept.
+		EventRecorder:             warningsOnly{recorder},
+		Provider:                  fwd,
+		ConfigMapInformer:         unused.CoreV1().ConfigMaps(),
+		SecretInformer:            unused.CoreV1().Secrets(),
+		ServiceInformer:           unused.CoreV1().Services(),
+		SkipDownwardAPIResolution: true,
+		// virtual-kubelet's default is client-go's controller limiter,
+		// whose overall bucket (10/s after a burst of 100) would make a
+		// burst of pods wait seconds at each level.
+		SyncPodsFromKubernetesRateLimiter:    podQueueLimiter(),
+		DeletePodsFromKubernetesRateLimiter:  podQueueLimiter(),
+		SyncPodStatusFromProviderRateLimiter: podQueueLimiter(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	go func() { _ = pc.Run(ctx, r.a.cfg.PodWorkers) }()
+	return pc, nil
+}
+
+// podQueueLimiter retries a failing pod with per-pod exponential backoff
+// and lets new pods through at up to 1000/s.
+func podQueueLimiter() workqueue.TypedRateLimiter[any] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[any](5*time.Millisecond, time.Minute),
+		&workqueue.TypedBucketRateLimiter[any]{Limiter: rate.NewLimiter(rate.Limit(1000), 2000)},
+	)
+}
+
+// warningsOnly drops Normal events.
+type warningsOnly struct{ record.EventRecorder }
+
+func (w warningsOnly) Event(obj runtime.Object, eventtype, reason, message string) {
+	if eventtype != corev1.EventTypeNormal {
+		w.EventRecorder.Event(obj, eventtype, reason, message)
+	}
+}
+
+func (w warningsOnly) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	if eventtype != corev1.EventTypeNormal {
+		w.EventRecorder.Eventf(obj, eventtype, reason, messageFmt, args...)
+	}
+}
+
+func (w warningsOnly) AnnotatedEventf(obj runtime.Object, annotations map[string]string, eventtype, reason, messageFmt string, args ...any) {
+	if eventtype != corev1.EventTypeNormal {
+		w.EventRecorder.AnnotatedEventf(obj, annotations, eventtype, reason, messageFmt, args...)
+	}
+}

@@ -1,0 +1,260 @@
+// Package bootstrap is the parent's side of a join, what `nestctl token
+// create` does: like `kubeadm init phase bootstrap-token`, it makes sure the
+// standard bootstrap plumbing exists (an anonymously readable cluster-info,
+// RBAC that lets bootstrappers create node CSRs and, when the parent
+// chooses, gets them approved automatically) and issues bootstrap tokens.
+// Nothing Nestlet-specific runs in the parent for this.
+package bootstrap
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	watchtools "k8s.io/client-go/tools/watch"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/retry"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+	bootstraputil "k8s.io/cluster-bootstrap/token/util"
+	"k8s.io/kubernetes/cmd/kubeadm/app/util/pubkeypin"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/kubeclient"
+)
+
+// Names of what EnsurePlumbing creates.
+const (
+	ClusterInfoReaderRole = "nestlet:cluster-info-reader"
+	BootstrapperCSRs      = "nestlet:bootstrappers-create-csr"
+	BootstrapperApprove   = "nestlet:bootstrappers-autoapprove"
+	NodeRenewalApprove    = "nestlet:nodes-autoapprove-renewal"
+	NodeSelfDelete        = "nestlet:node-self-delete"
+	fieldManager          = "nestctl"
+)
+
+// Options of EnsurePlumbing.
+type Options struct {
+	// ServerURL is the parent's API server as children reach it.
+	ServerURL string
+	// CAData is the parent's CA (PEM).
+	CAData []byte
+	// ClusterName is the parent's own name, published for children (used
+	// on the hop path of forwarded pods); may be empty.
+	ClusterName string
+	// AutoApprove binds bootstrappers and nodes to the standard CSR
+	// auto-approval roles; otherwise each join waits for `nestctl approve`.
+	AutoApprove bool
+}
+
+// EnsurePlumbing creates what a parent needs for children to join, leaving
+// alone what exists (a kubeadm cluster has most of it).
+func EnsurePlumbing(ctx context.Context, client kubernetes.Interface, o Options) error {
+	if err := ensureClusterInfo(ctx, client, o); err != nil {
+		return err
+	}
+	bindings := []struct{ name, role string }{
+		{BootstrapperCSRs, "system:node-bootstrapper"},
+	}
+	if o.AutoApprove {
+		bindings = append(bindings, struct{ name, role string }{BootstrapperApprove, "system:certificates.k8s.io:certificatesigningrequests:nodeclient"})
+	}
+	for _, b := range bindings {
+		if err := ensureClusterRoleBinding(ctx, client, b.name, b.role, rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: bootstrapapi.BootstrapDefaultGroup}); err != nil {
+			return err
+		}
+	}
+	if o.AutoApprove {
+		if err := ensureClusterRoleBinding(ctx, client, NodeRenewalApprove, "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+			rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:nodes"}); err != nil {
+			return err
+		}
+	}
+	// A node may not delete Nodes by default; with this, a child that
+	// leaves removes its own virtual node (NodeRestriction limits every
+	// node to its own Node object).
+	if err := ensureClusterRole(ctx, client, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: NodeSelfDelete},
+		Rules:      []rbacv1.PolicyRule{{Verbs: []string{"delete"}, APIGroups: []string{""}, Resources: []string{"nodes"}}},
+	}); err != nil {
+		return err
+	}
+	return ensureClusterRoleBinding(ctx, client, NodeSelfDelete, NodeSelfDelete, rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:nodes"})
+}
+
+func ensureClusterInfo(ctx context.Context, client kubernetes.Interface, o Options) error {
+	kubeconfig := clientcmdapi.NewConfig()
+	kubeconfig.Clusters[""] = &clientcmdapi.Cluster{Server: o.ServerURL, CertificateAuthorityData: o.CAData}
+	data, err := clientcmd.Write(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	cms := client.CoreV1().ConfigMaps(metav1.NamespacePublic)
+	_, err = cms.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: bootstrapapi.ConfigMapClusterInfo, Namespace: metav1.NamespacePublic},
+		Data:       map[string]string{bootstrapapi.KubeConfigKey: string(data)},
+	}, metav1.CreateOptions{FieldManager: fieldManager})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating kube-public/cluster-info: %w", err)
+	}
+	if o.ClusterName != "" {
+		if err := SetClusterInfo(ctx, client, fieldManager, map[string]string{api.ClusterInfoNameKey: o.ClusterName}); err != nil {
+			return err
+		}
+	}
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: ClusterInfoReaderRole, Namespace: metav1.NamespacePublic},
+		Rules: []rbacv1.PolicyRule{{
+			Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"configmaps"},
+			ResourceNames: []string{bootstrapapi.ConfigMapClusterInfo, api.ClusterInfoConfigMap},
+		}},
+	}
+	if _, err := client.RbacV1().Roles(metav1.NamespacePublic).Create(ctx, role, metav1.CreateOptions{FieldManager: fieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating role %s: %w", role.Name, err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: ClusterInfoReaderRole, Namespace: metav1.NamespacePublic},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: ClusterInfoReaderRole},
+		Subjects: []rbacv1.Subject{
+			{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "system:anonymous"},
+			{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:authenticated"},
+		},
+	}
+	if _, err := client.RbacV1().RoleBindings(metav1.NamespacePublic).Create(ctx, binding, metav1.CreateOptions{FieldManager: fieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating role binding %s: %w", binding.Name, err)
+	}
+	return nil
+}
+
+func ensureClusterRole(ctx context.Context, client kubernetes.Interface, role *rbacv1.ClusterRole) error {
+	if _, err := client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{FieldManager: fieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating cluster role %s: %w", role.Name, err)
+	}
+	return nil
+}
+
+func ensureClusterRoleBinding(ctx context.Context, client kubernetes.Interface, name, role string, subject rbacv1.Subject) error {
+	b := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{subject},
+	}
+	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{FieldManager: fieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating cluster role binding %s: %w", name, err)
+	}
+	return nil
+}
+
+// CreateToken creates a bootstrap token valid for ttl that authenticates as
+// system:bootstrappers and signs cluster-info, and returns it (<id>.<secret>).
+func CreateToken(ctx context.Context, client kubernetes.Interface, ttl time.Duration, description string) (string, error) {
+	token, err := bootstraputil.GenerateBootstrapToken()
+	if err != nil {
+		return "", err
+	}
+	id, secret, _ := strings.Cut(token, ".")
+	_, err = client.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: bootstraputil.BootstrapTokenSecretName(id), Namespace: metav1.NamespaceSystem},
+		Type:       corev1.SecretTypeBootstrapToken,
+		StringData: map[string]string{
+			bootstrapapi.BootstrapTokenIDKey:               id,
+			bootstrapapi.BootstrapTokenSecretKey:           secret,
+			bootstrapapi.BootstrapTokenDescriptionKey:      description,
+			bootstrapapi.BootstrapTokenExpirationKey:       time.Now().Add(ttl).UTC().Format(time.RFC3339),
+			bootstrapapi.BootstrapTokenUsageAuthentication: "true",
+			bootstrapapi.BootstrapTokenUsageSigningKey:     "true",
+		},
+	}, metav1.CreateOptions{FieldManager: fieldManager})
+	if err != nil {
+		return "", fmt.Errorf("creating bootstrap token secret: %w", err)
+	}
+	return token, nil
+}
+
+// WaitSigned waits until the parent's bootstrapsigner controller has signed
+// cluster-info for the token, so that a join can start at once.
+func WaitSigned(ctx context.Context, client kubernetes.Interface, token string) error {
+	id, _, _ := strings.Cut(token, ".")
+	cms := client.CoreV1().ConfigMaps(metav1.NamespacePublic)
+	lw := kubeclient.SingleObject(bootstrapapi.ConfigMapClusterInfo, cms.List, cms.Watch)
+	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.ConfigMap{}, nil, func(ev watch.Event) (bool, error) {
+		cm, ok := ev.Object.(*corev1.ConfigMap)
+		if !ok {
+			return false, nil
+		}
+		_, signed := cm.Data[bootstrapapi.JWSSignatureKeyPrefix+id]
+		return signed, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for cluster-info to be signed for token %s (is the bootstrapsigner controller running in kube-controller-manager?): %w", id, err)
+	}
+	return nil
+}
+
+// CAHash returns the kubeadm-style pin (sha256:<hex>) of the first CA in caData.
+func CAHash(caData []byte) (string, error) {
+	certs, err := certutil.ParseCertsPEM(caData)
+	if err != nil {
+		return "", fmt.Errorf("parsing CA: %w", err)
+	}
+	if len(certs) == 0 {
+		return "", errors.New("no CA certificate")
+	}
+	return pubkeypin.Hash(certs[0]), nil
+}
+
+// Certificates parses PEM certificates.
+func Certificates(pemData []byte) ([]*x509.Certificate, error) {
+	return certutil.ParseCertsPEM(pemData)
+}
+
+// SetClusterInfo sets keys of kube-public/nestlet-info, creating it if
+// needed and keeping the keys others wrote (the cluster name comes from
+// nestctl, the proxy's endpoints from nestlet-proxy).
+func SetClusterInfo(ctx context.Context, client kubernetes.Interface, manager string, data map[string]string) error {
+	cms := client.CoreV1().ConfigMaps(metav1.NamespacePublic)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := cms.Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = cms.Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: api.ClusterInfoConfigMap, Namespace: metav1.NamespacePublic},
+				Data:       data,
+			}, metav1.CreateOptions{FieldManager: manager})
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(corev1.Resource("configmaps"), api.ClusterInfoConfigMap, err)
+			}
+			if err != nil {
+				return fmt.Errorf("creating kube-public/%s: %w", api.ClusterInfoConfigMap, err)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading kube-public/%s: %w", api.ClusterInfoConfigMap, err)
+		}
+		next := cur.DeepCopy()
+		if next.Data == nil {
+			next.Data = map[string]string{}
+		}
+		changed := false
+		for k, v := range data {
+			if next.Data[k] != v {
+				next.Data[k], changed = v, true
+			}
+		}
+		if !changed {
+			return nil
+		}
+		_, err = cms.Update(ctx, next, metav1.UpdateOptions{FieldManager: manager})
+		return err
+	})
+}
