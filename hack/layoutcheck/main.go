@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 )
 
@@ -30,15 +31,26 @@ func run() error {
 		return err
 	}
 	problems := append(CheckImports(pkgs, Rules), CheckShippedDeps(pkgs)...)
-	files, err := goFiles()
+	files, err := repoFiles()
 	if err != nil {
 		return err
 	}
-	sizes, err := CheckSizes(".", files)
+	var goFiles []string
+	for _, f := range files {
+		if strings.HasSuffix(f, ".go") {
+			goFiles = append(goFiles, f)
+		}
+	}
+	sizes, err := CheckSizes(".", goFiles)
 	if err != nil {
 		return err
 	}
 	problems = append(problems, sizes...)
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		return err
+	}
+	problems = append(problems, CheckReadmeLayout(string(readme), topLevel(files))...)
 	for _, p := range problems {
 		fmt.Fprintln(os.Stderr, p)
 	}
@@ -90,8 +102,22 @@ func rel(importPath string) string {
 	return strings.TrimPrefix(strings.TrimPrefix(importPath, module), "/")
 }
 
-func goFiles() ([]string, error) {
-	out, err := exec.Command("git", "ls-files", "--cached", "--others", "--exclude-standard", "*.go").Output()
+// topLevel returns the top-level entries of the repository's files, dot
+// files and folders excepted.
+func topLevel(files []string) []string {
+	var out []string
+	for _, f := range files {
+		top, _, _ := strings.Cut(f, "/")
+		if !strings.HasPrefix(top, ".") && !slices.Contains(out, top) {
+			out = append(out, top)
+		}
+	}
+	return out
+}
+
+// repoFiles lists the files git tracks or would track, matching patterns.
+func repoFiles(patterns ...string) ([]string, error) {
+	out, err := exec.Command("git", append([]string{"ls-files", "--cached", "--others", "--exclude-standard"}, patterns...)...).Output()
 	if err != nil {
 		return nil, fmt.Errorf("git ls-files: %w", exitDetail(err))
 	}

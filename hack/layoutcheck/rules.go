@@ -136,3 +136,42 @@ func CheckSizes(root string, files []string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// CheckReadmeLayout returns one line per top-level entry of the repository
+// (entries: tracked files and folders, dot-files excepted) that the
+// README's "## Layout" table does not name, and per path the table names
+// that does not exist. A table cell names its paths in backquotes.
+func CheckReadmeLayout(readme string, entries []string) []string {
+	_, section, ok := strings.Cut(readme, "\n## Layout\n")
+	if !ok {
+		return []string{"README.md has no \"## Layout\" section"}
+	}
+	if i := strings.Index(section, "\n## "); i >= 0 {
+		section = section[:i]
+	}
+	named := map[string]bool{}
+	for _, line := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		first, _, _ := strings.Cut(strings.TrimPrefix(line, "| "), " |")
+		for _, part := range strings.Split(first, "`") {
+			part = strings.TrimSuffix(strings.TrimSpace(part), "/")
+			if part != "" && part != "," {
+				named[part] = true
+			}
+		}
+	}
+	var out []string
+	for _, e := range entries {
+		if !named[e] {
+			out = append(out, fmt.Sprintf("README.md's Layout table does not name %s", e))
+		}
+		delete(named, e)
+	}
+	for n := range named {
+		out = append(out, fmt.Sprintf("README.md's Layout table names %s, which is not in the repository", n))
+	}
+	slices.Sort(out)
+	return out
+}

@@ -82,3 +82,13 @@ func TestTreeFollowsTheLayout(t *testing.T) {
 	t.Chdir("../..")
 	require.NoError(t, run())
 }
+
+func TestCheckReadmeLayout(t *testing.T) {
+	readme := "# X\n\n## Layout\n\n| path | what |\n|---|---|\n| `api/` | a |\n| `cmd/`, `go.mod` | b |\n\n## Next\n| `gone/` | c |\n"
+	require.Empty(t, CheckReadmeLayout(readme, []string{"api", "cmd", "go.mod"}))
+	require.Equal(t, []string{
+		"README.md's Layout table does not name pkg",
+		"README.md's Layout table names go.mod, which is not in the repository",
+	}, CheckReadmeLayout(readme, []string{"api", "cmd", "pkg"}))
+	require.Equal(t, []string{`README.md has no "## Layout" section`}, CheckReadmeLayout("# X\n", nil))
+}
