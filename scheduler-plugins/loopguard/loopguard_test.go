@@ -13,6 +13,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/scheduler-plugins/internal/schedtest"
 )
 
 func newPlugin(t *testing.T, hopLimit int) *LoopGuard {
@@ -89,6 +90,7 @@ func TestFilter(t *testing.T) {
 			for _, m := range tt.wantMessage {
 				require.Contains(t, status.Message(), m)
 			}
+			schedtest.RequireCleanFailure(t, tt.pod, status)
 		})
 	}
 }

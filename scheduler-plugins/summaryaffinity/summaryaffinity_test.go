@@ -20,6 +20,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/scheduler-plugins/internal/schedtest"
 )
 
 const regionKey = "topology.kubernetes.io/region"
@@ -122,6 +123,7 @@ func TestFilterRealNode(t *testing.T) {
 			got := filter(t, tt.pod, tt.node)
 			require.Equal(t, tt.wantCode, got.Code(), got.Message())
 			require.Contains(t, got.Message(), tt.wantMessage)
+			schedtest.RequireCleanFailure(t, tt.pod, got)
 			// Same verdict as the built-in filters it replaces.
 			require.Equal(t, tt.wantCode, builtinCode(t, tt.pod, tt.node))
 		})
@@ -206,6 +208,7 @@ func TestFilterVirtualNode(t *testing.T) {
 			for _, m := range tt.wantMessage {
 				require.Contains(t, got.Message(), m)
 			}
+			schedtest.RequireCleanFailure(t, tt.pod, got)
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/scheduler-plugins/internal/schedtest"
 )
 
 func shapeOf(cpu, mem, pods string) corev1.ResourceList {
@@ -103,6 +104,8 @@ func TestFilterShapes(t *testing.T) {
 		{name: "fragmented: 8 CPU pod", summary: fragmented, pod: inEast(cpuPod("p", "8")),
 			wantCode: fwk.Unschedulable, wantMessage: "vn-child: largest free shape 4 CPU < 8 CPU"},
 		{name: "fragmented: 4 CPU pod", summary: fragmented, pod: inEast(cpuPod("p", "4"))},
+		{name: "over the watermark and larger than any node: both said", summary: fragmented, pod: cpuPod("p", "250").Obj(),
+			wantCode: fwk.Unschedulable, wantMessage: "vn-child: cpu would reach 98 percent of its allocatable, above the high watermark of 95 percent; largest free shape 16 CPU < 250 CPU"},
 		{name: "fragmented: 8 CPU pod for any region fits west", summary: fragmented, pod: cpuPod("p", "8").Obj()},
 		{name: "fragmented: 17 CPU pod for any region", summary: fragmented, pod: cpuPod("p", "17").Obj(),
 			wantCode: fwk.Unschedulable, wantMessage: "largest free shape 16 CPU < 17 CPU"},
@@ -192,6 +195,7 @@ func TestFilterShapes(t *testing.T) {
 			got := filter(pl, tt.pod, nodeInfo(node, tt.pods...))
 			require.Equal(t, tt.wantCode, got.Code(), got.Message())
 			require.Contains(t, got.Message(), tt.wantMessage)
+			schedtest.RequireCleanFailure(t, tt.pod, got)
 			require.Equal(t, orig, node)
 			// Judged again, the same: nothing is taken out of the summary
 			// for good.

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -158,7 +159,17 @@ func (pl *Watermark) Filter(_ context.Context, state fwk.CycleState, pod *corev1
 			continue
 		}
 		if lvl > wm+1e-9 {
-			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: %s would reach %.0f%%, above the high watermark %.0f%%", node.Name, r, lvl*100, wm*100))
+			// No '%' in a reason: kube-scheduler passes the reasons to its
+			// event recorder as a format.
+			msg := fmt.Sprintf("%s: %s would reach %.0f percent of its allocatable, above the high watermark of %.0f percent", node.Name, r, lvl*100, wm*100)
+			if virtualnode.IsVirtual(node) {
+				// Say also when no single node below has room: raising
+				// the watermark would not help then.
+				if s := pl.fitsSummary(pod, req, nodeInfo); !s.IsSuccess() {
+					msg += "; " + strings.TrimPrefix(s.Message(), node.Name+": ")
+				}
+			}
+			return fwk.NewStatus(fwk.Unschedulable, msg)
 		}
 	}
 	if virtualnode.IsVirtual(node) {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/scheduler-plugins/internal/schedtest"
 )
 
 const regionKey = "topology.kubernetes.io/region"
@@ -146,24 +147,24 @@ func TestFilterWatermark(t *testing.T) {
 	}{
 		{name: "cpu lifted to 96% of allocatable at watermark 0.95", node: realNode("n", "20", "110"),
 			existing: []*corev1.Pod{cpuPod("a", "18").Obj()}, pod: cpuPod("p", "1200m").Obj(),
-			wantCode: fwk.Unschedulable, wantMessage: "n: cpu would reach 96%, above the high watermark 95%"},
+			wantCode: fwk.Unschedulable, wantMessage: "n: cpu would reach 96 percent of its allocatable, above the high watermark of 95 percent"},
 		{name: "cpu lifted to exactly 95%", node: realNode("n", "20", "110"),
 			existing: []*corev1.Pod{cpuPod("a", "18").Obj()}, pod: cpuPod("p", "1").Obj()},
 		{name: "empty node, pod over the watermark", node: realNode("n", "10", "110"), pod: cpuPod("p", "9600m").Obj(),
-			wantCode: fwk.Unschedulable, wantMessage: "cpu would reach 96%"},
+			wantCode: fwk.Unschedulable, wantMessage: "cpu would reach 96 percent"},
 		{name: "memory over the watermark", node: realNode("n", "64", "110"),
 			pod:      st.MakePod().Name("p").Req(map[corev1.ResourceName]string{corev1.ResourceMemory: "62Gi"}).Obj(),
-			wantCode: fwk.Unschedulable, wantMessage: "memory would reach 97%"},
+			wantCode: fwk.Unschedulable, wantMessage: "memory would reach 97 percent"},
 		{name: "custom watermark", args: &Args{HighWatermark: map[corev1.ResourceName]float64{corev1.ResourceCPU: 0.5}},
 			node: realNode("n", "10", "110"), pod: cpuPod("p", "6").Obj(),
-			wantCode: fwk.Unschedulable, wantMessage: "above the high watermark 50%"},
+			wantCode: fwk.Unschedulable, wantMessage: "above the high watermark of 50 percent"},
 		{name: "resource not watched", args: &Args{HighWatermark: map[corev1.ResourceName]float64{corev1.ResourceMemory: 0.5}},
 			node: realNode("n", "10", "110"), existing: []*corev1.Pod{cpuPod("a", "9").Obj()}, pod: cpuPod("p", "1").Obj()},
 		{name: "pods: room for one more", node: realNode("n", "10", "2"),
 			existing: []*corev1.Pod{st.MakePod().Name("a").UID("a").Obj()}, pod: st.MakePod().Name("p").Obj()},
 		{name: "pods: full, pods without requests count", node: realNode("n", "10", "2"),
 			existing: []*corev1.Pod{st.MakePod().Name("a").UID("a").Obj(), st.MakePod().Name("b").UID("b").Obj()},
-			pod:      st.MakePod().Name("p").Obj(), wantCode: fwk.Unschedulable, wantMessage: "pods would reach 150%, above the high watermark 100%"},
+			pod:      st.MakePod().Name("p").Obj(), wantCode: fwk.Unschedulable, wantMessage: "pods would reach 150 percent of its allocatable, above the high watermark of 100 percent"},
 		{name: "node without a requested resource", args: &Args{HighWatermark: map[corev1.ResourceName]float64{"nvidia.com/gpu": 1}},
 			node: realNode("n", "10", "110"), pod: st.MakePod().Name("p").Req(map[corev1.ResourceName]string{"nvidia.com/gpu": "1"}).Obj(),
 			wantCode: fwk.Unschedulable, wantMessage: "n: has no nvidia.com/gpu"},
@@ -173,12 +174,12 @@ func TestFilterWatermark(t *testing.T) {
 			node:     st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{"nvidia.com/gpu": "2"}).Obj(),
 			existing: []*corev1.Pod{st.MakePod().Name("a").UID("a").Req(map[corev1.ResourceName]string{"nvidia.com/gpu": "2"}).Obj()},
 			pod:      st.MakePod().Name("p").Req(map[corev1.ResourceName]string{"nvidia.com/gpu": "1"}).Obj(),
-			wantCode: fwk.Unschedulable, wantMessage: "nvidia.com/gpu would reach 150%"},
+			wantCode: fwk.Unschedulable, wantMessage: "nvidia.com/gpu would reach 150 percent"},
 		{name: "ephemeral storage over the watermark", args: &Args{HighWatermark: map[corev1.ResourceName]float64{corev1.ResourceEphemeralStorage: 0.9}},
 			node:     st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceEphemeralStorage: "100Gi"}).Obj(),
 			existing: []*corev1.Pod{st.MakePod().Name("a").UID("a").Req(map[corev1.ResourceName]string{corev1.ResourceEphemeralStorage: "80Gi"}).Obj()},
 			pod:      st.MakePod().Name("p").Req(map[corev1.ResourceName]string{corev1.ResourceEphemeralStorage: "11Gi"}).Obj(),
-			wantCode: fwk.Unschedulable, wantMessage: "ephemeral-storage would reach 91%"},
+			wantCode: fwk.Unschedulable, wantMessage: "ephemeral-storage would reach 91 percent"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,6 +187,7 @@ func TestFilterWatermark(t *testing.T) {
 			got := filter(pl, tt.pod, nodeInfo(tt.node, tt.existing...))
 			require.Equal(t, tt.wantCode, got.Code(), got.Message())
 			require.Contains(t, got.Message(), tt.wantMessage)
+			schedtest.RequireCleanFailure(t, tt.pod, got)
 		})
 	}
 }
@@ -243,6 +245,7 @@ func TestFilterCooldown(t *testing.T) {
 			got := filter(pl, tt.pod, nodeInfo(tt.node))
 			require.Equal(t, tt.wantCode, got.Code(), got.Message())
 			require.Contains(t, got.Message(), tt.wantMessage)
+			schedtest.RequireCleanFailure(t, tt.pod, got)
 		})
 	}
 
