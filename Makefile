@@ -18,6 +18,11 @@ build:
 binaries:
 	hack/install-binaries.sh
 
+## node-runtime: build the pinned node runtime of real leaves (kubelet, containerd, runc, CNI plugins) and their images into the cache
+.PHONY: node-runtime
+node-runtime:
+	hack/install-node-runtime.sh
+
 ## test: unit, integration and end-to-end tests against real local control planes
 .PHONY: test
 test: binaries
@@ -48,7 +53,7 @@ demo-down:
 lint:
 	hack/lint.sh
 
-## verify: gofmt, go vet, go.mod tidiness and the pinned Kubernetes replace block
+## verify: gofmt, go vet, go.mod tidiness, the pinned Kubernetes replace block, the layout (hack/layoutcheck)
 .PHONY: verify
 verify:
 	hack/verify.sh

@@ -49,21 +49,9 @@ cached() {
   ln -sfn "${dir}/${name}" "${OUT_DIR}/${name}"
 }
 
-kube_ldflags() {
-  local minor="${KUBE_VERSION#v1.}"
-  minor="${minor%%.*}"
-  local pkg
-  local flags="-s -w"
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    flags+=" -X ${pkg}.gitVersion=${KUBE_VERSION} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor}"
-    flags+=" -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=1970-01-01T00:00:00Z"
-  done
-  echo "${flags}"
-}
-
 build_kube() { # out: builds k8s.io/kubernetes/cmd/<basename out>
   local out="$1"
-  CGO_ENABLED=0 go build -trimpath -ldflags "$(kube_ldflags)" -o "${out}" "k8s.io/kubernetes/cmd/$(basename "${out}")"
+  CGO_ENABLED=0 go build -trimpath -ldflags "$(nestlet::kube_ldflags "${KUBE_VERSION}")" -o "${out}" "k8s.io/kubernetes/cmd/$(basename "${out}")"
 }
 
 build_etcd() {

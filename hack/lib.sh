@@ -19,3 +19,19 @@ nestlet::go_tool() {
   fi
   echo "${dir}/${name}"
 }
+
+# nestlet::kube_ldflags VERSION prints the -ldflags that stamp a Kubernetes
+# binary built from the module proxy with its version, as the upstream
+# release does (kube-apiserver, kubelet, ... report it to each other).
+nestlet::kube_ldflags() {
+  local version="$1"
+  local minor="${version#v1.}"
+  minor="${minor%%.*}"
+  local pkg
+  local flags="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X ${pkg}.gitVersion=${version} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor}"
+    flags+=" -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=1970-01-01T00:00:00Z"
+  done
+  echo "${flags}"
+}

@@ -20,6 +20,7 @@ fi
 
 go vet ./...
 (cd hack/etcd && go vet ./...)
+(cd hack/images && go vet ./...)
 
 if ! go run ./hack/layoutcheck; then
   status=1
@@ -28,9 +29,12 @@ fi
 # go.mod, go.sum, the replace block and generated code are regenerated and
 # must not change.
 hack/update-kube-pins.sh >/dev/null
-(cd hack/etcd && go mod tidy)
-(cd hack/tools/helm && go mod tidy)
-if ! git diff --exit-code -- go.mod go.sum hack/etcd/go.mod hack/etcd/go.sum hack/tools/helm/go.mod hack/tools/helm/go.sum; then
+mod_files=(go.mod go.sum)
+for dir in hack/etcd hack/tools/helm hack/tools/containerd hack/tools/runc hack/tools/cni hack/images; do
+  (cd "${dir}" && go mod tidy)
+  mod_files+=("${dir}/go.mod" "${dir}/go.sum")
+done
+if ! git diff --exit-code -- "${mod_files[@]}"; then
   echo "go.mod/go.sum are stale: run hack/update-kube-pins.sh and commit the result" >&2
   status=1
 fi

@@ -1,0 +1,141 @@
+// Command demo-app is the program of the image nestlet.local/demo-app that
+// real leaves run in the tests and the demo. Without arguments it serves
+// HTTP on --port (or $PORT, default 8080): every request is logged to
+// stdout, /healthz answers "ok", any other path answers "hello from
+// <hostname>". Told by --exit-after/--exit-code (or $EXIT_AFTER and
+// $EXIT_CODE) it exits with that code after that long, so that tests see a
+// container crash, restart or complete.
+//
+// With a command as its first argument it is a small multi-call tool, so
+// that `kubectl exec` has something to run in an image without a shell:
+// hostname, env, echo ARGS..., cat [FILE...] (stdin without files), ls
+// [DIR], exit CODE.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
+		os.Exit(tool(os.Args[1], os.Args[2:]))
+	}
+	port := flag.String("port", envOr("PORT", "8080"), "port to serve HTTP on ($PORT)")
+	exitAfter := flag.Duration("exit-after", durationEnv("EXIT_AFTER"), "exit this long after start, 0 for never ($EXIT_AFTER, e.g. 5s)")
+	exitCode := flag.Int("exit-code", intEnv("EXIT_CODE"), "the code to exit with after --exit-after ($EXIT_CODE)")
+	flag.Parse()
+
+	host, _ := os.Hostname()
+	fmt.Printf("demo-app: listening on :%s as %s\n", *port, host)
+	if *exitAfter > 0 {
+		time.AfterFunc(*exitAfter, func() {
+			fmt.Printf("demo-app: exiting with code %d after %s\n", *exitCode, *exitAfter)
+			os.Exit(*exitCode)
+		})
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hello from %s\n", host)
+	})
+	logged := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Printf("demo-app: %s %s from %s\n", r.Method, r.URL.Path, r.RemoteAddr)
+		mux.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Addr: ":" + *port, Handler: logged, ReadHeaderTimeout: 10 * time.Second}
+	if err := srv.ListenAndServe(); err != nil {
+		fmt.Fprintln(os.Stderr, "demo-app:", err)
+		os.Exit(1)
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func durationEnv(key string) time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(key))
+	return d
+}
+
+func intEnv(key string) int {
+	n, _ := strconv.Atoi(os.Getenv(key))
+	return n
+}
+
+// tool runs one of the exec commands and returns its exit code.
+func tool(cmd string, args []string) int {
+	switch cmd {
+	case "hostname":
+		h, _ := os.Hostname()
+		fmt.Println(h)
+	case "env":
+		for _, e := range os.Environ() {
+			fmt.Println(e)
+		}
+	case "echo":
+		fmt.Println(strings.Join(args, " "))
+	case "cat":
+		return cat(args)
+	case "ls":
+		dir := "."
+		if len(args) > 0 {
+			dir = args[0]
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		for _, e := range ents {
+			fmt.Println(e.Name())
+		}
+	case "exit":
+		if len(args) != 1 {
+			fmt.Fprintln(os.Stderr, "usage: demo-app exit CODE")
+			return 2
+		}
+		code, err := strconv.Atoi(args[0])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		return code
+	default:
+		fmt.Fprintf(os.Stderr, "demo-app: unknown command %q (hostname, env, echo, cat, ls, exit)\n", cmd)
+		return 127
+	}
+	return 0
+}
+
+// cat copies the files, or stdin without any, to stdout.
+func cat(files []string) int {
+	if len(files) == 0 {
+		if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		_, _ = os.Stdout.Write(b)
+	}
+	return 0
+}
