@@ -49,13 +49,17 @@ func (c *Cluster) AddNode(ctx context.Context, o NodeOptions) (*corev1.Node, err
 	annotations := map[string]string{"node.alpha.kubernetes.io/ttl": "0"}
 	maps.Copy(annotations, o.Annotations)
 	annotations[KwokNodeAnnotation] = "fake"
+	podCIDR, err := nextPodCIDR()
+	if err != nil {
+		return nil, err
+	}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        o.Name,
 			Labels:      labels,
 			Annotations: annotations,
 		},
-		Spec: corev1.NodeSpec{Taints: o.Taints},
+		Spec: corev1.NodeSpec{Taints: o.Taints, PodCIDR: podCIDR, PodCIDRs: []string{podCIDR}},
 		Status: corev1.NodeStatus{
 			Capacity:    capacity.DeepCopy(),
 			Allocatable: capacity.DeepCopy(),
@@ -65,7 +69,7 @@ func (c *Cluster) AddNode(ctx context.Context, o NodeOptions) (*corev1.Node, err
 		return nil, fmt.Errorf("creating node %s: %w", o.Name, err)
 	}
 	var ready *corev1.Node
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, o.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil //nolint:nilerr // retried until the timeout
