@@ -3,6 +3,9 @@ package api
 const (
 	// GroupName is the API group of Nestlet's resources.
 	GroupName = "nestlet.io"
+	// DefaultNamespace is where the agent keeps node identities and where
+	// `nestctl join` stores bootstrap tokens, unless told otherwise.
+	DefaultNamespace = "nestlet-system"
 
 	// LabelCluster is set on a virtual node to the name of the child
 	// cluster it stands for.

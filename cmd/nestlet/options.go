@@ -26,7 +26,7 @@ type options struct {
 // addFlags registers the options' flags on fs.
 func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of this cluster (default: in-cluster config, or $KUBECONFIG)")
-	fs.StringVar(&o.namespace, "namespace", "nestlet-system", "namespace of this cluster where node identities are kept")
+	fs.StringVar(&o.namespace, "namespace", api.DefaultNamespace, "namespace of this cluster where node identities are kept")
 	fs.StringSliceVar(&o.groupKeys, "group-keys", api.DefaultGroupKeys, "node label keys that group nodes in the summary sent to parents")
 	fs.Int32Var(&o.lease, "lease-duration", 40, "lease duration of virtual nodes, in seconds")
 	fs.IntVar(&o.podWorkers, "pod-workers", 50, "pods forwarded concurrently per parent")

@@ -93,7 +93,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("agent: RESTConfig is required")
 	}
 	if cfg.Namespace == "" {
-		cfg.Namespace = "nestlet-system"
+		cfg.Namespace = api.DefaultNamespace
 	}
 	switch cfg.KubeletAPI {
 	case "":

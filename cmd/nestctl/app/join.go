@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/charts/nestlet/crds"
 )
@@ -66,7 +67,7 @@ Follow it with: kubectl get targets`,
 	f.StringToStringVar(&o.Labels, "labels", nil, "extra labels for the virtual node, k=v,...")
 	f.DurationVar(&o.ReportFrequency, "report-frequency", 10*time.Second, "how often the summary is sent")
 	f.StringVar(&o.TargetName, "name", "", "name of the Target (default: the parent's host and port)")
-	f.StringVar(&o.Namespace, "namespace", "nestlet-system", "namespace of the token Secret")
+	f.StringVar(&o.Namespace, "namespace", api.DefaultNamespace, "namespace of the token Secret")
 	return cmd
 }
 
