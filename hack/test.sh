@@ -26,5 +26,20 @@ if [[ "${what}" == "unit" ]]; then
   exit 0
 fi
 
+echo "== node runtime of the real leaves (kubelet, containerd, runc, CNI plugins, images)"
+# Where it cannot be installed (not Linux, not root, no apt), the real-leaf
+# tests skip and say why; .ci/run makes that a failure
+# (NESTLET_REQUIRE_REAL_NODES=1).
+if ! hack/install-node-runtime.sh; then
+  echo "the node runtime could not be installed (see above): the real-leaf tests (test/e2e/realleaf) will skip" >&2
+fi
+
 echo "== integration and end-to-end tests (real control planes)"
-go test -count=1 -p 1 -timeout 60m "${real[@]}"
+log="$(mktemp)"
+trap 'rm -f "${log}"' EXIT
+status=0
+go test -count=1 -p 1 -timeout 60m "${real[@]}" 2>&1 | tee "${log}" || status=$?
+if grep -q "SKIPPING the real-leaf tests" "${log}"; then
+  echo "== NOTE: the real-leaf tests were skipped: $(grep -m1 "SKIPPING the real-leaf tests" "${log}" | sed 's/^SKIPPING the real-leaf tests: //')" >&2
+fi
+exit "${status}"

@@ -14,6 +14,8 @@ const BinDirEnv = "NESTLET_BIN_DIR"
 
 // Binaries holds the paths of the programs a Cluster runs.
 type Binaries struct {
+	// Dir is the directory they are in.
+	Dir                   string
 	Etcd                  string
 	KubeAPIServer         string
 	KubeControllerManager string
@@ -43,6 +45,7 @@ func FindBinaries(dir string) (*Binaries, error) {
 		dir = filepath.Join(root, "_output", "bin")
 	}
 	b := &Binaries{
+		Dir:                   dir,
 		Etcd:                  filepath.Join(dir, "etcd"),
 		KubeAPIServer:         filepath.Join(dir, "kube-apiserver"),
 		KubeControllerManager: filepath.Join(dir, "kube-controller-manager"),

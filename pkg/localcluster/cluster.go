@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/x509/pkix"
 	_ "embed"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +40,9 @@ type ClusterOptions struct {
 	SchedulerMetrics bool
 	// Nodes are kwok nodes created once the cluster is up.
 	Nodes []NodeOptions
+	// RealNodes are nodes run by a real kubelet and containerd, started
+	// after the kwok nodes (see AddRealNode).
+	RealNodes []RealNodeOptions
 	// KwokPortForwardTarget is the host:port kwok connects every pod
 	// port-forward to (none when empty).
 	KwokPortForwardTarget string
@@ -72,6 +77,46 @@ type Cluster struct {
 	procs *processGroup
 	own   []*Process
 	ca    *certKey
+	bins  *Binaries
+
+	realMu    sync.Mutex
+	realNodes []*RealNode
+}
+
+// RealNodes returns the cluster's real nodes.
+func (c *Cluster) RealNodes() []*RealNode {
+	c.realMu.Lock()
+	defer c.realMu.Unlock()
+	return append([]*RealNode(nil), c.realNodes...)
+}
+
+// RealNode returns the named real node, or nil.
+func (c *Cluster) RealNode(name string) *RealNode {
+	for _, n := range c.RealNodes() {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) addRealNode(n *RealNode) {
+	c.realMu.Lock()
+	defer c.realMu.Unlock()
+	c.realNodes = append(c.realNodes, n)
+}
+
+// stopRealNodes stops the real nodes, concurrently, and removes what they
+// made on the host.
+func (c *Cluster) stopRealNodes() error {
+	nodes := c.RealNodes()
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() { errs[i] = n.Stop() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Processes returns the processes of this cluster (not its shared etcd).
@@ -107,7 +152,7 @@ func startCluster(ctx context.Context, bins *Binaries, etcd *Etcd, baseDir strin
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Name: opts.Name, Dir: dir, URL: fmt.Sprintf("https://127.0.0.1:%d", ports[0]), KwokNodePort: ports[1], procs: procs}
+	c := &Cluster{Name: opts.Name, Dir: dir, URL: fmt.Sprintf("https://127.0.0.1:%d", ports[0]), KwokNodePort: ports[1], procs: procs, bins: bins}
 
 	pki, err := c.writePKI()
 	if err != nil {
@@ -148,6 +193,11 @@ func startCluster(ctx context.Context, bins *Binaries, etcd *Etcd, baseDir strin
 	for _, n := range opts.Nodes {
 		if _, err := c.AddNode(ctx, n); err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", opts.Name, err)
+		}
+	}
+	for _, n := range opts.RealNodes {
+		if _, err := c.AddRealNode(ctx, n); err != nil {
+			return c, fmt.Errorf("cluster %s: %w", opts.Name, err)
 		}
 	}
 	return c, nil
@@ -329,8 +379,9 @@ func (c *Cluster) Anonymous() *rest.Config {
 	return &rest.Config{Host: c.URL, TLSClientConfig: rest.TLSClientConfig{CAFile: c.ca.CertPath}}
 }
 
-// Stop stops the cluster's processes (not the shared etcd).
+// Stop stops the cluster's real nodes and processes (not the shared etcd).
 func (c *Cluster) Stop() {
+	_ = c.stopRealNodes()
 	for _, p := range c.own {
 		p.Stop(10 * time.Second)
 	}

@@ -25,6 +25,8 @@ func (c *Cluster) startAPIServer(ctx context.Context, bins *Binaries, etcd *Etcd
 		"--client-ca-file="+c.ca.CertPath,
 		"--kubelet-client-certificate="+pki.kubeletClient.CertPath,
 		"--kubelet-client-key="+pki.kubeletClient.KeyPath,
+		// Real nodes name themselves by a hostname no resolver knows.
+		"--kubelet-preferred-address-types=InternalIP,Hostname",
 		"--service-account-key-file="+pki.saPub,
 		"--service-account-signing-key-file="+pki.saKey,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",

@@ -259,6 +259,9 @@ func StopDetached(dir string, grace time.Duration) ([]ProcessRecord, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := stopDetachedRealNodes(abs); err != nil {
+		return nil, fmt.Errorf("stopping real nodes: %w; %s kept", err, abs)
+	}
 	running := s.Alive()
 	var left []ProcessRecord
 	for wave := range 3 {

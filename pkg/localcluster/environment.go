@@ -102,6 +102,9 @@ func (e *Environment) AddClusters(ctx context.Context, clusters ...ClusterOption
 		wg.Go(func() {
 			c, err := startCluster(ctx, e.Binaries, e.Etcd, e.Dir, o, &e.procs)
 			if err != nil {
+				if c != nil {
+					err = errors.Join(err, c.stopRealNodes())
+				}
 				errs[i] = err
 				return
 			}
@@ -154,9 +157,24 @@ func (e *Environment) StartProcess(name, bin string, args ...string) (*Process, 
 // Processes returns every process the Environment started, stopped or not.
 func (e *Environment) Processes() []*Process { return e.procs.list() }
 
-// Stop stops every process the Environment started. It is idempotent.
+// Stop stops every process the Environment started, real nodes first (so
+// that they clean up the host while their runtime still runs). It is
+// idempotent. What a real node could not undo is reported by StopErr.
 func (e *Environment) Stop() {
+	_ = e.StopErr()
+}
+
+// StopErr is Stop, returning what could not be cleaned up on the host.
+func (e *Environment) StopErr() error {
+	clusters := e.Clusters()
+	errs := make([]error, len(clusters))
+	var wg sync.WaitGroup
+	for i, c := range clusters {
+		wg.Go(func() { errs[i] = c.stopRealNodes() })
+	}
+	wg.Wait()
 	e.procs.stopAll(10 * time.Second)
+	return errors.Join(errs...)
 }
 
 // RemoveDir deletes the Environment's directory (call after Stop, when the
@@ -182,7 +200,9 @@ func (e *Environment) LogTails(n int) string {
 // Cleanup stops the Environment; when failed it logs the tails of the logs
 // and keeps the directory, else it removes it.
 func (e *Environment) Cleanup(failed bool, logf func(format string, args ...any)) {
-	e.Stop()
+	if err := e.StopErr(); err != nil {
+		logf("cleaning up real nodes: %v", err)
+	}
 	if failed {
 		logf("logs kept in %s; last lines:\n%s", e.Dir, e.LogTails(25))
 		return

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -99,15 +101,16 @@ func (e *Environment) StartProxy(ctx context.Context, c *Cluster) (*Process, err
 	if err != nil {
 		return nil, err
 	}
+	ip := HostIP()
 	p, err := e.StartProcess(c.Name+"-nestlet-proxy", bins.Proxy,
-		"--kubeconfig="+c.KubeconfigPath, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--kubeconfig="+c.KubeconfigPath, "--bind-address="+ip, "--advertise-address="+ip,
 		fmt.Sprintf("--kubelet-port=%d", ports[0]), fmt.Sprintf("--tunnel-port=%d", ports[1]), "--v=2")
 	if err != nil {
 		return nil, err
 	}
 	err = waitHealthy(ctx, p, time.Minute, func(ctx context.Context) bool {
 		cm, err := c.Client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
-		return err == nil && cm.Data[api.ClusterInfoProxyKubeletEndpoint] == fmt.Sprintf("127.0.0.1:%d", ports[0])
+		return err == nil && cm.Data[api.ClusterInfoProxyKubeletEndpoint] == net.JoinHostPort(ip, strconv.Itoa(ports[0]))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: nestlet-proxy: %w", c.Name, err)

@@ -3,6 +3,7 @@ package localcluster
 import (
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 )
 
@@ -44,4 +45,31 @@ func freePorts(n int) ([]int, error) {
 		ports[i] = p
 	}
 	return ports, nil
+}
+
+// HostIP returns the first IPv4 address of an interface of this machine
+// that is up and not loopback (nor a real node's bridge), else 127.0.0.1.
+// nestlet-proxy advertises it: a kube-apiserver refuses to proxy
+// (nodes/proxy: /stats/summary, /metrics/resource) to a node whose address
+// is loopback, as a real node's never is.
+func HostIP() string {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return "127.0.0.1"
+	}
+	for _, ifc := range ifaces {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 || strings.HasPrefix(ifc.Name, "nstl") {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && ipn.IP.IsGlobalUnicast() {
+				return ipn.IP.String()
+			}
+		}
+	}
+	return "127.0.0.1"
 }

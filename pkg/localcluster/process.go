@@ -32,12 +32,21 @@ type Process struct {
 // instead starts a session of its own, outlives this program, and is
 // recorded in that Environment's state file before startProcess returns.
 func startProcess(logDir, name, bin string, args ...string) (*Process, error) {
+	return startProcessEnv(logDir, name, bin, nil, args...)
+}
+
+// startProcessEnv is startProcess with env added to this program's
+// environment.
+func startProcessEnv(logDir, name, bin string, env []string, args ...string) (*Process, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening log of %s: %w", name, err)
 	}
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout = f
 	cmd.Stderr = f
 	state := detachedStateFor(logDir)

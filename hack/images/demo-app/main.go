@@ -1,7 +1,7 @@
 // Command demo-app is the program of the image nestlet.local/demo-app that
 // real leaves run in the tests and the demo. Without arguments it serves
 // HTTP on --port (or $PORT, default 8080): every request is logged to
-// stdout, /healthz answers "ok", any other path answers "hello from
+// stdout, /healthz answers "ok" (503 until --ready-after), any other path answers "hello from
 // <hostname>". Told by --exit-after/--exit-code (or $EXIT_AFTER and
 // $EXIT_CODE) it exits with that code after that long, so that tests see a
 // container crash, restart or complete.
@@ -30,7 +30,9 @@ func main() {
 	port := flag.String("port", envOr("PORT", "8080"), "port to serve HTTP on ($PORT)")
 	exitAfter := flag.Duration("exit-after", durationEnv("EXIT_AFTER"), "exit this long after start, 0 for never ($EXIT_AFTER, e.g. 5s)")
 	exitCode := flag.Int("exit-code", intEnv("EXIT_CODE"), "the code to exit with after --exit-after ($EXIT_CODE)")
+	readyAfter := flag.Duration("ready-after", durationEnv("READY_AFTER"), "answer /healthz with 503 until this long after start ($READY_AFTER)")
 	flag.Parse()
+	started := time.Now()
 
 	host, _ := os.Hostname()
 	fmt.Printf("demo-app: listening on :%s as %s\n", *port, host)
@@ -42,6 +44,10 @@ func main() {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if time.Since(started) < *readyAfter {
+			http.Error(w, "not ready yet", http.StatusServiceUnavailable)
+			return
+		}
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

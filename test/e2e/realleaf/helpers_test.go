@@ -1,0 +1,162 @@
+package realleaf
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/test/framework"
+)
+
+// newNamespace creates a namespace of its own for the test at the root.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	framework.NeedRealNodes(t)
+	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
+	require.NoError(t, env.Cluster("root").EnsureNamespace(t.Context(), ns))
+	return ns
+}
+
+// appPod is a pod of the demo app for the real region, with a readiness
+// probe on /healthz.
+func appPod(name string, args ...string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
+		Spec:       appPodSpec(args...),
+	}
+}
+
+func appPodSpec(args ...string) corev1.PodSpec {
+	return corev1.PodSpec{
+		NodeSelector:                  map[string]string{"topology.kubernetes.io/region": region},
+		TerminationGracePeriodSeconds: ptr.To(int64(2)),
+		Containers: []corev1.Container{{
+			Name:            "app",
+			Image:           localcluster.DemoAppImage,
+			ImagePullPolicy: corev1.PullIfNotPresent,
+			Args:            args,
+			Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+			ReadinessProbe: &corev1.Probe{
+				ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstrPort(8080)}},
+				PeriodSeconds: 1,
+			},
+		}},
+	}
+}
+
+// createAt creates pod in ns at the root.
+func createAt(t *testing.T, ns string, pod *corev1.Pod) {
+	t.Helper()
+	_, err := env.Cluster("root").Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+// waitRoot waits until the root's pod ns/name satisfies ok and returns it.
+func waitRoot(t *testing.T, ns, name, what string, ok func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	var last *corev1.Pod
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := env.Cluster("root").Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		last = p
+		return ok(p), nil
+	})
+	require.NoError(t, err, "pod %s/%s at the root: waiting for %s; last status: %+v", ns, name, what, statusOf(last))
+	return last
+}
+
+func statusOf(p *corev1.Pod) any {
+	if p == nil {
+		return nil
+	}
+	return p.Status
+}
+
+// podReady reports whether the pod has condition Ready=True.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// leafPod follows the delegates of the root's pod down to the leaf and
+// returns the leaf's pod.
+func leafPod(t *testing.T, rootPod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	cluster, uid, ns := rootPod.Spec.NodeName, string(rootPod.UID), rootPod.Namespace
+	for range 5 {
+		c := env.Cluster(cluster)
+		require.NotNil(t, c, "pod bound to %q, not a cluster of the tree", cluster)
+		list, err := c.Client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
+		require.NoError(t, err)
+		var next *corev1.Pod
+		for i := range list.Items {
+			if strings.HasSuffix(list.Items[i].Annotations[api.AnnotationOrigin], "/"+uid) {
+				next = &list.Items[i]
+			}
+		}
+		require.NotNil(t, next, "no delegate of %s in %s", uid, cluster)
+		if env.Cluster(next.Spec.NodeName) == nil {
+			require.Equal(t, "leaf", cluster, "the pod runs in %s", cluster)
+			return next
+		}
+		cluster, uid = next.Spec.NodeName, string(next.UID)
+	}
+	t.Fatalf("delegate chain of %s/%s deeper than 5", ns, rootPod.Name)
+	return nil
+}
+
+// kubectl runs kubectl against the root and returns stdout, stderr and the
+// error.
+func kubectl(ctx context.Context, stdin string, args ...string) (string, string, error) {
+	args = append([]string{"--kubeconfig", env.Cluster("root").KubeconfigPath}, args...)
+	cmd := exec.CommandContext(ctx, env.Binaries.Kubectl, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	err := cmd.Run()
+	return out.String(), errOut.String(), err
+}
+
+// mustKubectl is kubectl that fails the test on error.
+func mustKubectl(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	out, errOut, err := kubectl(t.Context(), stdin, args...)
+	require.NoError(t, err, "kubectl %s at the root: %s", strings.Join(args, " "), errOut)
+	return out
+}
+
+// realNode is the leaf's real node.
+func realNode() *localcluster.RealNode { return env.Cluster("leaf").RealNode(leafNode) }
+
+// eventually polls check until it reports done, and fails the test with its
+// last words after timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, check func() (bool, string)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		var done bool
+		done, last = check()
+		return done, nil
+	})
+	require.NoError(t, err, "%s; last: %s", what, last)
+}

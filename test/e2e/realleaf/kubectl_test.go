@@ -1,0 +1,186 @@
+package realleaf
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+)
+
+// runningApp creates a Ready demo app pod at the root and returns its
+// namespace and the root's pod.
+func runningApp(t *testing.T, args ...string) (string, *corev1.Pod) {
+	t.Helper()
+	ns := newNamespace(t)
+	createAt(t, ns, appPod("app", args...))
+	return ns, waitRoot(t, ns, "app", "Ready", podReady)
+}
+
+// TestLogsFollow: `kubectl logs -f` at the root streams a line the app
+// writes after the stream started (a request made then).
+func TestLogsFollow(t *testing.T) {
+	ns, pod := runningApp(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, env.Binaries.Kubectl, "--kubeconfig", env.Cluster("root").KubeconfigPath, "-n", ns, "logs", "-f", "app")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer func() { cancel(); _ = cmd.Wait() }()
+	lines := bufio.NewScanner(stdout)
+	require.True(t, lines.Scan(), "no first line from logs -f")
+	require.Contains(t, lines.Text(), "demo-app: listening on :8080")
+
+	path := fmt.Sprintf("/after-follow-%d", time.Now().UnixNano())
+	resp, err := http.Get("http://" + pod.Status.PodIP + ":8080" + path)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	for lines.Scan() {
+		if strings.Contains(lines.Text(), "GET "+path) {
+			return
+		}
+	}
+	t.Fatalf("logs -f ended without the request's line: %v", lines.Err())
+}
+
+// TestCrashLoop: a container that exits 3 after a second shows at the root
+// its restarts, its last state with exit code 3, CrashLoopBackOff, and the
+// previous run's output with `kubectl logs --previous`.
+func TestCrashLoop(t *testing.T) {
+	ns := newNamespace(t)
+	pod := appPod("crash", "--exit-after=1s", "--exit-code=3")
+	pod.Spec.Containers[0].ReadinessProbe = nil
+	createAt(t, ns, pod)
+	root := waitRoot(t, ns, "crash", "CrashLoopBackOff after a restart", func(p *corev1.Pod) bool {
+		if len(p.Status.ContainerStatuses) != 1 {
+			return false
+		}
+		s := p.Status.ContainerStatuses[0]
+		return s.RestartCount >= 1 && s.State.Waiting != nil && s.State.Waiting.Reason == "CrashLoopBackOff"
+	})
+	last := root.Status.ContainerStatuses[0].LastTerminationState.Terminated
+	require.NotNil(t, last, "no last state at the root")
+	require.Equal(t, int32(3), last.ExitCode)
+	require.Equal(t, "Error", last.Reason)
+
+	out := mustKubectl(t, "", "-n", ns, "logs", "crash", "--previous")
+	require.Contains(t, out, "demo-app: exiting with code 3 after 1s")
+
+	out = mustKubectl(t, "", "-n", ns, "get", "pod", "crash")
+	require.Regexp(t, regexp.MustCompile(`crash\s+0/1\s+CrashLoopBackOff\s+[1-9]`), out)
+}
+
+// TestExec: `kubectl exec` at the root runs real commands in the container:
+// output, real exit codes, stdin, and a TTY.
+func TestExec(t *testing.T) {
+	ns, _ := runningApp(t)
+	require.Equal(t, "app\n", mustKubectl(t, "", "-n", ns, "exec", "app", "--", "/demo-app", "hostname"))
+
+	for _, code := range []int{0, 7} {
+		_, _, err := kubectl(t.Context(), "", "-n", ns, "exec", "app", "--", "/demo-app", "exit", fmt.Sprint(code))
+		require.Equal(t, code, exitCode(err), "exit code of `exit %d`: %v", code, err)
+	}
+	_, errOut, err := kubectl(t.Context(), "", "-n", ns, "exec", "app", "--", "/no/such/program")
+	require.Error(t, err)
+	require.Contains(t, errOut, "no such file or directory")
+
+	// stdin, to its end: cat copies all of it and exits.
+	require.Equal(t, "line one\nline two\n", mustKubectl(t, "line one\nline two\n", "-n", ns, "exec", "-i", "app", "--", "/demo-app", "cat"))
+
+	// A TTY: the terminal echoes the input and turns \n into \r\n.
+	root := env.Cluster("root")
+	req := root.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name("app").SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: "app", Command: []string{"/demo-app", "cat"}, Stdin: true, Stdout: true, TTY: true}, scheme.ParameterCodec)
+	ex, err := remotecommand.NewSPDYExecutor(root.Config, "POST", req.URL())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	stdinR, stdinW := io.Pipe()
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdinR, Stdout: &out, Tty: true})
+	}()
+	_, err = stdinW.Write([]byte("typed\n"))
+	require.NoError(t, err)
+	eventually(t, 20*time.Second, "the TTY's echo", func() (bool, string) {
+		return strings.Count(out.String(), "typed\r\n") == 2, fmt.Sprintf("%q", out.String())
+	})
+	// ^D ends cat's input on a terminal.
+	_, _ = stdinW.Write([]byte{4})
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		t.Fatal("exec with a TTY did not end after ^D")
+	}
+}
+
+// TestPortForward: `kubectl port-forward` at the root reaches the app's
+// HTTP port in the leaf.
+func TestPortForward(t *testing.T) {
+	ns, _ := runningApp(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, env.Binaries.Kubectl, "--kubeconfig", env.Cluster("root").KubeconfigPath, "-n", ns, "port-forward", "pod/app", ":8080")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer func() { cancel(); _ = cmd.Wait() }()
+	lines := bufio.NewScanner(stdout)
+	require.True(t, lines.Scan(), "no output from port-forward")
+	m := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> 8080`).FindStringSubmatch(lines.Text())
+	require.NotNil(t, m, "port-forward said %q", lines.Text())
+	resp, err := http.Get("http://127.0.0.1:" + m[1] + "/through-port-forward")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.Equal(t, "hello from app\n", string(body))
+	eventually(t, 30*time.Second, "the forwarded request in the logs", func() (bool, string) {
+		out, _, _ := kubectl(t.Context(), "", "-n", ns, "logs", "app")
+		return strings.Contains(out, "GET /through-port-forward"), out
+	})
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

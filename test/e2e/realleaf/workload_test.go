@@ -1,0 +1,125 @@
+package realleaf
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"k8s.io/utils/ptr"
+)
+
+// containersOf returns the leaf runtime's containers of namespace ns, by
+// state.
+func containersOf(t *testing.T, ns string) map[string]int {
+	t.Helper()
+	all, err := realNode().Containers(t.Context())
+	require.NoError(t, err)
+	out := map[string]int{}
+	for _, c := range all {
+		if c.Labels["io.kubernetes.pod.namespace"] == ns {
+			out[c.State.String()]++
+		}
+	}
+	return out
+}
+
+// TestJobRunsOnce: a Job created at the root whose container exits 0
+// completes at the root, and its container ran exactly once in the leaf.
+func TestJobRunsOnce(t *testing.T) {
+	ns := newNamespace(t)
+	spec := appPodSpec("exit", "0")
+	spec.Containers[0].ReadinessProbe = nil
+	spec.RestartPolicy = corev1.RestartPolicyNever
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "once", Namespace: ns},
+		Spec:       batchv1.JobSpec{BackoffLimit: ptr.To(int32(0)), Template: corev1.PodTemplateSpec{Spec: spec}},
+	}
+	root := env.Cluster("root")
+	_, err := root.Client.BatchV1().Jobs(ns).Create(t.Context(), job, metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, 2*time.Minute, "the Job Complete at the root", func() (bool, string) {
+		j, err := root.Client.BatchV1().Jobs(ns).Get(t.Context(), "once", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range j.Status.Conditions {
+			if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", j.Status)
+	})
+	// Give a second run the time to happen, were there one.
+	time.Sleep(5 * time.Second)
+	j, err := root.Client.BatchV1().Jobs(ns).Get(t.Context(), "once", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int32(1), j.Status.Succeeded)
+	require.Zero(t, j.Status.Failed)
+	require.Equal(t, map[string]int{"CONTAINER_EXITED": 1}, containersOf(t, ns), "containers of the Job in the leaf's runtime")
+}
+
+// TestDeleteStopsContainers: deleting a Deployment at the root stops its
+// containers in the leaf's runtime.
+func TestDeleteStopsContainers(t *testing.T) {
+	ns := newNamespace(t)
+	root := env.Cluster("root")
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(2)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}, Spec: appPodSpec()},
+		},
+	}
+	_, err := root.Client.AppsV1().Deployments(ns).Create(t.Context(), d, metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, 2*time.Minute, "2 ready replicas at the root", func() (bool, string) {
+		got, err := root.Client.AppsV1().Deployments(ns).Get(t.Context(), "web", metav1.GetOptions{})
+		return err == nil && got.Status.ReadyReplicas == 2, fmt.Sprint(err)
+	})
+	require.Equal(t, 2, containersOf(t, ns)["CONTAINER_RUNNING"])
+
+	require.NoError(t, root.Client.AppsV1().Deployments(ns).Delete(t.Context(), "web", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}))
+	eventually(t, 2*time.Minute, "no container of the Deployment running in the leaf", func() (bool, string) {
+		got := containersOf(t, ns)
+		return got["CONTAINER_RUNNING"] == 0, fmt.Sprint(got)
+	})
+}
+
+// TestStats: the virtual node's /stats/summary at the root carries the real
+// container's CPU and memory, and /metrics/resource its series.
+func TestStats(t *testing.T) {
+	ns, pod := runningApp(t)
+	root := env.Cluster("root")
+	eventually(t, time.Minute, "the pod's stats in the root's /stats/summary", func() (bool, string) {
+		raw, err := root.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", pod.Spec.NodeName, "proxy/stats/summary").DoRaw(context.Background())
+		if err != nil {
+			return false, fmt.Sprintf("%v: %s", err, raw)
+		}
+		var s statsv1alpha1.Summary
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return false, err.Error()
+		}
+		for _, p := range s.Pods {
+			if p.PodRef.Namespace != ns || len(p.Containers) != 1 {
+				continue
+			}
+			c := p.Containers[0]
+			ok := c.CPU != nil && c.CPU.UsageCoreNanoSeconds != nil && *c.CPU.UsageCoreNanoSeconds > 0 &&
+				c.Memory != nil && c.Memory.WorkingSetBytes != nil && *c.Memory.WorkingSetBytes > 0
+			return ok, fmt.Sprintf("%+v", c)
+		}
+		return false, fmt.Sprintf("no pod of %s among %d", ns, len(s.Pods))
+	})
+	raw, err := root.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", pod.Spec.NodeName, "proxy/metrics/resource").DoRaw(t.Context())
+	require.NoError(t, err)
+	require.Regexp(t, fmt.Sprintf(`container_memory_working_set_bytes\{container="app",namespace="%s",pod="app"\} [1-9]`, ns), string(raw))
+}

@@ -1,0 +1,54 @@
+package framework
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/nestlet/nestlet/pkg/localcluster"
+)
+
+// RequireRealNodesEnv, set to 1, makes the real-leaf tests fail instead of
+// skip on a machine that cannot run real nodes: .ci/run sets it, so that
+// the project's own machines always run them.
+const RequireRealNodesEnv = "NESTLET_REQUIRE_REAL_NODES"
+
+// realNodesSkipped is why the real-leaf tests of this package skip, or "".
+var realNodesSkipped string
+
+// RealNodesUnavailable returns why this machine cannot run real nodes, or
+// nil when it can.
+func RealNodesUnavailable() error {
+	rt, err := localcluster.FindNodeRuntime("")
+	if err != nil {
+		return err
+	}
+	return localcluster.CheckRealNodes(rt)
+}
+
+// RunRealTreeMain is RunTreeMain for a package whose tree has real nodes.
+// On a machine that cannot run them it prints why in one line and runs the
+// tests, which skip with that reason (NeedRealNodes); with
+// $NESTLET_REQUIRE_REAL_NODES=1 it fails instead.
+func RunRealTreeMain(m *testing.M, tree Tree, started func(*TreeEnv)) int {
+	if err := RealNodesUnavailable(); err != nil {
+		if !errors.Is(err, localcluster.ErrRealNodesUnavailable) || os.Getenv(RequireRealNodesEnv) == "1" {
+			fmt.Fprintf(os.Stderr, "real-leaf tests cannot run (%s=1 makes that a failure): %v\n", RequireRealNodesEnv, err)
+			return 1
+		}
+		realNodesSkipped = err.Error()
+		fmt.Fprintf(os.Stderr, "SKIPPING the real-leaf tests: %v\n", err)
+		return m.Run()
+	}
+	return RunTreeMain(m, tree, started)
+}
+
+// NeedRealNodes skips the test when its package's real nodes could not run
+// (see RunRealTreeMain).
+func NeedRealNodes(t testing.TB) {
+	t.Helper()
+	if realNodesSkipped != "" {
+		t.Skip("real nodes unavailable on this machine: " + realNodesSkipped)
+	}
+}
