@@ -43,6 +43,11 @@ type RealNode struct {
 	PodCIDR string
 	// RuntimeEndpoint is its containerd's CRI socket (unix://...).
 	RuntimeEndpoint string
+	// Bridge is its network bridge and CgroupRoot its cgroup (in every
+	// hierarchy): both unique on the host.
+	Bridge, CgroupRoot string
+	// Kubelet and Containerd are its processes, once started.
+	Kubelet, Containerd *Process
 
 	cluster *Cluster
 	record  *hostRecord
@@ -91,7 +96,8 @@ func (c *Cluster) AddRealNode(ctx context.Context, o RealNodeOptions) (n *RealNo
 	}
 	n = &RealNode{
 		Name: o.Name, Dir: dir, IP: rec.gateway().String(), PodCIDR: rec.PodCIDR,
-		RuntimeEndpoint: "unix://" + rec.Socket(), cluster: c, record: rec,
+		RuntimeEndpoint: "unix://" + rec.Socket(), Bridge: rec.Bridge, CgroupRoot: rec.CgroupRoot,
+		cluster: c, record: rec,
 	}
 	c.addRealNode(n)
 	defer func() {
@@ -138,6 +144,7 @@ func (n *RealNode) startContainerd(ctx context.Context, rt *NodeRuntime) error {
 		return err
 	}
 	n.cluster.track(p)
+	n.Containerd = p
 	if err := n.recordProcess(p, &n.record.Containerd); err != nil {
 		return err
 	}
@@ -192,6 +199,7 @@ func (n *RealNode) startKubelet(ctx context.Context, rt *NodeRuntime, o RealNode
 		return err
 	}
 	c.track(p)
+	n.Kubelet = p
 	if err := n.recordProcess(p, &n.record.Kubelet); err != nil {
 		return err
 	}
