@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make demo: a local tree of real clusters (hack/demo/playground.yaml: root;
-# east and west; two leaves each with kwok nodes labelled with region and
-# zone), joined with nestctl token create / nestctl join, the Deployments of
+# east and west; two leaves each with one real node, a kubelet with
+# containerd, labelled with region and zone; kwok nodes instead where this
+# machine cannot run real ones, which it says), joined with nestctl token create / nestctl join, the Deployments of
 # hack/demo/deployments.yaml applied at the root, and where their pods went.
 # Everything keeps running until make demo-down.
 #
@@ -34,9 +35,20 @@ step "binaries: etcd, Kubernetes and kwok from the Go module proxy (cached), Nes
 hack/install-binaries.sh
 hack/build.sh
 
+step "node runtime of the real leaves: kubelet, containerd, runc, CNI plugins and the demo app's image (cached)"
+if ! hack/install-node-runtime.sh; then
+  echo "the node runtime could not be installed (see above): the leaves will run kwok nodes" >&2
+fi
+
 step "starting the playground in ${DIR}"
+up_log="$(mktemp)"
 "${BIN}/nestctl" playground up --config hack/demo/playground.yaml --dir "${DIR}" \
-  --bin-dir "${BIN}" --nestlet-bin-dir "${BIN}"
+  --bin-dir "${BIN}" --nestlet-bin-dir "${BIN}" | tee "${up_log}"
+real_nodes=true
+if grep -q "real nodes run on kwok instead" "${up_log}"; then
+  real_nodes=false
+fi
+rm -f "${up_log}"
 
 KUBECONFIG_PATH="${DIR}/kubeconfig"
 kubectl() { "${BIN}/kubectl" --kubeconfig "${KUBECONFIG_PATH}" "$@"; }
@@ -60,8 +72,16 @@ for app in east-only spread; do
   echo
 done
 
-step "kubectl exec at the root, into a pod two levels down (through the nestlet-proxy tunnels)"
-kubectl exec deployment/east-only -- echo "hello from a pod in a leaf of east"
+if [[ "${real_nodes}" == true ]]; then
+  step "kubectl exec at the root, into a container running two levels down (through the nestlet-proxy tunnels)"
+  kubectl exec deployment/east-only -- /demo-app echo "hello from a real container two levels below the root, named:"
+  kubectl exec deployment/east-only -- /demo-app hostname
+  step "kubectl logs at the root: the container's real output (its start, and the kubelet's readiness probes)"
+  kubectl logs deployment/east-only --tail=3
+else
+  step "kubectl exec at the root, into a pod two levels down (kwok runs the command on this machine)"
+  kubectl exec deployment/east-only -- echo "hello from a pod in a leaf of east"
+fi
 
 step "nestctl tree"
 "${BIN}/nestctl" --kubeconfig "${KUBECONFIG_PATH}" tree
@@ -74,7 +94,8 @@ Demo ready in $((SECONDS - start))s. Point kubectl at the root:
   export KUBECONFIG=${KUBECONFIG_PATH}
   kubectl get nodes
   kubectl scale deployment east-only --replicas=10
-  kubectl exec deployment/east-only -- echo hello
+  kubectl exec deployment/east-only -- /demo-app hostname
+  kubectl logs -f deployment/east-only
 
 Logs: ${DIR}/<cluster>/*.log, ${DIR}/<cluster>-nestlet.log
 make demo-down stops everything.

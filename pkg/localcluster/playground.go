@@ -41,6 +41,10 @@ type PlaygroundOptions struct {
 	JoinArgs []string
 	// AgentArgs are added to every agent's command line.
 	AgentArgs []string
+	// KwokOnly runs the topology's real nodes with kwok too. Without it,
+	// they run with kwok only where the machine cannot run real nodes,
+	// which Progress is told in one line.
+	KwokOnly bool
 	// Progress receives one line per step; nil discards them.
 	Progress func(format string, args ...any)
 }
@@ -107,15 +111,22 @@ func StartPlayground(ctx context.Context, topo *Topology, o PlaygroundOptions) (
 
 func (pg *Playground) setup(ctx context.Context, o PlaygroundOptions, progress func(string, ...any)) error {
 	topo := pg.Topology
+	kwokOnly := o.KwokOnly
+	if topo.HasRealNodes() && !kwokOnly {
+		if err := realNodesAvailable(o.BinDir); err != nil {
+			progress("real nodes run on kwok instead: %v", err)
+			kwokOnly = true
+		}
+	}
 	progress("starting %d clusters...", len(topo.Clusters))
 	var wg sync.WaitGroup
-	opts := topo.ClusterOptions()
+	opts := topo.ClusterOptions(kwokOnly)
 	errs := make([]error, len(opts))
 	for i, co := range opts {
 		wg.Go(func() {
 			t0 := time.Now()
 			if errs[i] = pg.AddClusters(ctx, co); errs[i] == nil {
-				progress("%s ready (%s, %s)", co.Name, plural(len(co.Nodes), "kwok node"), time.Since(t0).Round(100*time.Millisecond))
+				progress("%s ready (%s, %s, %s)", co.Name, plural(len(co.Nodes), "kwok node"), plural(len(co.RealNodes), "real node"), time.Since(t0).Round(100*time.Millisecond))
 			}
 		})
 	}
@@ -188,6 +199,23 @@ func (pg *Playground) setup(ctx context.Context, o PlaygroundOptions, progress f
 
 	pg.Kubeconfig = filepath.Join(pg.Dir, PlaygroundKubeconfig)
 	return writeStandaloneKubeconfig(pg.Cluster(topo.Root()).KubeconfigPath, pg.Kubeconfig, "nestlet-playground")
+}
+
+// realNodesAvailable returns why this machine cannot run real nodes, or
+// nil.
+func realNodesAvailable(binDir string) error {
+	if binDir == "" {
+		bins, err := FindBinaries("")
+		if err != nil {
+			return err
+		}
+		binDir = bins.Dir
+	}
+	rt, err := FindNodeRuntime(binDir)
+	if err != nil {
+		return err
+	}
+	return CheckRealNodes(rt)
 }
 
 func plural(n int, what string) string {

@@ -74,8 +74,10 @@ func (r *hostRecord) teardown() error {
 		return err
 	}
 	if last {
-		// The shim socket directory is hard-coded in containerd; remove it
-		// only when nobody else uses it.
+		// The shim socket directory is hard-coded in containerd; remove
+		// the sockets nobody listens on (killed shims leave theirs), then
+		// the directory when nobody else uses it.
+		removeDeadSockets("/run/containerd/s")
 		_ = os.Remove("/run/containerd/s")
 		_ = os.Remove("/run/containerd")
 		return restoreSysctls()
@@ -300,4 +302,29 @@ func stopDetachedRealNodes(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removeDeadSockets removes the unix sockets in dir that no process
+// listens on (none is in /proc/net/unix).
+func removeDeadSockets(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	data, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		return
+	}
+	live := map[string]bool{}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 8 {
+			live[f[7]] = true
+		}
+	}
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		if e.Type()&os.ModeSocket != 0 && !live[p] {
+			_ = os.Remove(p)
+		}
+	}
 }

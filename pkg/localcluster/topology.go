@@ -38,11 +38,15 @@ type TopologyCluster struct {
 	Nodes []TopologyNode `json:"nodes,omitempty"`
 }
 
-// TopologyNode is a kwok node. Resources not given take the values of
-// DefaultNodeCapacity.
+// TopologyNode is a kwok node, or with Real a node run by a real kubelet
+// with containerd (AddRealNode). Resources not given take the values of
+// DefaultNodeCapacity; a real node has the machine's.
 type TopologyNode struct {
-	Name   string             `json:"name"`
-	Labels map[string]string  `json:"labels,omitempty"`
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Real runs the node with a real kubelet and containerd where the
+	// machine allows it (CheckRealNodes), else with kwok.
+	Real   bool               `json:"real,omitempty"`
 	CPU    *resource.Quantity `json:"cpu,omitempty"`
 	Memory *resource.Quantity `json:"memory,omitempty"`
 	Pods   *resource.Quantity `json:"pods,omitempty"`
@@ -125,6 +129,10 @@ func (t *Topology) Validate() error {
 				q    *resource.Quantity
 			}{{"cpu", n.CPU}, {"memory", n.Memory}, {"pods", n.Pods}} {
 				if r.q == nil {
+					continue
+				}
+				if n.Real {
+					errs = append(errs, field.Forbidden(np.Child(r.name), "a real node has the machine's resources"))
 					continue
 				}
 				if r.q.Sign() <= 0 {
@@ -219,12 +227,29 @@ func (t *Topology) Edges() [][2]string {
 	return out
 }
 
-// ClusterOptions returns what to start for each cluster.
-func (t *Topology) ClusterOptions() []ClusterOptions {
+// HasRealNodes reports whether any node of the topology is Real.
+func (t *Topology) HasRealNodes() bool {
+	for _, c := range t.Clusters {
+		for _, n := range c.Nodes {
+			if n.Real {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ClusterOptions returns what to start for each cluster; with kwokOnly,
+// Real nodes are kwok nodes too.
+func (t *Topology) ClusterOptions(kwokOnly bool) []ClusterOptions {
 	out := make([]ClusterOptions, 0, len(t.Clusters))
 	for _, c := range t.Clusters {
 		o := ClusterOptions{Name: c.Name}
 		for _, n := range c.Nodes {
+			if n.Real && !kwokOnly {
+				o.RealNodes = append(o.RealNodes, RealNodeOptions{Name: n.Name, Labels: n.Labels})
+				continue
+			}
 			capacity := DefaultNodeCapacity()
 			for name, q := range map[corev1.ResourceName]*resource.Quantity{
 				corev1.ResourceCPU: n.CPU, corev1.ResourceMemory: n.Memory, corev1.ResourcePods: n.Pods,

@@ -12,8 +12,8 @@ import (
 )
 
 // The built-in topology is hack/demo/playground.yaml, byte for byte: root;
-// east and west; two leaves each with two kwok nodes labelled with region
-// and zone.
+// east and west; two leaves each with one real node labelled with region
+// and zone (a kwok node where real ones cannot run).
 func TestDefaultTopology(t *testing.T) {
 	root, err := RepoRoot()
 	require.NoError(t, err)
@@ -29,15 +29,24 @@ func TestDefaultTopology(t *testing.T) {
 		t.Errorf("edges (-want +got):\n%s", diff)
 	}
 	require.Equal(t, []string{"east", "east-1", "east-2"}, topo.Subtree("east"))
-	for _, o := range topo.ClusterOptions() {
+	require.True(t, topo.HasRealNodes())
+	for _, o := range topo.ClusterOptions(false) {
+		require.Empty(t, o.Nodes, o.Name)
 		if len(topo.Children(o.Name)) > 0 {
-			require.Empty(t, o.Nodes, o.Name)
+			require.Empty(t, o.RealNodes, o.Name)
 			continue
 		}
-		require.Len(t, o.Nodes, 2, o.Name)
-		for _, n := range o.Nodes {
-			require.Equal(t, o.Name, n.Labels["topology.kubernetes.io/zone"], n.Name)
-			require.Equal(t, o.Name[:4], n.Labels["topology.kubernetes.io/region"], n.Name)
+		require.Len(t, o.RealNodes, 1, o.Name)
+		n := o.RealNodes[0]
+		require.Equal(t, o.Name, n.Labels["topology.kubernetes.io/zone"], n.Name)
+		require.Equal(t, o.Name[:4], n.Labels["topology.kubernetes.io/region"], n.Name)
+	}
+	// On kwok instead, the same nodes with the same labels.
+	for _, o := range topo.ClusterOptions(true) {
+		require.Empty(t, o.RealNodes, o.Name)
+		if len(topo.Children(o.Name)) == 0 {
+			require.Len(t, o.Nodes, 1, o.Name)
+			require.Equal(t, o.Name, o.Nodes[0].Labels["topology.kubernetes.io/zone"])
 		}
 	}
 }
@@ -53,7 +62,7 @@ clusters:
   - name: plain
 `))
 	require.NoError(t, err)
-	nodes := topo.ClusterOptions()[0].Nodes
+	nodes := topo.ClusterOptions(false)[0].Nodes
 	want := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("2"),
 		corev1.ResourceMemory: resource.MustParse("32Gi"),

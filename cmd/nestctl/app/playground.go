@@ -31,6 +31,7 @@ after 'up' returns, until 'down'.`,
 type playgroundUpOptions struct {
 	config, dir, binDir, nestletBinDir string
 	reportFrequency, timeout           time.Duration
+	kwokOnly                           bool
 }
 
 func newPlaygroundUpCommand() *cobra.Command {
@@ -69,6 +70,7 @@ beside nestctl, or else built from that repository.`,
 	f.StringVar(&o.binDir, "bin-dir", "", "directory of etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok")
 	f.StringVar(&o.nestletBinDir, "nestlet-bin-dir", "", "directory of prebuilt nestlet, nestctl and nestlet-scheduler")
 	f.DurationVar(&o.reportFrequency, "report-frequency", 0, "report frequency of every Target (default: nestctl join's)")
+	f.BoolVar(&o.kwokOnly, "kwok-only", false, "run the topology's real nodes (real: true) with kwok too; without it they fall back to kwok only where this machine cannot run them (Linux, root, make node-runtime)")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up (and stop everything) after this long")
 	return cmd
 }
@@ -134,6 +136,7 @@ func playgroundUp(cmd *cobra.Command, o playgroundUpOptions) error {
 		BinDir:        binDir,
 		NestletBinDir: nestletBinDir,
 		JoinArgs:      joinArgs,
+		KwokOnly:      o.kwokOnly,
 		Progress: func(format string, args ...any) {
 			mu.Lock()
 			defer mu.Unlock()
