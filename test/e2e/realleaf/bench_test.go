@@ -1,0 +1,108 @@
+package realleaf
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/test/framework"
+)
+
+const (
+	startupPods  = 50
+	startupEvery = 200 * time.Millisecond
+)
+
+// BenchmarkRealStartup creates 50 pods of the demo app, paced at 5/s, in
+// the leaf (0 hops: the baseline), in mid (1 hop) and at the root (2 hops)
+// in turn, and reports created -> Running where created (seen by an
+// informer there), p50 and p99, and what each hop adds at p99 (the goal:
+// at most 300 ms per hop; the Kubernetes pod start-up SLO is p99 <= 5 s).
+// Then the memory of the real node (kubelet, containerd) running the 50
+// pods of the last run, beside the leaf's kwok process.
+//
+//	go test ./test/e2e/realleaf -run '^$' -bench RealStartup -benchtime 1x
+func BenchmarkRealStartup(b *testing.B) {
+	framework.NeedRealNodes(b)
+	ctx := b.Context()
+	spec := appPodSpec()
+	spec.Containers[0].ReadinessProbe = nil
+	spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}
+	levels := []string{"leaf", "mid", "root"}
+	for b.Loop() {
+		var p99 [3]float64
+		for hops, cluster := range levels {
+			c := env.Cluster(cluster)
+			ns := fmt.Sprintf("bench-%dhop-%d", hops, time.Now().UnixNano()%1_000_000)
+			if err := c.EnsureNamespace(ctx, ns); err != nil {
+				b.Fatal(err)
+			}
+			pt := framework.NewPodTimes()
+			pt.Follow(ctx, b, c.Client, ns)
+			created := framework.CreatePods(ctx, b, c.Client, ns, "p", startupPods, spec, startupEvery)
+			pt.WaitRunning(ctx, b, startupPods)
+			pt.Lock()
+			p50, p := framework.Percentiles(framework.Diffs(created, pt.Running))
+			pt.Unlock()
+			p99[hops] = p
+			b.ReportMetric(p50, fmt.Sprintf("startup-%dhop-p50-ms", hops))
+			b.ReportMetric(p, fmt.Sprintf("startup-%dhop-p99-ms", hops))
+			if hops > 0 {
+				b.ReportMetric(p99[hops]-p99[hops-1], fmt.Sprintf("startup-hop%d-p99-ms", hops))
+			}
+			b.StopTimer()
+			if hops == len(levels)-1 {
+				reportNodeMemory(b)
+			}
+			removeNamespace(b, ns)
+			b.StartTimer()
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// removeNamespace deletes ns everywhere and waits until the leaf runs
+// none of its pods (the node's pod limit is 110).
+func removeNamespace(b *testing.B, ns string) {
+	ctx := context.WithoutCancel(b.Context())
+	for _, c := range []string{"root", "mid", "leaf"} {
+		_ = env.Cluster(c).Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+	}
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := env.Cluster("leaf").Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 0, nil
+	})
+	if err != nil {
+		b.Fatalf("pods of %s still in the leaf: %v", ns, err)
+	}
+}
+
+// reportNodeMemory reports the RSS of the real node's kubelet and
+// containerd (not counting the shims, one per pod) and of the leaf's kwok
+// process, which simulates any number of nodes.
+func reportNodeMemory(b *testing.B) {
+	n := realNode()
+	for name, p := range map[string]*localcluster.Process{"kubelet": n.Kubelet, "containerd": n.Containerd} {
+		rss, err := framework.RSSBytes(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(rss)/(1<<20), "real-node-"+name+"-MB")
+	}
+	for _, p := range env.Cluster("leaf").Processes() {
+		if p.Name == "kwok" {
+			rss, err := framework.RSSBytes(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(rss)/(1<<20), "kwok-process-MB")
+		}
+	}
+}
