@@ -3,7 +3,6 @@ package kubelet
 import (
 	"bufio"
 	"context"
-	"errors"
 	"net"
 	"os/exec"
 	"regexp"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nestlet/nestlet/test/framework"
 	"github.com/stretchr/testify/require"
 )
 
@@ -33,19 +33,11 @@ func TestExecTwoLevelsDown(t *testing.T) {
 			leafOut, leafErr, leafRun := kubectl(ctx, leaf, "", append([]string{"exec", "-n", ns, leafPod, "--"}, cmd...)...)
 			require.Error(t, leafRun)
 			require.Error(t, rootRun)
-			require.Equal(t, exitCode(leafRun), exitCode(rootRun))
+			require.Equal(t, framework.ExitCode(leafRun), framework.ExitCode(rootRun))
 			require.Equal(t, leafOut, rootOut)
 			require.Equal(t, leafErr, rootErr)
 		})
 	}
-}
-
-func exitCode(err error) int {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
-	}
-	return -1
 }
 
 func TestExecDirectMode(t *testing.T) {

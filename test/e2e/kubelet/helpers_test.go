@@ -1,11 +1,9 @@
 package kubelet
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // runPod creates a pod pinned to region in a new namespace of the root,
@@ -70,15 +69,7 @@ func runPod(t testing.TB, region string) (ns, leaf, leafPod string) {
 // kubectl runs kubectl against cluster and returns stdout, stderr and the
 // error.
 func kubectl(ctx context.Context, cluster, stdin string, args ...string) (string, string, error) {
-	args = append([]string{"--kubeconfig", env.Cluster(cluster).KubeconfigPath}, args...)
-	cmd := exec.CommandContext(ctx, env.Binaries.Kubectl, args...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	err := cmd.Run()
-	return out.String(), errOut.String(), err
+	return framework.Kubectl(ctx, env, env.Cluster(cluster), stdin, args...)
 }
 
 // mustKubectl is kubectl that fails the test on error.

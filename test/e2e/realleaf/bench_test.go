@@ -16,7 +16,7 @@ import (
 )
 
 const (
-	startupPods  = 50
+	startupPods = 50
 	// One pod a second: at 5/s one real kubelet on this 2-core machine
 	// queued them (p50 22 s in the leaf itself), which measured its
 	// throughput, not a pod's start-up.

@@ -1,10 +1,8 @@
 package realleaf
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -126,15 +124,7 @@ func leafPod(t *testing.T, rootPod *corev1.Pod) *corev1.Pod {
 // kubectl runs kubectl against the root and returns stdout, stderr and the
 // error.
 func kubectl(ctx context.Context, stdin string, args ...string) (string, string, error) {
-	args = append([]string{"--kubeconfig", env.Cluster("root").KubeconfigPath}, args...)
-	cmd := exec.CommandContext(ctx, env.Binaries.Kubectl, args...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	err := cmd.Run()
-	return out.String(), errOut.String(), err
+	return framework.Kubectl(ctx, env, env.Cluster("root"), stdin, args...)
 }
 
 // mustKubectl is kubectl that fails the test on error.

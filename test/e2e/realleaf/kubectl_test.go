@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nestlet/nestlet/test/framework"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -92,7 +92,7 @@ func TestExec(t *testing.T) {
 
 	for _, code := range []int{0, 7} {
 		_, _, err := kubectl(t.Context(), "", "-n", ns, "exec", "app", "--", "/demo-app", "exit", fmt.Sprint(code))
-		require.Equal(t, code, exitCode(err), "exit code of `exit %d`: %v", code, err)
+		require.Equal(t, code, framework.ExitCode(err), "exit code of `exit %d`: %v", code, err)
 	}
 	_, errOut, err := kubectl(t.Context(), "", "-n", ns, "exec", "app", "--", "/no/such/program")
 	require.Error(t, err)
@@ -154,17 +154,6 @@ func TestPortForward(t *testing.T) {
 		out, _, _ := kubectl(t.Context(), "", "-n", ns, "logs", "app")
 		return strings.Contains(out, "GET /through-port-forward"), out
 	})
-}
-
-func exitCode(err error) int {
-	if err == nil {
-		return 0
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
-	}
-	return -1
 }
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
