@@ -14,8 +14,13 @@ const DefaultHopLimit = 8
 
 // PodPath returns the clusters a pod has passed through (its AnnotationPath
 // annotation, itself last), nil for a pod created where it is.
-func PodPath(pod *corev1.Pod) []string {
-	raw := pod.Annotations[AnnotationPath]
+func PodPath(pod *corev1.Pod) []string { return ObjectPath(pod) }
+
+// ObjectPath returns the clusters an object made by Nestlet (a delegate
+// pod, a reflected Service) has passed through, itself last; nil for an
+// object created where it is.
+func ObjectPath(obj metav1.Object) []string {
+	raw := obj.GetAnnotations()[AnnotationPath]
 	if raw == "" {
 		return nil
 	}

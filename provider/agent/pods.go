@@ -37,13 +37,8 @@ func (r *runner) startPods(ctx context.Context, nodeClient kubernetes.Interface,
 	// started, so they make no requests.
 	unused := kubeclient.NewCoreFactory(nodeClient, nil, nil)
 
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: nodeClient.CoreV1().Events("")})
-	go func() {
-		<-ctx.Done()
-		broadcaster.Shutdown()
-	}()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nestlet", Host: t.Spec.ClusterName})
+	recorder := newRecorder(ctx, nodeClient, t.Spec.ClusterName)
+	childRecorder := newRecorder(ctx, r.a.client, t.Spec.ClusterName)
 
 	fwd, err := forward.New(forward.Config{
 		TargetName:    t.Name,
@@ -55,6 +50,7 @@ func (r *runner) startPods(ctx context.Context, nodeClient kubernetes.Interface,
 		ParentPods:    pods.Lister(),
 		Child:         r.a.client,
 		Recorder:      recorder,
+		ChildRecorder: childRecorder,
 		Avoid:         prov.Avoid,
 		Metrics:       r.a.metrics,
 	})
@@ -91,6 +87,17 @@ func (r *runner) startPods(ctx context.Context, nodeClient kubernetes.Interface,
 	}
 	go func() { _ = pc.Run(ctx, r.a.cfg.PodWorkers) }()
 	return pc, nil
+}
+
+// newRecorder records events through client until ctx ends.
+func newRecorder(ctx context.Context, client kubernetes.Interface, host string) record.EventRecorder {
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	go func() {
+		<-ctx.Done()
+		broadcaster.Shutdown()
+	}()
+	return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nestlet", Host: host})
 }
 
 // podQueueLimiter retries a failing pod with per-pod exponential backoff

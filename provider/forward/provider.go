@@ -51,8 +51,10 @@ type Config struct {
 	ParentPods corelisters.PodLister
 	// Child is a client of this cluster.
 	Child kubernetes.Interface
-	// Recorder records events on parent pods.
+	// Recorder records events on parent pods and Services.
 	Recorder record.EventRecorder
+	// ChildRecorder records events on this cluster's objects (optional).
+	ChildRecorder record.EventRecorder
 	// Avoid is called when the virtual node should be avoided for an
 	// owner until a time (optional).
 	Avoid   func(ownerUID types.UID, until time.Time)
@@ -66,6 +68,7 @@ type Provider struct {
 	delegates cache.SharedIndexInformer
 	lister    corelisters.PodLister
 	deps      *dependencies
+	services  *services
 	// namespaces known to exist here (a namespace deleted later makes the
 	// create fail, and the pod is retried).
 	namespaces sync.Map
@@ -106,6 +109,9 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Recorder == nil {
 		cfg.Recorder = &record.FakeRecorder{}
 	}
+	if cfg.ChildRecorder == nil {
+		cfg.ChildRecorder = &record.FakeRecorder{}
+	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
@@ -140,7 +146,13 @@ func New(cfg Config) (*Provider, error) {
 		UpdateFunc: func(_, obj any) { p.delegateChanged(obj) },
 		DeleteFunc: p.delegateDeleted,
 	})
-	return p, err
+	if err != nil {
+		return nil, err
+	}
+	if p.services, err = newServices(p); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // Run starts the delegate informer and waits for it to sync; it returns
@@ -152,6 +164,7 @@ func (p *Provider) Run(ctx context.Context) error {
 		return fmt.Errorf("waiting for delegates to sync: %w", ctx.Err())
 	}
 	go p.deps.run(ctx)
+	go p.services.run(ctx)
 	klog.FromContext(ctx).V(2).Info("Forwarding ready", "delegates", len(p.delegates.GetStore().ListKeys()))
 	return nil
 }

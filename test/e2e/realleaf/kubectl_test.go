@@ -16,9 +16,14 @@ import (
 
 	"github.com/nestlet/nestlet/test/framework"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/utils/ptr"
 )
 
 // runningApp creates a Ready demo app pod at the root and returns its
@@ -134,26 +139,78 @@ func TestExec(t *testing.T) {
 // HTTP port in the leaf.
 func TestPortForward(t *testing.T) {
 	ns, _ := runningApp(t)
+	require.Equal(t, "hello from app\n", portForwardGet(t, ns, "pod/app", "8080", "/through-port-forward"))
+	eventually(t, 30*time.Second, "the forwarded request in the logs", func() (bool, string) {
+		out, _, _ := kubectl(t.Context(), "", "-n", ns, "logs", "app")
+		return strings.Contains(out, "GET /through-port-forward"), out
+	})
+}
+
+// TestPortForwardServiceAndDeployment: a Deployment and a Service made at
+// the root; `kubectl port-forward svc/web` and `deployment/web` there reach
+// the app in the leaf, and the root's EndpointSlice lists the address the
+// leaf's network gave the pod.
+func TestPortForwardServiceAndDeployment(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := t.Context()
+	root := env.Cluster("root").Client
+	labels := map[string]string{"app": "web"}
+	_, err := root.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: appPodSpec()}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = root.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromString("http")}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	var pod corev1.Pod
+	eventually(t, 2*time.Minute, "one Ready pod of web at the root", func() (bool, string) {
+		list, err := root.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil || len(list.Items) != 1 || !podReady(&list.Items[0]) {
+			return false, fmt.Sprint(err, list)
+		}
+		pod = list.Items[0]
+		return true, ""
+	})
+	leaf := leafPod(t, &pod)
+	require.Equal(t, leaf.Status.PodIP, pod.Status.PodIP, "the root's pod carries the leaf's IP")
+	eventually(t, time.Minute, "the root's endpoint of web is the leaf pod's address, ready", func() (bool, string) {
+		slices, err := root.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=web"})
+		if err != nil || len(slices.Items) != 1 || len(slices.Items[0].Endpoints) != 1 {
+			return false, fmt.Sprint(err, slices)
+		}
+		e := slices.Items[0].Endpoints[0]
+		return e.Addresses[0] == leaf.Status.PodIP && ptr.Deref(e.Conditions.Ready, false) && ptr.Deref(e.NodeName, "") == pod.Spec.NodeName, fmt.Sprint(e)
+	})
+
+	for _, target := range []string{"svc/web", "deployment/web"} {
+		port := map[string]string{"svc/web": "80", "deployment/web": "8080"}[target]
+		require.Equal(t, "hello from "+leaf.Name+"\n", portForwardGet(t, ns, target, port, "/via-"+target), target)
+	}
+}
+
+// portForwardGet runs `kubectl port-forward target :port` at the root and
+// returns the body of a GET of path through it.
+func portForwardGet(t *testing.T, ns, target, port, path string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, env.Binaries.Kubectl, "--kubeconfig", env.Cluster("root").KubeconfigPath, "-n", ns, "port-forward", "pod/app", ":8080")
+	cmd := exec.CommandContext(ctx, env.Binaries.Kubectl, "--kubeconfig", env.Cluster("root").KubeconfigPath, "-n", ns, "port-forward", target, ":"+port)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	defer func() { cancel(); _ = cmd.Wait() }()
 	lines := bufio.NewScanner(stdout)
-	require.True(t, lines.Scan(), "no output from port-forward")
+	require.True(t, lines.Scan(), "no output from port-forward %s", target)
 	m := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> 8080`).FindStringSubmatch(lines.Text())
-	require.NotNil(t, m, "port-forward said %q", lines.Text())
-	resp, err := http.Get("http://127.0.0.1:" + m[1] + "/through-port-forward")
+	require.NotNil(t, m, "port-forward %s said %q", target, lines.Text())
+	resp, err := http.Get("http://127.0.0.1:" + m[1] + path)
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
-	require.Equal(t, "hello from app\n", string(body))
-	eventually(t, 30*time.Second, "the forwarded request in the logs", func() (bool, string) {
-		out, _, _ := kubectl(t.Context(), "", "-n", ns, "logs", "app")
-		return strings.Contains(out, "GET /through-port-forward"), out
-	})
+	return string(body)
 }
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.

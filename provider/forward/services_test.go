@@ -1,0 +1,206 @@
+package forward
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+// serviceEnv is a Provider over fake parent and child clusters, with its
+// Service reflection running.
+type serviceEnv struct {
+	ctx            context.Context
+	parent, child  *fake.Clientset
+	events, childE *record.FakeRecorder
+}
+
+const testTargetUID = "target-uid-1"
+
+func newServiceEnv(t *testing.T) *serviceEnv {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	e := &serviceEnv{ctx: ctx, parent: fake.NewClientset(), child: fake.NewClientset(),
+		events: record.NewFakeRecorder(100), childE: record.NewFakeRecorder(100)}
+	parentPods := informers.NewSharedInformerFactory(e.parent, 0).Core().V1().Pods()
+	p, err := New(Config{TargetName: "to-mid", TargetUID: testTargetUID, ClusterName: "leaf", ParentName: "mid",
+		Parent: e.parent, ParentPods: parentPods.Lister(), Child: e.child, Recorder: e.events, ChildRecorder: e.childE})
+	require.NoError(t, err)
+	require.NoError(t, p.Run(ctx))
+	return e
+}
+
+// delegate creates a delegate of this Target in the child.
+func (e *serviceEnv) delegate(t *testing.T, name string, lbl map[string]string) {
+	t.Helper()
+	l := map[string]string{api.LabelTargetUID: testTargetUID}
+	for k, v := range lbl {
+		l[k] = v
+	}
+	_, err := e.child.CoreV1().Pods("app").Create(e.ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Name: name, Namespace: "app", Labels: l,
+		Annotations: map[string]string{api.AnnotationParentPod: "app/" + name},
+	}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+func webService(typ corev1.ServiceType) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "app", UID: "svc-uid", Labels: map[string]string{"tier": "front"},
+			Annotations: map[string]string{lastApplied: "{}", "team": "a"}},
+		Spec: corev1.ServiceSpec{Type: typ, Selector: map[string]string{"app": "web"}, ClusterIP: "10.96.0.10",
+			ClusterIPs: []string{"10.96.0.10"}, SessionAffinity: corev1.ServiceAffinityClientIP,
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080), NodePort: 30080}}},
+	}
+}
+
+// copyOf waits until the child's Service app/web satisfies ok (nil: is
+// absent) and returns it.
+func (e *serviceEnv) copyOf(t *testing.T, what string, ok func(*corev1.Service) bool) *corev1.Service {
+	t.Helper()
+	var got *corev1.Service
+	require.Eventually(t, func() bool {
+		svc, err := e.child.CoreV1().Services("app").Get(e.ctx, "web", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return ok == nil
+		}
+		got = svc
+		return err == nil && ok != nil && ok(svc)
+	}, 5*time.Second, 10*time.Millisecond, what)
+	return got
+}
+
+func TestServiceReflectedWhileItSelectsADelegate(t *testing.T) {
+	e := newServiceEnv(t)
+	e.delegate(t, "other", map[string]string{"app": "db"})
+	_, err := e.parent.CoreV1().Services("app").Create(e.ctx, webService(corev1.ServiceTypeLoadBalancer), metav1.CreateOptions{})
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond)
+	e.copyOf(t, "no delegate selected: no copy", nil)
+
+	e.delegate(t, "web-1", map[string]string{"app": "web"})
+	svc := e.copyOf(t, "a delegate selected: a copy", func(*corev1.Service) bool { return true })
+	assert.Equal(t, corev1.ServiceTypeClusterIP, svc.Spec.Type, "a LoadBalancer is reflected as ClusterIP")
+	assert.Empty(t, svc.Spec.ClusterIP, "this cluster allocates its own ClusterIP")
+	assert.Empty(t, svc.Spec.ClusterIPs)
+	assert.Equal(t, map[string]string{"app": "web"}, svc.Spec.Selector)
+	assert.Equal(t, corev1.ServiceAffinityClientIP, svc.Spec.SessionAffinity)
+	require.Len(t, svc.Spec.Ports, 1)
+	assert.Zero(t, svc.Spec.Ports[0].NodePort, "node ports stay with the parent")
+	assert.Equal(t, intstr.FromInt32(8080), svc.Spec.Ports[0].TargetPort)
+	assert.Equal(t, testTargetUID, svc.Labels[api.LabelTargetUID])
+	assert.Equal(t, "front", svc.Labels["tier"])
+	assert.Equal(t, "mid/svc-uid", svc.Annotations[api.AnnotationOrigin])
+	assert.Equal(t, "mid,leaf", svc.Annotations[api.AnnotationPath])
+	assert.Equal(t, "a", svc.Annotations["team"])
+	assert.NotContains(t, svc.Annotations, lastApplied)
+	require.Len(t, svc.OwnerReferences, 1)
+	assert.Equal(t, "Target", svc.OwnerReferences[0].Kind)
+	assert.Contains(t, <-e.events.Events, ReasonReflectedAsClusterIP)
+
+	// The parent's Service changes: the copy follows.
+	parent, err := e.parent.CoreV1().Services("app").Get(e.ctx, "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	parent.Spec.Ports = append(parent.Spec.Ports, corev1.ServicePort{Name: "metrics", Port: 9090, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(9090)})
+	_, err = e.parent.CoreV1().Services("app").Update(e.ctx, parent, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	e.copyOf(t, "ports follow the parent", func(s *corev1.Service) bool { return len(s.Spec.Ports) == 2 })
+
+	// The last selected delegate goes: so does the copy.
+	require.NoError(t, e.child.CoreV1().Pods("app").Delete(e.ctx, "web-1", metav1.DeleteOptions{}))
+	e.copyOf(t, "no delegate left: copy collected", nil)
+	e.delegate(t, "web-2", map[string]string{"app": "web"})
+	e.copyOf(t, "a delegate again: copy again", func(*corev1.Service) bool { return true })
+
+	// The parent's Service goes: so does the copy.
+	require.NoError(t, e.parent.CoreV1().Services("app").Delete(e.ctx, "web", metav1.DeleteOptions{}))
+	e.copyOf(t, "parent Service deleted: copy collected", nil)
+}
+
+func TestServiceHeadlessStaysHeadless(t *testing.T) {
+	e := newServiceEnv(t)
+	e.delegate(t, "web-1", map[string]string{"app": "web"})
+	svc := webService(corev1.ServiceTypeClusterIP)
+	svc.Spec.ClusterIP, svc.Spec.ClusterIPs = corev1.ClusterIPNone, []string{corev1.ClusterIPNone}
+	_, err := e.parent.CoreV1().Services("app").Create(e.ctx, svc, metav1.CreateOptions{})
+	require.NoError(t, err)
+	got := e.copyOf(t, "headless copy", func(*corev1.Service) bool { return true })
+	assert.Equal(t, corev1.ClusterIPNone, got.Spec.ClusterIP)
+}
+
+func TestServiceNotReflected(t *testing.T) {
+	cases := map[string]func(*corev1.Service){
+		"ExternalName": func(s *corev1.Service) {
+			s.Spec.Type, s.Spec.ExternalName, s.Spec.ClusterIP = corev1.ServiceTypeExternalName, "example.org", ""
+		},
+		"no selector":                     func(s *corev1.Service) { s.Spec.Selector = nil },
+		"already passed through leaf":     func(s *corev1.Service) { s.Annotations[api.AnnotationPath] = "leaf,mid" },
+		"selects pods not forwarded here": func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "api"} },
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := newServiceEnv(t)
+			e.delegate(t, "web-1", map[string]string{"app": "web"})
+			svc := webService(corev1.ServiceTypeClusterIP)
+			mutate(svc)
+			_, err := e.parent.CoreV1().Services("app").Create(e.ctx, svc, metav1.CreateOptions{})
+			require.NoError(t, err)
+			time.Sleep(300 * time.Millisecond)
+			e.copyOf(t, "not reflected", nil)
+		})
+	}
+}
+
+// A Service of the same name made here by someone else is left alone, and
+// the collision is reported in both clusters.
+func TestServiceNameTakenIsReported(t *testing.T) {
+	e := newServiceEnv(t)
+	own := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "app", Labels: map[string]string{"owner": "user"}},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "mine"}, Ports: []corev1.ServicePort{{Port: 1}}}}
+	_, err := e.child.CoreV1().Services("app").Create(e.ctx, own, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.delegate(t, "web-1", map[string]string{"app": "web"})
+	_, err = e.parent.CoreV1().Services("app").Create(e.ctx, webService(corev1.ServiceTypeClusterIP), metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	select {
+	case ev := <-e.events.Events:
+		assert.True(t, strings.HasPrefix(ev, "Warning "+ReasonServiceNameTaken), ev)
+		assert.Contains(t, ev, "rename one of the two")
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event on the parent's Service")
+	}
+	select {
+	case ev := <-e.childE.Events:
+		assert.Contains(t, ev, ReasonServiceNameTaken)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event on this cluster's Service")
+	}
+	got, err := e.child.CoreV1().Services("app").Get(e.ctx, "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, own.Spec.Selector, got.Spec.Selector, "the user's Service is untouched")
+	assert.Equal(t, own.Labels, got.Labels)
+}
+
+func TestSameServiceIgnoresWhatTheServerFillsIn(t *testing.T) {
+	want := buildService(webService(corev1.ServiceTypeClusterIP), &Config{TargetName: "t", TargetUID: "u", ParentName: "p"}, []string{"p", "c"})
+	cur := want.DeepCopy()
+	cur.Spec.ClusterIP, cur.Spec.ClusterIPs = "10.0.0.7", []string{"10.0.0.7"}
+	cur.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol}
+	require.True(t, sameService(cur, want))
+	cur.Spec.Selector = map[string]string{"app": "other"}
+	require.False(t, sameService(cur, want), "another selector")
+}
