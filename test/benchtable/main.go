@@ -51,6 +51,11 @@ var baselines = map[string]string{
 	"paced-3hop-p50-ms": "paced-0hop-p50-ms",
 	"paced-3hop-p99-ms": "paced-0hop-p99-ms",
 
+	"ep-1hop-p50-ms": "ep-leaf-p50-ms",
+	"ep-1hop-p99-ms": "ep-leaf-p99-ms",
+	"ep-2hop-p50-ms": "ep-leaf-p50-ms",
+	"ep-2hop-p99-ms": "ep-leaf-p99-ms",
+
 	"deploy1000-3level-ms":     "deploy1000-flat-ms",
 	"deploy1000-3level-pods/s": "deploy1000-flat-pods/s",
 }

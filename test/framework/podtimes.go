@@ -99,6 +99,12 @@ func (s *PodTimes) WaitRunning(ctx context.Context, tb testing.TB, n int) {
 // creates in flight; otherwise one create starts every `every` (paced, so
 // that latency is measured without a queue).
 func CreatePods(ctx context.Context, tb testing.TB, client kubernetes.Interface, ns, prefix string, n int, template corev1.PodSpec, every time.Duration) map[string]time.Time {
+	return CreatePodsFrom(ctx, tb, client, ns, prefix, n, corev1.PodTemplateSpec{Spec: template}, every)
+}
+
+// CreatePodsFrom is CreatePods with the pods' labels and annotations from
+// template too.
+func CreatePodsFrom(ctx context.Context, tb testing.TB, client kubernetes.Interface, ns, prefix string, n int, template corev1.PodTemplateSpec, every time.Duration) map[string]time.Time {
 	created := map[string]time.Time{}
 	var mu sync.Mutex
 	sem := make(chan struct{}, 10)
@@ -120,7 +126,8 @@ func CreatePods(ctx context.Context, tb testing.TB, client kubernetes.Interface,
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: *template.DeepCopy()}
+			pod := &corev1.Pod{ObjectMeta: *template.ObjectMeta.DeepCopy(), Spec: *template.Spec.DeepCopy()}
+			pod.Name, pod.Namespace = name, ns
 			start := time.Now()
 			if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 				tb.Error(err)
