@@ -163,6 +163,9 @@ func (p *Provider) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), p.delegates.HasSynced) {
 		return fmt.Errorf("waiting for delegates to sync: %w", ctx.Err())
 	}
+	if err := p.services.start(ctx); err != nil {
+		return err
+	}
 	go p.deps.run(ctx)
 	go p.services.run(ctx)
 	klog.FromContext(ctx).V(2).Info("Forwarding ready", "delegates", len(p.delegates.GetStore().ListKeys()))

@@ -129,14 +129,19 @@ func live(pod *corev1.Pod) bool {
 	return pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
 }
 
-// run starts the informers and reconciles until ctx ends.
-func (s *services) run(ctx context.Context) {
-	defer s.queue.ShutDown()
+// start runs the informers and waits for them to sync.
+func (s *services) start(ctx context.Context) error {
 	go s.parent.RunWithContext(ctx)
 	go s.copies.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), s.parent.HasSynced, s.copies.HasSynced) {
-		return
+		return fmt.Errorf("waiting for Services to sync: %w", ctx.Err())
 	}
+	return nil
+}
+
+// run reconciles until ctx ends.
+func (s *services) run(ctx context.Context) {
+	defer s.queue.ShutDown()
 	go func() {
 		<-ctx.Done()
 		s.queue.ShutDown()
@@ -178,7 +183,7 @@ func (s *services) sync(ctx context.Context, key string) error {
 		src = obj.(*corev1.Service)
 	}
 	var cur *corev1.Service
-	if obj, ok, _ := s.copies.GetStore().GetByKey(key); ok {
+	if obj, ok, _ := s.copies.GetStore().GetByKey(key); ok && obj.(*corev1.Service).Labels[api.LabelTargetUID] != "" {
 		cur = obj.(*corev1.Service)
 	}
 	want := s.wanted(src)

@@ -40,6 +40,19 @@ func newServiceEnv(t *testing.T) *serviceEnv {
 		Parent: e.parent, ParentPods: parentPods.Lister(), Child: e.child, Recorder: e.events, ChildRecorder: e.childE})
 	require.NoError(t, err)
 	require.NoError(t, p.Run(ctx))
+	// A fake clientset drops what happens between an informer's list and
+	// its watch: wait for the watches.
+	watching := func(c *fake.Clientset, resource string) bool {
+		for _, a := range c.Actions() {
+			if a.GetVerb() == "watch" && a.GetResource().Resource == resource {
+				return true
+			}
+		}
+		return false
+	}
+	require.Eventually(t, func() bool {
+		return watching(e.parent, "services") && watching(e.child, "services") && watching(e.child, "pods")
+	}, 5*time.Second, time.Millisecond)
 	return e
 }
 

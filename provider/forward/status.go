@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -189,6 +190,9 @@ func (p *Provider) delegateDeleted(obj any) {
 		out := parent.DeepCopy()
 		out.Status = terminalStatus(parent, d, p.cfg.Clock.Now())
 		p.send(out)
+		if parent.DeletionTimestamp != nil {
+			go p.removeDeleted(parent)
+		}
 	case parent.Status.Phase == corev1.PodSucceeded || parent.Status.Phase == corev1.PodFailed:
 		return
 	default:
@@ -197,6 +201,20 @@ func (p *Provider) delegateDeleted(obj any) {
 			reason, msg = d.Status.Reason, fmt.Sprintf("in cluster %s: %s", p.cfg.ClusterName, d.Status.Message)
 		}
 		p.fail(parent, d, reason, msg)
+	}
+}
+
+// removeDeleted removes the parent pod, under deletion, once its delegate
+// is gone: as a kubelet removes a pod once its containers have stopped,
+// instead of waiting out the grace period (the delegate below had it, and
+// honoured it). Without this, virtual-kubelet would remove it only when
+// the grace period has passed.
+func (p *Provider) removeDeleted(parent *corev1.Pod) {
+	opts := metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: metav1.NewUIDPreconditions(string(parent.UID))}
+	err := p.cfg.Parent.CoreV1().Pods(parent.Namespace).Delete(p.ctx, parent.Name, opts)
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && p.ctx.Err() == nil {
+		// virtual-kubelet still removes it when the grace period ends.
+		klog.FromContext(p.ctx).Error(err, "Removing deleted pod once its delegate is gone", "pod", klog.KObj(parent))
 	}
 }
 

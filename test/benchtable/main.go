@@ -51,6 +51,13 @@ var baselines = map[string]string{
 	"paced-3hop-p50-ms": "paced-0hop-p50-ms",
 	"paced-3hop-p99-ms": "paced-0hop-p99-ms",
 
+	"delete-1hop-p50-ms": "delete-0hop-p50-ms",
+	"delete-1hop-p99-ms": "delete-0hop-p99-ms",
+	"delete-2hop-p50-ms": "delete-0hop-p50-ms",
+	"delete-2hop-p99-ms": "delete-0hop-p99-ms",
+	"delete-3hop-p50-ms": "delete-0hop-p50-ms",
+	"delete-3hop-p99-ms": "delete-0hop-p99-ms",
+
 	"ep-1hop-p50-ms": "ep-leaf-p50-ms",
 	"ep-1hop-p99-ms": "ep-leaf-p99-ms",
 	"ep-2hop-p50-ms": "ep-leaf-p50-ms",

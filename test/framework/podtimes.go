@@ -18,17 +18,18 @@ import (
 	"github.com/nestlet/nestlet/api"
 )
 
-// PodTimes records, per pod, when an informer first saw it added, bound and
-// Running: the stamps latency benchmarks subtract. A delegate is recorded
-// under its parent pod's name, so the same key follows one pod down a tree.
+// PodTimes records, per pod, when an informer first saw it added, bound,
+// Running and gone (deleted from the API): the stamps latency benchmarks
+// subtract. A delegate is recorded under its parent pod's name, so the same
+// key follows one pod down a tree.
 type PodTimes struct {
-	mu                    sync.Mutex
-	Added, Bound, Running map[string]time.Time
+	mu                          sync.Mutex
+	Added, Bound, Running, Gone map[string]time.Time
 }
 
 // NewPodTimes returns empty PodTimes.
 func NewPodTimes() *PodTimes {
-	return &PodTimes{Added: map[string]time.Time{}, Bound: map[string]time.Time{}, Running: map[string]time.Time{}}
+	return &PodTimes{Added: map[string]time.Time{}, Bound: map[string]time.Time{}, Running: map[string]time.Time{}, Gone: map[string]time.Time{}}
 }
 
 // Follow records the pods of namespace ns through an informer (which lists
@@ -37,16 +38,30 @@ func NewPodTimes() *PodTimes {
 func (s *PodTimes) Follow(ctx context.Context, tb testing.TB, client kubernetes.Interface, ns string) {
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
 	inf := factory.Core().V1().Pods().Informer()
+	keyOf := func(pod *corev1.Pod) string {
+		if parent := pod.Annotations[api.AnnotationParentPod]; parent != "" {
+			return strings.TrimPrefix(parent, ns+"/")
+		}
+		return pod.Name
+	}
+	gone := func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if pod, ok := obj.(*corev1.Pod); ok {
+			now := time.Now()
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			setOnce(s.Gone, keyOf(pod), now)
+		}
+	}
 	record := func(obj any) {
 		pod, ok := obj.(*corev1.Pod)
 		if !ok {
 			return
 		}
 		now := time.Now()
-		key := pod.Name
-		if parent := pod.Annotations[api.AnnotationParentPod]; parent != "" {
-			key = strings.TrimPrefix(parent, ns+"/")
-		}
+		key := keyOf(pod)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		setOnce(s.Added, key, now)
@@ -57,7 +72,7 @@ func (s *PodTimes) Follow(ctx context.Context, tb testing.TB, client kubernetes.
 			setOnce(s.Running, key, now)
 		}
 	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, obj any) { record(obj) }}); err != nil {
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, obj any) { record(obj) }, DeleteFunc: gone}); err != nil {
 		tb.Fatal(err)
 	}
 	factory.Start(ctx.Done())
@@ -92,6 +107,42 @@ func (s *PodTimes) WaitRunning(ctx context.Context, tb testing.TB, n int) {
 		}
 		time.Sleep(50 * time.Millisecond) // polling a local map, not the API
 	}
+}
+
+// CountGone returns how many pods have been seen deleted.
+func (s *PodTimes) CountGone() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.Gone)
+}
+
+// DeletePods deletes the pods prefix-0 .. prefix-<n-1> of ns, one every
+// `every`, each with its own grace period, and returns when each delete
+// was sent.
+func DeletePods(ctx context.Context, tb testing.TB, client kubernetes.Interface, ns, prefix string, n int, every time.Duration) map[string]time.Time {
+	sent := map[string]time.Time{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for i := range n {
+		if i > 0 {
+			<-t.C
+		}
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		wg.Go(func() {
+			start := time.Now()
+			if err := client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				tb.Error(err)
+				return
+			}
+			mu.Lock()
+			sent[name] = start
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return sent
 }
 
 // CreatePods creates n pods named prefix-<i> in ns from template and
