@@ -38,6 +38,11 @@ type Group struct {
 	Taints []corev1.Taint `json:"taints,omitempty"`
 	// Nodes counts the real nodes in the group.
 	Nodes int `json:"nodes"`
+	// Depth is how many levels below the reporting cluster the group's
+	// nearest nodes are: 0 for its own nodes, 1 for nodes of a child, ...
+	// (absent, so 0, in summaries of agents before it existed). Pods go
+	// one hop further per level: the scheduler prefers fewer.
+	Depth int `json:"depth,omitempty"`
 	// Allocatable is the sum of the nodes' allocatable.
 	Allocatable corev1.ResourceList `json:"allocatable"`
 	// Free is Allocatable minus the requests of every pod on the nodes.

@@ -1,5 +1,5 @@
 // Command nestlet-scheduler is kube-scheduler with Nestlet's plugins
-// (Watermark, SummaryAffinity, LoopGuard) registered. Run it with the
+// (Watermark, SummaryAffinity, LoopGuard, PathLength) registered. Run it with the
 // profile in scheduler-plugins/profile/scheduler-config.yaml.
 package main
 
@@ -10,6 +10,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	"github.com/nestlet/nestlet/scheduler-plugins/loopguard"
+	"github.com/nestlet/nestlet/scheduler-plugins/pathlength"
 	"github.com/nestlet/nestlet/scheduler-plugins/summaryaffinity"
 	"github.com/nestlet/nestlet/scheduler-plugins/watermark"
 )
@@ -19,6 +20,7 @@ func main() {
 		app.WithPlugin(watermark.Name, watermark.New),
 		app.WithPlugin(summaryaffinity.Name, summaryaffinity.New),
 		app.WithPlugin(loopguard.Name, loopguard.New),
+		app.WithPlugin(pathlength.Name, pathlength.New),
 	)
 	os.Exit(cli.Run(cmd))
 }

@@ -36,7 +36,7 @@ func groups(keys []string, nodes []counted, l load) []api.Group {
 
 // addNode counts a real node, whose pods request used, in its group.
 func addNode(byID map[string]*api.Group, keys []string, n *corev1.Node, used corev1.ResourceList) {
-	g := groupFor(byID, project(n.Labels, keys), canonicalTaints(n.Spec.Taints))
+	g := groupFor(byID, project(n.Labels, keys), canonicalTaints(n.Spec.Taints), 0)
 	free := subClamped(n.Status.Allocatable, used)
 	g.Nodes++
 	add(g.Allocatable, n.Status.Allocatable)
@@ -47,26 +47,30 @@ func addNode(byID map[string]*api.Group, keys []string, n *corev1.Node, used cor
 // addGroup merges a group of a child's summary into the group with the same
 // labels (projected on keys) and taints.
 func addGroup(byID map[string]*api.Group, keys []string, child api.Group) {
-	g := groupFor(byID, project(child.Labels, keys), canonicalTaints(child.Taints))
+	g := groupFor(byID, project(child.Labels, keys), canonicalTaints(child.Taints), child.Depth+1)
 	g.Nodes += child.Nodes
 	add(g.Allocatable, child.Allocatable)
 	add(g.Free, child.Free)
 	g.Shapes = append(g.Shapes, child.Shapes...)
 }
 
-// groupFor returns the group of labels and taints, creating it if needed.
-func groupFor(byID map[string]*api.Group, labels map[string]string, taints []corev1.Taint) *api.Group {
+// groupFor returns the group of labels and taints, creating it if needed,
+// with nodes depth levels below: a group's depth is that of its nearest
+// nodes.
+func groupFor(byID map[string]*api.Group, labels map[string]string, taints []corev1.Taint, depth int) *api.Group {
 	id := groupID(labels, taints)
 	g, ok := byID[id]
 	if !ok {
 		g = &api.Group{
 			Labels:      labels,
 			Taints:      taints,
+			Depth:       depth,
 			Allocatable: corev1.ResourceList{},
 			Free:        corev1.ResourceList{},
 		}
 		byID[id] = g
 	}
+	g.Depth = min(g.Depth, depth)
 	return g
 }
 

@@ -81,7 +81,7 @@ func TestComputeGroups(t *testing.T) {
 			},
 			pods: []*corev1.Pod{newPod("p", "x", cpu("50"))},
 			want: []api.Group{
-				{Labels: map[string]string{region: "east"}, Nodes: 1, Allocatable: cpu("4"), Free: cpu("4"), Shapes: []corev1.ResourceList{cpu("4")}},
+				{Labels: map[string]string{region: "east"}, Nodes: 1, Depth: 1, Allocatable: cpu("4"), Free: cpu("4"), Shapes: []corev1.ResourceList{cpu("4")}},
 				{Labels: map[string]string{region: "east"}, Taints: []corev1.Taint{ta}, Nodes: 4, Allocatable: cpu("14"), Free: cpu("9"),
 					Shapes: []corev1.ResourceList{cpu("3"), cpu("2500m"), cpu("2"), cpu("1500m")}},
 			},
@@ -94,8 +94,22 @@ func TestComputeGroups(t *testing.T) {
 				newNode("y", cpu("2"), virtualOf(t, api.Summary{Cluster: "y", Covered: []string{"y"}, Groups: []api.Group{
 					{Labels: map[string]string{zone: "z"}, Nodes: 2, Allocatable: cpu("2"), Free: cpu("2"), Shapes: []corev1.ResourceList{cpu("1"), cpu("1")}}}})),
 			},
-			want: []api.Group{{Labels: map[string]string{zone: "z"}, Nodes: 3, Allocatable: cpu("3"), Free: cpu("3"),
+			want: []api.Group{{Labels: map[string]string{zone: "z"}, Nodes: 3, Depth: 1, Allocatable: cpu("3"), Free: cpu("3"),
 				Shapes: []corev1.ResourceList{cpu("1"), cpu("1"), cpu("1")}}},
+		},
+		{
+			name: "a group is as deep as its nearest nodes",
+			nodes: []*corev1.Node{
+				newNode("x", cpu("1"), virtualOf(t, api.Summary{Cluster: "x", Covered: []string{"x", "x1", "x2"}, Groups: []api.Group{
+					{Labels: map[string]string{zone: "z"}, Nodes: 1, Depth: 2, Allocatable: cpu("1"), Free: cpu("1"), Shapes: []corev1.ResourceList{cpu("1")}},
+					{Labels: map[string]string{zone: "deep"}, Nodes: 1, Depth: 2, Allocatable: cpu("1"), Free: cpu("1"), Shapes: []corev1.ResourceList{cpu("1")}}}})),
+				newNode("y", cpu("2"), virtualOf(t, api.Summary{Cluster: "y", Covered: []string{"y"}, Groups: []api.Group{
+					{Labels: map[string]string{zone: "z"}, Nodes: 1, Allocatable: cpu("2"), Free: cpu("2"), Shapes: []corev1.ResourceList{cpu("2")}}}})),
+			},
+			want: []api.Group{
+				{Labels: map[string]string{zone: "deep"}, Nodes: 1, Depth: 3, Allocatable: cpu("1"), Free: cpu("1"), Shapes: []corev1.ResourceList{cpu("1")}},
+				{Labels: map[string]string{zone: "z"}, Nodes: 2, Depth: 1, Allocatable: cpu("3"), Free: cpu("3"), Shapes: []corev1.ResourceList{cpu("2"), cpu("1")}},
+			},
 		},
 		{
 			name: "a child's group labels are projected on our group keys",

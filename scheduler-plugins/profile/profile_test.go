@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nestlet/nestlet/scheduler-plugins/loopguard"
+	"github.com/nestlet/nestlet/scheduler-plugins/pathlength"
 	"github.com/nestlet/nestlet/scheduler-plugins/summaryaffinity"
 	"github.com/nestlet/nestlet/scheduler-plugins/watermark"
 )
@@ -86,7 +87,7 @@ func TestSchedulerConfig(t *testing.T) {
 		require.Contains(t, names(p.Plugins.Filter.Enabled), name)
 	}
 	require.ElementsMatch(t, []string{"NodeAffinity", "TaintToleration"}, names(p.Plugins.Filter.Disabled))
-	require.Equal(t, []plugin{{Name: watermark.Name, Weight: 10}}, p.Plugins.Score.Enabled)
+	require.Equal(t, []plugin{{Name: watermark.Name, Weight: 10}, {Name: pathlength.Name, Weight: 20}}, p.Plugins.Score.Enabled)
 
 	args := map[string]map[string]any{}
 	for _, c := range p.PluginConfig {
@@ -128,6 +129,7 @@ func load(t *testing.T, raw []byte) *schedconfig.KubeSchedulerConfiguration {
 		require.Contains(t, filters, name)
 	}
 	require.Contains(t, scores, watermark.Name)
+	require.Contains(t, scores, pathlength.Name)
 	for _, p := range prof.Plugins.Filter.Disabled {
 		require.NotContains(t, filters, p.Name)
 	}
@@ -138,6 +140,7 @@ func load(t *testing.T, raw []byte) *schedconfig.KubeSchedulerConfiguration {
 		watermark.Name:       watermark.New,
 		loopguard.Name:       loopguard.New,
 		summaryaffinity.Name: summaryaffinity.New,
+		pathlength.Name:      pathlength.New,
 	}
 	args := map[string]runtime.Object{}
 	for _, c := range prof.PluginConfig {

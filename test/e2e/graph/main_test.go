@@ -1,0 +1,33 @@
+// Package graph tests placement and counting on a cluster graph that is not
+// a tree: a diamond (west-1 joined both west and east) and a cycle (root
+// and east joined each other):
+//
+//	root <- east, west        east <- root, west-1
+//	west <- west-1
+//	west-1: two kwok nodes, region west
+//
+// From east, region west is one hop away (west-1) and three hops away
+// through the cycle (root -> west -> west-1).
+package graph
+
+import (
+	"os"
+	"testing"
+
+	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/test/framework"
+)
+
+var env *localcluster.Environment
+
+func TestMain(m *testing.M) {
+	node := func(name string) localcluster.NodeOptions {
+		return localcluster.NodeOptions{Name: name, Labels: map[string]string{"topology.kubernetes.io/region": "west", "topology.kubernetes.io/zone": name}}
+	}
+	os.Exit(framework.RunTreeMain(m, framework.Tree{
+		Clusters: []localcluster.ClusterOptions{{Name: "root"}, {Name: "east"}, {Name: "west"},
+			{Name: "west-1", Nodes: []localcluster.NodeOptions{node("west-1-a"), node("west-1-b")}}},
+		Edges:    [][2]string{{"east", "root"}, {"west", "root"}, {"west-1", "west"}, {"west-1", "east"}, {"root", "east"}},
+		JoinArgs: []string{"--report-frequency=2s"},
+	}, func(te *framework.TreeEnv) { env = te.Environment }))
+}
