@@ -34,6 +34,15 @@ const (
 	// until which the parent's scheduler should not send that owner's pods
 	// here, because one of them bounced back.
 	AnnotationAvoid = "nestlet.io/avoid"
+	// AnnotationPodCIDROverlap is set by the parent's agent on a child's
+	// virtual node: "none" when the pod CIDRs of the child's subtree
+	// overlap no other node or child of the parent, else what they
+	// overlap. The child reports it on its Target (a node identity may
+	// read no other node, so only the parent can compare).
+	AnnotationPodCIDROverlap = "nestlet.io/pod-cidr-overlap"
+	// PodCIDROverlapNone is AnnotationPodCIDROverlap's value when nothing
+	// overlaps.
+	PodCIDROverlapNone = "none"
 	// AnnotationOwnerUID is set on a delegate to the UID of the original
 	// pod's controller (the ReplicaSet, Job... in the cluster where the pod
 	// was created), carried along every hop; avoidance is keyed by it.

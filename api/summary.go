@@ -25,6 +25,10 @@ type Summary struct {
 	// Groups are the subtree's nodes grouped by the values of GroupKeys and
 	// by their taints, sorted by key.
 	Groups []Group `json:"groups"`
+	// PodCIDRs are the pod CIDRs of the subtree's nodes, merged into at most
+	// MaxPodCIDRs covering prefixes (so possibly wider than what is used),
+	// for finding clusters whose pod IPs would collide.
+	PodCIDRs []string `json:"podCIDRs,omitempty"`
 	// Time is when the summary was computed (RFC 3339).
 	Time string `json:"time"`
 }
@@ -55,6 +59,9 @@ type Group struct {
 
 // MaxShapes bounds Group.Shapes.
 const MaxShapes = 4
+
+// MaxPodCIDRs bounds Summary.PodCIDRs.
+const MaxPodCIDRs = 16
 
 // DefaultGroupKeys are the label keys that group nodes in a summary unless
 // the agent is configured otherwise.

@@ -140,6 +140,11 @@ type TargetList struct {
 const (
 	ConditionJoined = "Joined"
 	ConditionReady  = "Ready"
+	// ConditionPodCIDRsDistinct: the pod CIDRs of this cluster's subtree
+	// overlap none of the parent's other clusters and nodes (True), or do
+	// (False, ReasonPodCIDROverlap): pod IPs, and so Service endpoints,
+	// would be ambiguous across the tree.
+	ConditionPodCIDRsDistinct = "PodCIDRsDistinct"
 )
 
 // Condition reasons. Each is documented in docs/troubleshooting.md.
@@ -159,6 +164,12 @@ const (
 	ReasonDuplicateName     = "DuplicateClusterName"
 	ReasonNodeError         = "NodeError"
 	ReasonChildNotReady     = "ChildNotReady"
+	ReasonPodCIDROverlap    = "PodCIDROverlap"
+	ReasonPodCIDRsDistinct  = "PodCIDRsDistinct"
+	ReasonNoPodCIDRs        = "NoPodCIDRs"
+	// ReasonPodCIDRCheckPending: the parent's agent has not written its
+	// pod CIDR check on the virtual node yet.
+	ReasonPodCIDRCheckPending = "PodCIDRCheckPending"
 	// ReasonKubeletAPIUnavailable: the agent was told to serve the kubelet
 	// API in a way the parent does not support (tunnel mode without a
 	// nestlet-proxy in the parent) or cannot listen.

@@ -22,6 +22,9 @@ type NodeOptions struct {
 	Taints   []corev1.Taint
 	// Annotations are added to kwok's own.
 	Annotations map[string]string
+	// PodCIDR is the node's pod CIDR; by default the next free /24 of
+	// 10.128.0.0/9, so that no two nodes the launcher makes share one.
+	PodCIDR string
 }
 
 // DefaultNodeCapacity is the capacity of a node whose options give none.
@@ -49,9 +52,12 @@ func (c *Cluster) AddNode(ctx context.Context, o NodeOptions) (*corev1.Node, err
 	annotations := map[string]string{"node.alpha.kubernetes.io/ttl": "0"}
 	maps.Copy(annotations, o.Annotations)
 	annotations[KwokNodeAnnotation] = "fake"
-	podCIDR, err := nextPodCIDR()
-	if err != nil {
-		return nil, err
+	podCIDR := o.PodCIDR
+	var err error
+	if podCIDR == "" {
+		if podCIDR, err = nextPodCIDR(); err != nil {
+			return nil, err
+		}
 	}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{

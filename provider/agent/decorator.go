@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -22,7 +24,9 @@ import (
 
 // decorator is the parent's side: it gives the virtual nodes of this
 // cluster's children what a node may not set on itself, the role label
-// (so ROLES shows cluster) and changes of taints after registration.
+// (so ROLES shows cluster) and changes of taints after registration, and
+// what a child cannot see, whether its pod CIDRs overlap another node's or
+// child's (api.AnnotationPodCIDROverlap).
 type decorator struct {
 	client kubernetes.Interface
 	nodes  corelisters.NodeLister
@@ -41,11 +45,41 @@ func newDecorator(client kubernetes.Interface, nodes coreinformers.NodeInformer)
 			d.queue.Add(n.Name)
 		}
 	}
+	// A node whose pod CIDRs come, change or go may change what every
+	// child's overlap.
+	everyChild := func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if n, ok := obj.(*corev1.Node); ok {
+			if own, _ := podCIDRsOf(n); len(own) > 0 {
+				d.enqueueChildren()
+			}
+		}
+	}
 	_, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		AddFunc: func(obj any) { enqueue(obj); everyChild(obj) },
+		UpdateFunc: func(old, obj any) {
+			enqueue(obj)
+			a, _ := podCIDRsOf(old.(*corev1.Node))
+			b, _ := podCIDRsOf(obj.(*corev1.Node))
+			if !slices.Equal(a, b) {
+				d.enqueueChildren()
+			}
+		},
+		DeleteFunc: everyChild,
 	})
 	return d, err
+}
+
+// enqueueChildren queues every virtual node of this cluster.
+func (d *decorator) enqueueChildren() {
+	nodes, _ := d.nodes.List(labels.Everything())
+	for _, n := range nodes {
+		if n.Labels[api.LabelCluster] != "" {
+			d.queue.Add(n.Name)
+		}
+	}
 }
 
 func (d *decorator) run(ctx context.Context) {
@@ -85,6 +119,10 @@ func (d *decorator) sync(ctx context.Context, name string) error {
 		want.Labels = map[string]string{}
 	}
 	want.Labels[api.LabelNodeRoleCluster] = ""
+	if want.Annotations == nil {
+		want.Annotations = map[string]string{}
+	}
+	want.Annotations[api.AnnotationPodCIDROverlap] = podCIDROverlap(n, d.nodes)
 	if raw, ok := n.Annotations[api.AnnotationDesiredTaints]; ok {
 		var desired []corev1.Taint
 		if err := json.Unmarshal([]byte(raw), &desired); err != nil {
@@ -92,7 +130,7 @@ func (d *decorator) sync(ctx context.Context, name string) error {
 		}
 		want.Spec.Taints = mergeTaints(n.Spec.Taints, desired)
 	}
-	if reflect.DeepEqual(want.Labels, n.Labels) && reflect.DeepEqual(want.Spec.Taints, n.Spec.Taints) {
+	if reflect.DeepEqual(want.Labels, n.Labels) && reflect.DeepEqual(want.Spec.Taints, n.Spec.Taints) && reflect.DeepEqual(want.Annotations, n.Annotations) {
 		return nil
 	}
 	_, err = d.client.CoreV1().Nodes().Update(ctx, want, metav1.UpdateOptions{FieldManager: fieldManager})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/nestlet/nestlet/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -118,6 +119,15 @@ func TestDecoratorSync(t *testing.T) {
 		}
 	}
 	desiredGPU := map[string]string{"nestlet.io/desired-taints": `[{"key":"example.com/gpu","value":"true","effect":"NoSchedule"}]`}
+	// checked adds the pod CIDR check the decorator writes (no pod CIDRs
+	// here: nothing overlaps).
+	checked := func(a map[string]string) map[string]string {
+		out := map[string]string{api.AnnotationPodCIDROverlap: api.PodCIDROverlapNone}
+		for k, v := range a {
+			out[k] = v
+		}
+		return out
+	}
 	tests := []struct {
 		name    string
 		node    *corev1.Node // in the lister and the API
@@ -127,28 +137,28 @@ func TestDecoratorSync(t *testing.T) {
 		{
 			name: "role label and desired taints are added",
 			node: node(map[string]string{"nestlet.io/cluster": "child"}, desiredGPU, providerTaint, unreachable),
-			want: node(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}, desiredGPU, providerTaint, gpu, unreachable),
+			want: node(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}, checked(desiredGPU), providerTaint, gpu, unreachable),
 		},
 		{
 			name: "a node without labels gets the role label",
 			node: node(nil, desiredGPU, providerTaint, gpu),
-			want: node(map[string]string{"node-role.kubernetes.io/cluster": ""}, desiredGPU, providerTaint, gpu),
+			want: node(map[string]string{"node-role.kubernetes.io/cluster": ""}, checked(desiredGPU), providerTaint, gpu),
 		},
 		{
 			name: "taints no longer desired are removed",
 			node: node(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""},
 				map[string]string{"nestlet.io/desired-taints": "null"}, providerTaint, gpu, notReady),
 			want: node(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""},
-				map[string]string{"nestlet.io/desired-taints": "null"}, providerTaint, notReady),
+				checked(map[string]string{"nestlet.io/desired-taints": "null"}), providerTaint, notReady),
 		},
 		{
 			name: "without the annotation the taints are left alone",
 			node: node(map[string]string{"nestlet.io/cluster": "child"}, nil, gpu),
-			want: node(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}, nil, gpu),
+			want: node(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}, checked(nil), gpu),
 		},
 		{
 			name: "an up-to-date node is not updated",
-			node: node(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}, desiredGPU, providerTaint, gpu, unreachable),
+			node: node(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}, checked(desiredGPU), providerTaint, gpu, unreachable),
 		},
 		{
 			name:    "a bad annotation is an error",
@@ -186,6 +196,29 @@ func TestDecoratorSync(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestPodCIDROverlap(t *testing.T) {
+	summaryNode := func(name string, covered, cidrs []string) *corev1.Node {
+		raw, err := api.FormatSummary(api.Summary{Cluster: name, Covered: covered, PodCIDRs: cidrs})
+		require.NoError(t, err)
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{api.LabelCluster: name},
+			Annotations: map[string]string{api.AnnotationSummary: raw}}}
+	}
+	realNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "local"}, Spec: corev1.NodeSpec{PodCIDR: "10.1.0.0/24", PodCIDRs: []string{"10.1.0.0/24"}}}
+	east := summaryNode("east", []string{"east", "shared"}, []string{"10.244.0.0/16"})
+	west := summaryNode("west", []string{"west"}, []string{"10.244.5.0/24", "10.2.0.0/16"})
+	west2 := summaryNode("west2", []string{"west2", "shared"}, []string{"10.244.0.0/16"}) // shares a cluster with east
+	local := summaryNode("onlocal", []string{"onlocal"}, []string{"10.1.0.0/16"})
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, n := range []*corev1.Node{realNode, east, west, west2, local} {
+		require.NoError(t, indexer.Add(n))
+	}
+	lister := corelisters.NewNodeLister(indexer)
+	require.Equal(t, "10.244.0.0/16 overlaps 10.244.5.0/24 of cluster west", podCIDROverlap(east, lister), "a shared descendant is no conflict")
+	require.Equal(t, "10.1.0.0/16 overlaps 10.1.0.0/24 of node local", podCIDROverlap(local, lister))
+	require.Equal(t, api.PodCIDROverlapNone, podCIDROverlap(summaryNode("far", []string{"far"}, []string{"10.9.0.0/16"}), lister))
+	require.Equal(t, api.PodCIDROverlapNone, podCIDROverlap(summaryNode("none", []string{"none"}, nil), lister))
 }
 
 func TestDecoratorSyncMissingNode(t *testing.T) {

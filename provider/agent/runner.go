@@ -159,6 +159,7 @@ func (r *runner) once(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	go r.checkPodCIDRs(runCtx, nodeClient, prov)
 	t := r.target
 	r.a.setConditions(ctx, t.Name, r.generation, func(s *v1alpha1.TargetStatus) { s.NodeName = t.Spec.ClusterName },
 		metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReporting,

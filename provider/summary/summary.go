@@ -66,6 +66,7 @@ func Compute(in Input) Result {
 			Depth:     depth(nodes),
 			GroupKeys: keys,
 			Groups:    groups(keys, nodes, load),
+			PodCIDRs:  podCIDRs(nodes),
 			Time:      in.Now.UTC().Format(time.RFC3339),
 		},
 	}

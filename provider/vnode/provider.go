@@ -161,6 +161,17 @@ func (p *Provider) Compute() (summary.Result, error) {
 	}), nil
 }
 
+// Network returns the clusters this cluster's summary covers and their pod
+// CIDRs, now (summary.Network: nodes only, no pods).
+func (p *Provider) Network() (clusters, podCIDRs []string, err error) {
+	nodes, err := p.cfg.Nodes.List(labels.Everything())
+	if err != nil {
+		return nil, nil, err
+	}
+	clusters, podCIDRs = summary.Network(summary.Input{Cluster: p.cfg.ClusterName, Parent: p.cfg.ParentName, Nodes: nodes})
+	return clusters, podCIDRs, nil
+}
+
 // Node returns the node object for a summary.
 func (p *Provider) Node(r summary.Result) (*corev1.Node, error) {
 	sum, err := api.FormatSummary(r.Summary)

@@ -1,0 +1,142 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/provider/summary"
+	"github.com/nestlet/nestlet/provider/vnode"
+)
+
+// Pod CIDR overlaps are found by the parent, which alone sees all its
+// nodes (a node identity may read only its own Node): its agent compares
+// each child's pod CIDRs (from the summary) with every other node's and
+// child's, and writes the result on the child's virtual node
+// (api.AnnotationPodCIDROverlap). The child reads it back from its own
+// node and reports it as ConditionPodCIDRsDistinct on its Target.
+
+// podCIDROverlap returns what the pod CIDRs of node n (a child's virtual
+// node) overlap among the other nodes of this cluster: api.PodCIDROverlapNone,
+// or a description. Children that share a cluster with n (a diamond) run
+// the same pods: no conflict.
+func podCIDROverlap(n *corev1.Node, nodes corelisters.NodeLister) string {
+	own, covered := podCIDRsOf(n)
+	if len(own) == 0 {
+		return api.PodCIDROverlapNone
+	}
+	all, err := nodes.List(labels.Everything())
+	if err != nil {
+		return api.PodCIDROverlapNone
+	}
+	slices.SortFunc(all, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	var clashes []string
+	for _, o := range all {
+		if o.Name == n.Name {
+			continue
+		}
+		theirs, theirCovered := podCIDRsOf(o)
+		if shares(covered, theirCovered) {
+			continue
+		}
+		what := "node " + o.Name
+		if theirCovered != nil {
+			what = "cluster " + o.Name
+		}
+		for _, pair := range summary.Overlaps(own, theirs) {
+			clashes = append(clashes, fmt.Sprintf("%s overlaps %s of %s", pair[0], pair[1], what))
+		}
+	}
+	if len(clashes) == 0 {
+		return api.PodCIDROverlapNone
+	}
+	if len(clashes) > 5 {
+		clashes = append(clashes[:5], fmt.Sprintf("and %d more", len(clashes)-5))
+	}
+	return strings.Join(clashes, "; ")
+}
+
+// podCIDRsOf returns a node's pod CIDRs: a virtual node's from its
+// summary, with the clusters it covers; a real node's from its spec.
+func podCIDRsOf(n *corev1.Node) (cidrs, covered []string) {
+	if s, ok := api.ParseSummary(n); ok {
+		return s.PodCIDRs, s.Covered
+	}
+	if len(n.Spec.PodCIDRs) > 0 {
+		return n.Spec.PodCIDRs, nil
+	}
+	if n.Spec.PodCIDR != "" {
+		return []string{n.Spec.PodCIDR}, nil
+	}
+	return nil, nil
+}
+
+func shares(a, b []string) bool {
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkPodCIDRs keeps ConditionPodCIDRsDistinct of the Target in step with
+// what the parent found (see above), reading this cluster's virtual node
+// every few report periods, until ctx ends.
+func (r *runner) checkPodCIDRs(ctx context.Context, nodeClient kubernetes.Interface, prov *vnode.Provider) {
+	every := max(3*reportFrequency(r.target), 15*time.Second)
+	tick := r.a.cfg.Clock.NewTicker(every)
+	defer tick.Stop()
+	for {
+		if cond, err := r.podCIDRCondition(ctx, nodeClient, prov); err == nil {
+			r.a.setConditions(ctx, r.target.Name, r.generation, nil, cond)
+		} else if ctx.Err() == nil {
+			klog.FromContext(ctx).V(2).Info("Reading the parent's pod CIDR check", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C():
+		}
+	}
+}
+
+func (r *runner) podCIDRCondition(ctx context.Context, nodeClient kubernetes.Interface, prov *vnode.Provider) (metav1.Condition, error) {
+	cond := metav1.Condition{Type: v1alpha1.ConditionPodCIDRsDistinct}
+	_, own, err := prov.Network()
+	if err != nil {
+		return cond, err
+	}
+	if len(own) == 0 {
+		cond.Status, cond.Reason = metav1.ConditionUnknown, v1alpha1.ReasonNoPodCIDRs
+		cond.Message = "no node of this cluster's subtree has spec.podCIDR set, so overlaps with the parent's other clusters cannot be checked"
+		return cond, nil
+	}
+	n, err := nodeClient.CoreV1().Nodes().Get(ctx, r.target.Spec.ClusterName, metav1.GetOptions{ResourceVersion: "0"})
+	if err != nil {
+		return cond, err
+	}
+	switch found, ok := n.Annotations[api.AnnotationPodCIDROverlap]; {
+	case !ok:
+		cond.Status, cond.Reason = metav1.ConditionUnknown, v1alpha1.ReasonPodCIDRCheckPending
+		cond.Message = fmt.Sprintf("pod CIDRs %s: the parent's Nestlet agent has not compared them with its other clusters yet", strings.Join(own, ", "))
+	case found == api.PodCIDROverlapNone:
+		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPodCIDRsDistinct
+		cond.Message = fmt.Sprintf("pod CIDRs %s overlap no other node or cluster of the parent", strings.Join(own, ", "))
+	default:
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonPodCIDROverlap
+		cond.Message = fmt.Sprintf("pod CIDRs collide in the parent: %s. Pods in both places may get the same IP, so pod IPs and the endpoints of Services seen from the parent are ambiguous; give every joined cluster its own pod CIDR (kube-controller-manager --cluster-cidr, or the CNI's IP pool)", found)
+	}
+	return cond, nil
+}

@@ -1,0 +1,55 @@
+package join
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/pkg/localcluster"
+)
+
+// A child whose pod CIDRs overlap a sibling's says so on its Target, and
+// says so no more once the overlap is gone.
+func TestOverlappingPodCIDRsReported(t *testing.T) {
+	ctx := t.Context()
+	condition := func(want metav1.ConditionStatus) metav1.Condition {
+		t.Helper()
+		var got metav1.Condition
+		err := env.Cluster("west").WaitTarget(ctx, targetOf["west"], time.Minute, func(tg *v1alpha1.Target) bool {
+			got = localcluster.TargetCondition(tg, v1alpha1.ConditionPodCIDRsDistinct)
+			return got.Status == want
+		})
+		require.NoError(t, err, "west's %s condition: %+v", v1alpha1.ConditionPodCIDRsDistinct, got)
+		return got
+	}
+	ok := condition(metav1.ConditionTrue)
+	require.Equal(t, v1alpha1.ReasonPodCIDRsDistinct, ok.Reason)
+	t.Logf("distinct: %s", ok.Message)
+
+	// A new node in west takes the pod CIDR of one of east's nodes.
+	east1, err := env.Cluster("east").Client.CoreV1().Nodes().Get(ctx, "east-1", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotEmpty(t, east1.Spec.PodCIDR)
+	_, err = env.Cluster("west").AddNode(ctx, localcluster.NodeOptions{Name: "west-clash", PodCIDR: east1.Spec.PodCIDR,
+		Labels: map[string]string{"topology.kubernetes.io/region": "west"}})
+	require.NoError(t, err)
+	removed := false
+	t.Cleanup(func() {
+		if !removed {
+			_ = env.Cluster("west").Client.CoreV1().Nodes().Delete(ctx, "west-clash", metav1.DeleteOptions{})
+		}
+	})
+	clash := condition(metav1.ConditionFalse)
+	require.Equal(t, v1alpha1.ReasonPodCIDROverlap, clash.Reason)
+	require.Contains(t, clash.Message, east1.Spec.PodCIDR)
+	require.Contains(t, clash.Message, "cluster east")
+	require.Contains(t, clash.Message, "give every joined cluster its own pod CIDR")
+	t.Logf("overlap: %s", clash.Message)
+
+	require.NoError(t, env.Cluster("west").Client.CoreV1().Nodes().Delete(ctx, "west-clash", metav1.DeleteOptions{}))
+	removed = true
+	condition(metav1.ConditionTrue)
+}
