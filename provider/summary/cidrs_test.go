@@ -66,7 +66,9 @@ func TestOverlaps(t *testing.T) {
 }
 
 func TestSummaryPodCIDRs(t *testing.T) {
-	withCIDR := func(c string) nodeOpt { return func(n *corev1.Node) { n.Spec.PodCIDR, n.Spec.PodCIDRs = c, []string{c} } }
+	withCIDR := func(c string) nodeOpt {
+		return func(n *corev1.Node) { n.Spec.PodCIDR, n.Spec.PodCIDRs = c, []string{c} }
+	}
 	nodes := []*corev1.Node{
 		newNode("a", rl("cpu", "1"), withCIDR("10.244.0.0/24")),
 		newNode("b", rl("cpu", "1"), withCIDR("10.244.1.0/24")),
