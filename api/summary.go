@@ -25,6 +25,12 @@ type Summary struct {
 	// Groups are the subtree's nodes grouped by the values of GroupKeys and
 	// by their taints, sorted by key.
 	Groups []Group `json:"groups"`
+	// SharePercent is the share of the subtree's free capacity this summary
+	// offers its parent, when it is not all of it (absent: 100): a cluster
+	// with several parents splits it between them, so that no ancestor
+	// counts it twice. Allocatable and Free of the groups are scaled by
+	// it; Nodes and Shapes are not.
+	SharePercent int `json:"sharePercent,omitempty"`
 	// PodCIDRs are the pod CIDRs of the subtree's nodes, merged into at most
 	// MaxPodCIDRs covering prefixes (so possibly wider than what is used),
 	// for finding clusters whose pod IPs would collide.

@@ -77,6 +77,19 @@ type TargetSpec struct {
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
 
+	// CapacityPercent is the share, in percent, of this cluster's free
+	// capacity offered to this parent. A cluster with several parents (a
+	// diamond, primary/backup) must not offer all of it to each: their
+	// common ancestors would count it twice. By default the free capacity
+	// is split evenly between this cluster's Targets (all of it with one
+	// Target); set 100 on each to let parents that share no ancestor see
+	// everything.
+	//
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	CapacityPercent *int32 `json:"capacityPercent,omitempty"`
+
 	// Taints are added to the virtual node, beside the
 	// virtual-kubelet.io/provider=nestlet:NoSchedule taint it always has.
 	//

@@ -101,6 +101,11 @@ func (in *TargetSpec) DeepCopyInto(out *TargetSpec) {
 			(*out)[key] = val
 		}
 	}
+	if in.CapacityPercent != nil {
+		in, out := &in.CapacityPercent, &out.CapacityPercent
+		*out = new(int32)
+		**out = **in
+	}
 	if in.Taints != nil {
 		in, out := &in.Taints, &out.Taints
 		*out = make([]v1.Taint, len(*in))

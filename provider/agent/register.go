@@ -47,6 +47,7 @@ func (r *runner) newProvider(ctx context.Context, id *join.Identity, nodeClient 
 		ClusterUID:      r.a.clusterUID,
 		ParentName:      parentName(id, t),
 		GroupKeys:       r.a.cfg.GroupKeys,
+		SharePercent:    r.sharePercent,
 		Labels:          t.Spec.Labels,
 		Taints:          t.Spec.Taints,
 		ReportFrequency: reportFrequency(t),
@@ -114,4 +115,19 @@ func (r *runner) newNodeController(nodeClient kubernetes.Interface, prov *vnode.
 			return cerr
 		}),
 	)
+}
+
+// sharePercent is the share of this cluster's free capacity offered to
+// the Target's parent: spec.capacityPercent, or an even split between this
+// cluster's Targets, so that ancestors common to several parents count it
+// once.
+func (r *runner) sharePercent() int {
+	if p := r.target.Spec.CapacityPercent; p != nil {
+		return int(*p)
+	}
+	n := len(r.a.targetLister.ListKeys())
+	if n <= 1 {
+		return 100
+	}
+	return max(1, 100/n)
 }

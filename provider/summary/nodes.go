@@ -121,10 +121,21 @@ func podRequests(p *corev1.Pod) corev1.ResourceList {
 
 // allocatable is the sum of the counted nodes' allocatable minus the
 // requests of the counted pods the parent did not send, clamped at zero.
-func allocatable(nodes []counted, l load) corev1.ResourceList {
+func allocatable(nodes []counted, l load, share int) corev1.ResourceList {
 	total := corev1.ResourceList{}
 	for _, c := range nodes {
 		add(total, c.node.Status.Allocatable)
 	}
-	return subClamped(total, l.foreign)
+	if share >= 100 {
+		return subClamped(total, l.foreign)
+	}
+	// The parent's own pods, plus its share of what is free: the parent's
+	// bookkeeping subtracts its pods, and sees share% of the free capacity.
+	used := corev1.ResourceList{}
+	for _, u := range l.perNode {
+		add(used, u)
+	}
+	out := scale(subClamped(total, used), share)
+	add(out, subClamped(used, l.foreign))
+	return out
 }

@@ -68,3 +68,17 @@ func sortedNames(lists ...corev1.ResourceList) []corev1.ResourceName {
 	slices.Sort(names)
 	return slices.Compact(names)
 }
+
+// scale returns every quantity of l times percent/100, rounded down: CPU
+// to the millicore, other resources to the unit.
+func scale(l corev1.ResourceList, percent int) corev1.ResourceList {
+	out := make(corev1.ResourceList, len(l))
+	for name, q := range l {
+		if name == corev1.ResourceCPU {
+			out[name] = *resource.NewMilliQuantity(q.MilliValue()*int64(percent)/100, q.Format)
+			continue
+		}
+		out[name] = *resource.NewQuantity(q.Value()*int64(percent)/100, q.Format)
+	}
+	return out
+}

@@ -30,6 +30,9 @@ type Input struct {
 	Pods []*corev1.Pod
 	// Now is the time the summary is stamped with.
 	Now time.Time
+	// SharePercent is the share of the free capacity offered to Parent
+	// (1..100); 0 means 100.
+	SharePercent int
 }
 
 // Result is what the reporting cluster publishes on its virtual node in the
@@ -57,8 +60,12 @@ func Compute(in Input) Result {
 	keys := groupKeys(in.GroupKeys)
 	nodes := countNodes(in.Nodes, in.Parent)
 	load := countPods(in.Pods, nodes, in.Parent)
-	return Result{
-		Allocatable: allocatable(nodes, load),
+	share := in.SharePercent
+	if share <= 0 || share >= 100 {
+		share = 100
+	}
+	r := Result{
+		Allocatable: allocatable(nodes, load, share),
 		Labels:      commonLabels(nodes),
 		Summary: api.Summary{
 			Cluster:   in.Cluster,
@@ -70,6 +77,14 @@ func Compute(in Input) Result {
 			Time:      in.Now.UTC().Format(time.RFC3339),
 		},
 	}
+	if share < 100 {
+		r.Summary.SharePercent = share
+		for i := range r.Summary.Groups {
+			g := &r.Summary.Groups[i]
+			g.Allocatable, g.Free = scale(g.Allocatable, share), scale(g.Free, share)
+		}
+	}
+	return r
 }
 
 // Equal reports whether a and b say the same thing: everything but

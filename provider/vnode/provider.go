@@ -37,6 +37,9 @@ type Config struct {
 	ParentName string
 	// GroupKeys group nodes in the summary (default api.DefaultGroupKeys).
 	GroupKeys []string
+	// SharePercent returns the share of the free capacity offered to the
+	// parent (1..100), read at every report (optional: all of it).
+	SharePercent func() int
 	// Labels and Taints come from the Target.
 	Labels map[string]string
 	Taints []corev1.Taint
@@ -155,9 +158,13 @@ func (p *Provider) Compute() (summary.Result, error) {
 	if err != nil {
 		return summary.Result{}, err
 	}
+	share := 100
+	if p.cfg.SharePercent != nil {
+		share = p.cfg.SharePercent()
+	}
 	return summary.Compute(summary.Input{
 		Cluster: p.cfg.ClusterName, Parent: p.cfg.ParentName, GroupKeys: p.cfg.GroupKeys,
-		Nodes: nodes, Pods: pods, Now: p.cfg.Clock.Now(),
+		Nodes: nodes, Pods: pods, Now: p.cfg.Clock.Now(), SharePercent: share,
 	}), nil
 }
 

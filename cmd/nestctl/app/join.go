@@ -32,6 +32,8 @@ type JoinOptions struct {
 	ClusterName     string
 	Labels          map[string]string
 	ReportFrequency time.Duration
+	// CapacityPercent, when not 0, is spec.capacityPercent.
+	CapacityPercent int32
 }
 
 func newJoinCommand() *cobra.Command {
@@ -66,6 +68,7 @@ Follow it with: kubectl get targets`,
 	f.StringVar(&o.ClusterName, "cluster-name", "", "this cluster's name in the parent (required)")
 	f.StringToStringVar(&o.Labels, "labels", nil, "extra labels for the virtual node, k=v,...")
 	f.DurationVar(&o.ReportFrequency, "report-frequency", 10*time.Second, "how often the summary is sent")
+	f.Int32Var(&o.CapacityPercent, "capacity-percent", 0, "share of this cluster's free capacity offered to this parent, 1-100 (default: split evenly between this cluster's parents)")
 	f.StringVar(&o.TargetName, "name", "", "name of the Target (default: the parent's host and port)")
 	f.StringVar(&o.Namespace, "namespace", api.DefaultNamespace, "namespace of the token Secret")
 	return cmd
@@ -137,6 +140,12 @@ func Join(ctx context.Context, cfg *rest.Config, o JoinOptions) (*v1alpha1.Targe
 			ReportFrequency:         metav1.Duration{Duration: o.ReportFrequency},
 			Labels:                  o.Labels,
 		},
+	}
+	if o.CapacityPercent != 0 {
+		if o.CapacityPercent < 1 || o.CapacityPercent > 100 {
+			return nil, fmt.Errorf("--capacity-percent must be between 1 and 100, got %d", o.CapacityPercent)
+		}
+		t.Spec.CapacityPercent = &o.CapacityPercent
 	}
 	existing, err := targets.Get(ctx, t.Name, metav1.GetOptions{})
 	switch {

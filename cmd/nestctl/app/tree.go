@@ -55,6 +55,12 @@ type Child struct {
 	Pods             int
 	CPU, Memory      [2]resource.Quantity // allocatable, used
 	Regions, Covered []string
+	// SharePercent is the share of its free capacity the child offers
+	// this cluster (100 unless it has other parents).
+	SharePercent int
+	// Shared are the covered clusters another child covers too (a
+	// diamond): counted once thanks to their shares.
+	Shared map[string]bool
 }
 
 // LoadTree reads the nodes and pods of a cluster.
@@ -86,11 +92,31 @@ func LoadTree(ctx context.Context, client kubernetes.Interface) (*Tree, error) {
 		t.Children = append(t.Children, childOf(n, perNode[n.Name]))
 	}
 	slices.SortFunc(t.Children, func(a, b Child) int { return strings.Compare(a.Name, b.Name) })
+	markShared(t.Children)
 	return t, nil
 }
 
+// markShared records, in each child, the clusters it covers (itself
+// included) that another child covers too.
+func markShared(children []Child) {
+	count := map[string]int{}
+	for _, c := range children {
+		for _, cl := range append([]string{c.Name}, c.Covered...) {
+			count[cl]++
+		}
+	}
+	for i := range children {
+		children[i].Shared = map[string]bool{}
+		for _, cl := range append([]string{children[i].Name}, children[i].Covered...) {
+			if count[cl] > 1 {
+				children[i].Shared[cl] = true
+			}
+		}
+	}
+}
+
 func childOf(n *corev1.Node, pods int) Child {
-	c := Child{Name: n.Name, Ready: "NotReady", Pods: pods}
+	c := Child{Name: n.Name, Ready: "NotReady", Pods: pods, SharePercent: 100}
 	for _, cond := range n.Status.Conditions {
 		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
 			c.Ready = "Ready"
@@ -102,6 +128,9 @@ func childOf(n *corev1.Node, pods int) Child {
 		return c
 	}
 	c.Depth = s.Depth + 1
+	if s.SharePercent > 0 {
+		c.SharePercent = s.SharePercent
+	}
 	regions := map[string]bool{}
 	for _, g := range s.Groups {
 		c.Nodes += g.Nodes
@@ -134,7 +163,7 @@ func childOf(n *corev1.Node, pods int) Child {
 
 // Render draws the tree.
 func (t *Tree) Render(w io.Writer) {
-	fmt.Fprintf(w, "%s (%d real nodes, %d children)\n", t.Name, t.RealNodes, len(t.Children))
+	fmt.Fprintf(w, "%s (%d nodes of its own, %d children)\n", t.Name, t.RealNodes, len(t.Children))
 	for i, c := range t.Children {
 		branch, indent := "├── ", "│   "
 		if i == len(t.Children)-1 {
@@ -144,14 +173,26 @@ func (t *Tree) Render(w io.Writer) {
 		if len(c.Regions) > 0 {
 			regions = strings.Join(c.Regions, ",")
 		}
-		fmt.Fprintf(w, "%s%s  %s  depth %d  nodes %d  cpu %s/%s  memory %s/%s  pods %d  regions %s\n",
-			branch, c.Name, c.Ready, c.Depth, c.Nodes, c.CPU[1].String(), c.CPU[0].String(), c.Memory[1].String(), c.Memory[0].String(), c.Pods, regions)
+		share := ""
+		if c.SharePercent < 100 {
+			share = fmt.Sprintf("  share %d%%", c.SharePercent)
+		}
+		fmt.Fprintf(w, "%s%s%s  %s  depth %d  nodes %d  cpu %s/%s  memory %s/%s  pods %d  regions %s%s\n",
+			branch, c.Name, mark(c.Shared[c.Name]), c.Ready, c.Depth, c.Nodes, c.CPU[1].String(), c.CPU[0].String(), c.Memory[1].String(), c.Memory[0].String(), c.Pods, regions, share)
 		for j, cl := range c.Covered {
 			leaf := "├── "
 			if j == len(c.Covered)-1 {
 				leaf = "└── "
 			}
-			fmt.Fprintf(w, "%s%s%s\n", indent, leaf, cl)
+			fmt.Fprintf(w, "%s%s%s%s\n", indent, leaf, cl, mark(c.Shared[cl]))
 		}
 	}
+}
+
+// mark flags a cluster that more than one child covers.
+func mark(shared bool) string {
+	if shared {
+		return " (shared)"
+	}
+	return ""
 }

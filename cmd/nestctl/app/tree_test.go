@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -41,10 +42,29 @@ func TestTree(t *testing.T) {
 	require.NoError(t, err)
 	var out bytes.Buffer
 	tree.Render(&out)
-	want := "root (1 real nodes, 2 children)\n" +
+	want := "root (1 nodes of its own, 2 children)\n" +
 		"├── east  NotReady  depth 1  nodes 2  cpu 0/8  memory 2Gi/8Gi  pods 0  regions east\n" +
 		"└── mid  Ready  depth 2  nodes 4  cpu 1500m/10  memory 4Gi/16Gi  pods 1  regions east,west\n" +
 		"    ├── leaf-a\n" +
 		"    └── leaf-b\n"
 	require.Equal(t, want, out.String())
+}
+
+// A child under two children of this cluster (a diamond) is marked shared
+// under both, with the share each offers.
+func TestTreeShared(t *testing.T) {
+	vn := func(name string, covered []string, share int) *corev1.Node {
+		raw, err := json.Marshal(api.Summary{Cluster: name, Covered: covered, Depth: 1, SharePercent: share})
+		require.NoError(t, err)
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{api.LabelCluster: name},
+			Annotations: map[string]string{api.AnnotationSummary: string(raw)}}}
+	}
+	client := fake.NewClientset(vn("east", []string{"east", "west-1"}, 0), vn("west", []string{"west", "west-1"}, 0), vn("west-2", []string{"west-2"}, 50))
+	tree, err := LoadTree(t.Context(), client)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	tree.Render(&out)
+	require.Contains(t, out.String(), "├── east  NotReady")
+	require.Equal(t, 2, strings.Count(out.String(), "│   └── west-1 (shared)\n"), "under east and under west")
+	require.Contains(t, out.String(), "regions -  share 50%\n")
 }
