@@ -147,6 +147,9 @@ type JoinOptions struct {
 	ManualApproval bool
 	// ExtraJoinArgs are added to `nestctl join`.
 	ExtraJoinArgs []string
+	// ParentURL is where the child reaches the parent's API server, when
+	// not directly (a proxy in between).
+	ParentURL string
 	// NoWait returns once the Target is written, without waiting for it to
 	// be Ready.
 	NoWait bool
@@ -163,6 +166,9 @@ func Join(ctx context.Context, parent, child *Cluster, o JoinOptions) (string, e
 	create := []string{"token", "create", "--cluster-name=" + parent.Name, "--child-name=" + name}
 	if !o.ManualApproval {
 		create = append(create, "--auto-approve")
+	}
+	if o.ParentURL != "" {
+		create = append(create, "--parent-url="+o.ParentURL)
 	}
 	out, err := parent.Nestctl(ctx, create...)
 	if err != nil {

@@ -43,11 +43,17 @@ func (r *runner) newProvider(ctx context.Context, id *join.Identity, nodeClient 
 	t := r.target
 	nodes := nodeClient.CoreV1().Nodes()
 	return vnode.New(vnode.Config{
-		ClusterName:     t.Spec.ClusterName,
-		ClusterUID:      r.a.clusterUID,
-		ParentName:      parentName(id, t),
-		GroupKeys:       r.a.cfg.GroupKeys,
-		SharePercent:    r.sharePercent,
+		ClusterName:  t.Spec.ClusterName,
+		ClusterUID:   r.a.clusterUID,
+		ParentName:   parentName(id, t),
+		GroupKeys:    r.a.cfg.GroupKeys,
+		SharePercent: r.sharePercent,
+		Reconnected: func(time.Duration) {
+			select {
+			case r.reconnected <- struct{}{}:
+			default:
+			}
+		},
 		Labels:          t.Spec.Labels,
 		Taints:          t.Spec.Taints,
 		ReportFrequency: reportFrequency(t),

@@ -33,6 +33,12 @@ var terminalReasons = map[string]bool{
 // again at once with the new one.
 var errRenewed = errors.New("node certificate renewed")
 
+// errReconnected ends a run when the parent is reachable again after an
+// outage, to start afresh at once: client-go's informers back off up to
+// 30 s between attempts, which would delay what the parent decided
+// meanwhile (pods deleted, evicted) by as much.
+var errReconnected = errors.New("the parent is reachable again")
+
 // errProxyChanged ends a run when the parent's nestlet-proxy appeared,
 // went, or changed its endpoints, to serve the kubelet API the new way.
 var errProxyChanged = errors.New("the parent's nestlet-proxy changed")
@@ -46,10 +52,13 @@ type runner struct {
 	cancel     context.CancelFunc
 	done       chan struct{}
 	lastStatus time.Time
+	// reconnected receives a value when the parent is reachable again
+	// after an outage.
+	reconnected chan struct{}
 }
 
 func newRunner(a *Agent, t *v1alpha1.Target) *runner {
-	return &runner{a: a, target: t, generation: t.Generation, done: make(chan struct{})}
+	return &runner{a: a, target: t, generation: t.Generation, done: make(chan struct{}), reconnected: make(chan struct{}, 1)}
 }
 
 func (r *runner) start(ctx context.Context) {
@@ -74,9 +83,12 @@ func (r *runner) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if errors.Is(err, errRenewed) || errors.Is(err, errProxyChanged) {
-			if errors.Is(err, errProxyChanged) {
+		if errors.Is(err, errRenewed) || errors.Is(err, errProxyChanged) || errors.Is(err, errReconnected) {
+			switch {
+			case errors.Is(err, errProxyChanged):
 				logger.Info("The parent's nestlet-proxy changed; restarting the virtual node's kubelet API")
+			case errors.Is(err, errReconnected):
+				logger.Info("The parent is reachable again; starting afresh")
 			}
 			continue
 		}
@@ -135,6 +147,10 @@ func (r *runner) once(ctx context.Context) error {
 	if kapi.run != nil {
 		go kapi.run(kctx)
 	}
+	select { // an outage reported by an earlier run is over
+	case <-r.reconnected:
+	default:
+	}
 	changed, unsubscribe := r.a.changes.subscribe()
 	defer unsubscribe()
 	prov, err := r.newProvider(ctx, id, nodeClient, kapi.hostPort, changed)
@@ -168,6 +184,8 @@ func (r *runner) once(ctx context.Context) error {
 	renew := r.a.cfg.Clock.After(id.RenewAt().Sub(r.a.cfg.Clock.Now()))
 	proxyChanged := r.watchProxy(runCtx, nodeClient, kapi)
 	select {
+	case <-r.reconnected:
+		return errReconnected
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-proxyChanged:

@@ -61,6 +61,11 @@ type Config struct {
 	// Reported is called after each report is handed to the node
 	// controller (optional).
 	Reported func(time.Time)
+	// Reconnected is called when writing the summary works again after
+	// failing for at least OutageThreshold (optional): the parent was out
+	// of reach long enough for client-go's informers to back off (up to
+	// 30 s between attempts), and the caller may rather start afresh.
+	Reconnected func(outage time.Duration)
 	// PatchSummary (optional) writes the summary annotation on the virtual
 	// node itself, as a merge patch of that one annotation. The summary is
 	// then kept out of what virtual-kubelet applies: virtual-kubelet copies
@@ -75,6 +80,10 @@ type Config struct {
 
 	Clock clock.WithTicker
 }
+
+// OutageThreshold is how long writing to the parent must have failed for
+// Config.Reconnected to be called once it works again.
+const OutageThreshold = 5 * time.Second
 
 // Provider implements virtual-kubelet's node.NodeProvider.
 type Provider struct {
@@ -360,6 +369,7 @@ func (p *Provider) report(ctx context.Context, cb func(*corev1.Node)) {
 	period := p.cfg.Clock.NewTicker(p.cfg.ReportFrequency)
 	defer period.Stop()
 	var lastSent time.Time
+	var failingSince time.Time   // first failed write of the current outage
 	var pending <-chan time.Time // set while an early report waits for the rate limit
 	// send reports the summary: at once on a change (force: also
 	// without one), else once the interval since the last report has
@@ -410,6 +420,16 @@ func (p *Provider) report(ctx context.Context, cb func(*corev1.Node)) {
 		if err := p.cfg.PatchSummary(ctx, node.Annotations[api.AnnotationSummary]); err != nil {
 			logger.Error(err, "Writing the summary on the virtual node")
 			written = false // p.last is kept: retried as a change
+			if failingSince.IsZero() {
+				failingSince = p.cfg.Clock.Now()
+			}
+		} else if !failingSince.IsZero() {
+			outage := p.cfg.Clock.Since(failingSince)
+			failingSince = time.Time{}
+			if outage >= OutageThreshold && p.cfg.Reconnected != nil {
+				logger.Info("The parent is reachable again", "outage", outage.Round(time.Millisecond))
+				p.cfg.Reconnected(outage)
+			}
 		}
 		if nodeChanged || (force && !periodic) {
 			cb(p.ControllerNode(node))

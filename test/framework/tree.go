@@ -27,6 +27,9 @@ type Tree struct {
 	Proxies []string
 	// ClusterAgentArgs are added to the agent of one cluster.
 	ClusterAgentArgs map[string][]string
+	// Links puts a breakable TCP proxy between every child and its parent's
+	// API server (TreeEnv.Links).
+	Links bool
 }
 
 // TreeEnv is a started Tree.
@@ -36,7 +39,12 @@ type TreeEnv struct {
 	Targets map[string]string
 	// MetricsURL is each agent's /metrics, by cluster (with Tree.Metrics).
 	MetricsURL map[string]string
+	// Links holds the link of each edge {child, parent} (with Tree.Links).
+	Links map[[2]string]*Link
 }
+
+// Link returns the link from child to parent (Tree.Links).
+func (te *TreeEnv) Link(child, parent string) *Link { return te.Links[[2]string{child, parent}] }
 
 // StartTree starts the clusters, an agent in each, and joins every edge as
 // an operator does (nestctl token create / nestctl join), all joins at once;
@@ -46,8 +54,9 @@ func StartTree(ctx context.Context, cfg localcluster.Config, tree Tree) (*TreeEn
 	if err != nil {
 		return nil, err
 	}
-	te := &TreeEnv{Environment: env, Targets: map[string]string{}, MetricsURL: map[string]string{}}
+	te := &TreeEnv{Environment: env, Targets: map[string]string{}, MetricsURL: map[string]string{}, Links: map[[2]string]*Link{}}
 	if err := te.setup(ctx, tree); err != nil {
+		te.closeLinks()
 		env.Stop()
 		return nil, fmt.Errorf("%w (logs kept in %s)", err, env.Dir)
 	}
@@ -87,8 +96,17 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 		if child == nil || parent == nil {
 			return fmt.Errorf("edge %v names an unknown cluster", e)
 		}
+		opts := localcluster.JoinOptions{ExtraJoinArgs: tree.JoinArgs}
+		if tree.Links {
+			l, err := newLink(child, parent)
+			if err != nil {
+				return err
+			}
+			te.Links[e] = l
+			opts.ParentURL = l.URL
+		}
 		wg.Go(func() {
-			name, err := localcluster.Join(ctx, parent, child, localcluster.JoinOptions{ExtraJoinArgs: tree.JoinArgs})
+			name, err := localcluster.Join(ctx, parent, child, opts)
 			errs[len(clusters)+i] = err
 			mu.Lock()
 			te.Targets[e[0]] = name
@@ -118,7 +136,15 @@ func RunTreeMain(m *testing.M, tree Tree, started func(*TreeEnv)) (code int) {
 	}
 	defer func() {
 		te.Cleanup(code != 0, func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) })
+		te.closeLinks()
 	}()
 	started(te)
 	return m.Run()
+}
+
+// closeLinks stops the link proxies.
+func (te *TreeEnv) closeLinks() {
+	for _, l := range te.Links {
+		l.Close()
+	}
 }

@@ -1,0 +1,209 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+// deployment runs replicas over both regions, evicted 5 s after their node
+// becomes unreachable (300 s by default).
+func deployment(ns, name string, replicas int32) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	tolerate := func(key string) corev1.Toleration {
+		return corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](5)}
+	}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+						NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+							Key: "topology.kubernetes.io/region", Operator: corev1.NodeSelectorOpIn, Values: []string{"east", "west"}}}}}}}},
+					Tolerations: []corev1.Toleration{tolerate(corev1.TaintNodeUnreachable), tolerate(corev1.TaintNodeNotReady)},
+					Containers:  []corev1.Container{{Name: "app", Image: "nginx"}},
+				},
+			},
+		},
+	}
+}
+
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
+	require.NoError(t, env.Cluster("root").EnsureNamespace(t.Context(), ns))
+	return ns
+}
+
+// podsOf returns the pods of ns in cluster: live (not terminating, not
+// ended) by name and UID, and how many are terminating.
+func podsOf(ctx context.Context, cluster, ns string) (live map[string]string, terminating int, err error) {
+	list, err := env.Cluster(cluster).Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, 0, err
+	}
+	live = map[string]string{}
+	for _, p := range list.Items {
+		switch {
+		case p.DeletionTimestamp != nil:
+			terminating++
+		case p.Status.Phase == corev1.PodRunning:
+			live[p.Name] = string(p.UID)
+		}
+	}
+	return live, terminating, nil
+}
+
+// settle waits until the root runs want pods, none terminating, and the
+// leaves run exactly one delegate for each: no orphan, no duplicate. It
+// returns the root's pods by node.
+func settle(t *testing.T, ns string, want int, timeout time.Duration) map[string]int {
+	t.Helper()
+	var why string
+	var byNode map[string]int
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := env.Cluster("root").Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		byNode = map[string]int{}
+		for _, p := range list.Items {
+			if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+				why = fmt.Sprintf("root pod %s: phase %s, deleting %v", p.Name, p.Status.Phase, p.DeletionTimestamp != nil)
+				return false, nil
+			}
+			byNode[p.Spec.NodeName]++
+		}
+		if len(list.Items) != want {
+			why = fmt.Sprintf("root has %d pods, want %d", len(list.Items), want)
+			return false, nil
+		}
+		for _, leaf := range []string{"east", "west"} {
+			live, terminating, err := podsOf(ctx, leaf, ns)
+			if err != nil {
+				return false, nil //nolint:nilerr // retried until the timeout
+			}
+			if len(live) != byNode[leaf] || terminating > 0 {
+				why = fmt.Sprintf("%s runs %d delegates (%d terminating), the root has %d pods there", leaf, len(live), terminating, byNode[leaf])
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	require.NoError(t, err, "not settled: %s", why)
+	return byNode
+}
+
+// A partition shorter than the root's grace period changes nothing: no pod
+// is deleted or replaced anywhere, and the child stays Ready.
+func TestShortPartitionChangesNothing(t *testing.T) {
+	ctx := t.Context()
+	ns := namespace(t)
+	_, err := env.Cluster("root").Client.AppsV1().Deployments(ns).Create(ctx, deployment(ns, "web", 6), metav1.CreateOptions{})
+	require.NoError(t, err)
+	settle(t, ns, 6, 2*time.Minute)
+	rootBefore, _, err := podsOf(ctx, "root", ns)
+	require.NoError(t, err)
+	eastBefore, _, err := podsOf(ctx, "east", ns)
+	require.NoError(t, err)
+	require.NotEmpty(t, eastBefore, "some replicas run in east")
+
+	link := tree.Link("east", "root")
+	link.Cut()
+	time.Sleep(graceSeconds / 2 * time.Second) // half the grace period: a blip
+	require.NoError(t, link.Restore())
+	healed := time.Now()
+
+	settle(t, ns, 6, time.Minute)
+	t.Logf("settled %s after the heal", time.Since(healed).Round(time.Millisecond))
+	rootAfter, _, err := podsOf(ctx, "root", ns)
+	require.NoError(t, err)
+	eastAfter, _, err := podsOf(ctx, "east", ns)
+	require.NoError(t, err)
+	require.Equal(t, rootBefore, rootAfter, "the root's pods are the same pods")
+	require.Equal(t, eastBefore, eastAfter, "east's delegates are the same pods")
+	node, err := env.Cluster("root").Client.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
+	require.NoError(t, err)
+	for _, taint := range node.Spec.Taints {
+		require.NotEqual(t, corev1.TaintNodeUnreachable, taint.Key, "east was never declared unreachable")
+	}
+}
+
+// A partition longer than the grace period: the root declares east
+// unreachable and replaces its pods in west, while east keeps running its
+// delegates, cut off as a kubelet keeps its pods. After the heal, east
+// deletes exactly the delegates whose root pods are gone: the replicas
+// running in all leaves converge to the Deployment's count.
+func TestLongPartitionReplacesThenConverges(t *testing.T) {
+	ctx := t.Context()
+	ns := namespace(t)
+	const replicas = 6
+	_, err := env.Cluster("root").Client.AppsV1().Deployments(ns).Create(ctx, deployment(ns, "api", replicas), metav1.CreateOptions{})
+	require.NoError(t, err)
+	before := settle(t, ns, replicas, 2*time.Minute)
+	require.NotZero(t, before["east"], "some replicas run in east: %v", before)
+	eastBefore, _, err := podsOf(ctx, "east", ns)
+	require.NoError(t, err)
+
+	link := tree.Link("east", "root")
+	link.Cut()
+	cut := time.Now()
+	defer func() { _ = link.Restore() }()
+
+	// The root replaces east's pods in west.
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		live, _, err := podsOf(ctx, "west", ns)
+		return err == nil && len(live) == replicas, nil
+	})
+	require.NoError(t, err, "west never ran all %d replicas while east was cut off", replicas)
+	t.Logf("replaced in west %s after the cut", time.Since(cut).Round(time.Second))
+	eastDuring, _, err := podsOf(ctx, "east", ns)
+	require.NoError(t, err)
+	require.Equal(t, eastBefore, eastDuring, "east keeps running its delegates while cut off")
+
+	require.NoError(t, link.Restore())
+	healed := time.Now()
+	after := settle(t, ns, replicas, 2*time.Minute)
+	t.Logf("converged %s after the heal: %v", time.Since(healed).Round(time.Millisecond), after)
+	require.Equal(t, map[string]int{"west": replicas}, after, "every replica in west, none left in east")
+
+	// East's node is Ready again, and the root's controllers made exactly
+	// one replacement per lost pod: one ReplicaSet, its pods all live.
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := env.Cluster("root").Client.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+	require.NoError(t, err, "east not Ready again after the heal")
+	westPods, _, err := podsOf(ctx, "west", ns)
+	require.NoError(t, err)
+	names := slices.Sorted(maps.Keys(westPods))
+	for _, name := range names {
+		p, err := env.Cluster("west").Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "root,west", p.Annotations[api.AnnotationPath])
+	}
+}
