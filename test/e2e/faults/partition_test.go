@@ -73,7 +73,7 @@ func podsOf(ctx context.Context, cluster, ns string) (live map[string]string, te
 // settle waits until the root runs want pods, none terminating, and the
 // leaves run exactly one delegate for each: no orphan, no duplicate. It
 // returns the root's pods by node.
-func settle(t *testing.T, ns string, want int, timeout time.Duration) map[string]int {
+func settle(t testing.TB, ns string, want int, timeout time.Duration) map[string]int {
 	t.Helper()
 	var why string
 	var byNode map[string]int
