@@ -137,6 +137,19 @@ func (p *Provider) delegateChanged(obj any) {
 	if failed {
 		return
 	}
+	if d.DeletionTimestamp != nil && parent.DeletionTimestamp == nil && !p.isDeleting(parent.UID) && !terminal(parent) {
+		// Deleted here by someone else than Nestlet (evicted from an
+		// unreachable or drained node, deleted by hand): the delegate
+		// will not run to the end. Fail the parent pod now so that its
+		// controller replaces it at once, as one cluster's ReplicaSet
+		// replaces a terminating pod; the delegate stops meanwhile.
+		reason, msg := ReasonDelegateDeleted, fmt.Sprintf("the pod's delegate %s/%s in cluster %s is being deleted there, not by Nestlet; the pod's controller replaces it", d.Namespace, d.Name, p.cfg.ClusterName)
+		if d.Status.Reason != "" {
+			reason, msg = d.Status.Reason, fmt.Sprintf("in cluster %s: %s", p.cfg.ClusterName, d.Status.Message)
+		}
+		p.fail(parent, d, reason, msg)
+		return
+	}
 	if since, msg, stuck := unschedulable(d); stuck {
 		p.scheduleBounce(parent.UID, d, since, msg)
 	} else {
@@ -202,6 +215,18 @@ func (p *Provider) delegateDeleted(obj any) {
 		}
 		p.fail(parent, d, reason, msg)
 	}
+}
+
+// isDeleting tells whether this cluster is deleting the delegate of the
+// parent pod uid (the parent pod was deleted).
+func (p *Provider) isDeleting(uid types.UID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.deleting[uid]
+}
+
+func terminal(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }
 
 // removeDeleted removes the parent pod, under deletion, once its delegate

@@ -7,7 +7,9 @@
 //	west-1: two kwok nodes, region west
 //
 // From east, region west is one hop away (west-1) and three hops away
-// through the cycle (root -> west -> west-1).
+// through the cycle (root -> west -> west-1). Every child reaches its
+// parent through a breakable link (framework.Link); west declares a node
+// unreachable 20 s after its last heartbeat.
 package graph
 
 import (
@@ -18,16 +20,20 @@ import (
 	"github.com/nestlet/nestlet/test/framework"
 )
 
-var env *localcluster.Environment
+var (
+	env  *localcluster.Environment
+	tree *framework.TreeEnv
+)
 
 func TestMain(m *testing.M) {
 	node := func(name string) localcluster.NodeOptions {
 		return localcluster.NodeOptions{Name: name, Labels: map[string]string{"topology.kubernetes.io/region": "west", "topology.kubernetes.io/zone": name}}
 	}
 	os.Exit(framework.RunTreeMain(m, framework.Tree{
-		Clusters: []localcluster.ClusterOptions{{Name: "root"}, {Name: "east"}, {Name: "west"},
+		Clusters: []localcluster.ClusterOptions{{Name: "root"}, {Name: "east"}, {Name: "west", ControllerManagerArgs: []string{"--node-monitor-grace-period=20s"}},
 			{Name: "west-1", Nodes: []localcluster.NodeOptions{node("west-1-a"), node("west-1-b")}}},
 		Edges:    [][2]string{{"east", "root"}, {"west", "root"}, {"west-1", "west"}, {"west-1", "east"}, {"root", "east"}},
 		JoinArgs: []string{"--report-frequency=2s"},
-	}, func(te *framework.TreeEnv) { env = te.Environment }))
+		Links:    true,
+	}, func(te *framework.TreeEnv) { env, tree = te.Environment, te }))
 }

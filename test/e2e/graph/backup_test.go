@@ -1,0 +1,131 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+// Primary and backup: west-1 runs the root's west pods through west and
+// through east. West loses its link to west-1: west evicts what it had sent
+// there, the root replaces those pods through east, and once the link is
+// back west-1 drops the delegates west no longer has. Every replica runs
+// exactly once in west-1 in the end.
+func TestBackupParentTakesOver(t *testing.T) {
+	ctx := t.Context()
+	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
+	require.NoError(t, env.Cluster("root").EnsureNamespace(ctx, ns))
+	const replicas = 6
+	labels := map[string]string{"app": "backed"}
+	tolerate := func(key string) corev1.Toleration {
+		return corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](5)}
+	}
+	_, err := env.Cluster("root").Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "backed"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](replicas), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				NodeSelector: map[string]string{"topology.kubernetes.io/region": "west"},
+				Tolerations:  []corev1.Toleration{tolerate(corev1.TaintNodeUnreachable), tolerate(corev1.TaintNodeNotReady)},
+				Containers:   []corev1.Container{{Name: "app", Image: "nginx"}},
+			}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	// viaWest counts the replicas running in west-1 that came through west,
+	// and checks that each root pod runs there exactly once.
+	converged := func(ctx context.Context) (viaWest int, why string) {
+		rootPods, err := env.Cluster("root").Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return 0, err.Error()
+		}
+		live := map[string]bool{}
+		for _, p := range rootPods.Items {
+			if p.Status.Phase == corev1.PodFailed {
+				continue // replaced; a failed pod stays, as in one cluster
+			}
+			if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+				return 0, fmt.Sprintf("root pod %s is %s (deleting: %v)", p.Name, p.Status.Phase, p.DeletionTimestamp != nil)
+			}
+			live[p.Name] = true
+		}
+		if len(live) != replicas {
+			return 0, fmt.Sprintf("%d root pods", len(live))
+		}
+		leafPods, err := env.Cluster("west-1").Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return 0, err.Error()
+		}
+		runs := map[string]int{}
+		for _, p := range leafPods.Items {
+			if p.DeletionTimestamp != nil {
+				return 0, "west-1 pod " + p.Name + " terminating"
+			}
+			path := api.PodPath(&p)
+			if len(path) == 0 || path[0] != "root" {
+				continue
+			}
+			runs[p.Name]++ // the leaf pod has the root pod's name
+			if path[1] == "west" {
+				viaWest++
+			}
+		}
+		for name := range live {
+			if runs[name] != 1 {
+				return 0, fmt.Sprintf("root pod %s runs %d times in west-1", name, runs[name])
+			}
+		}
+		if len(runs) != replicas {
+			return 0, fmt.Sprintf("west-1 runs %d distinct root pods", len(runs))
+		}
+		return viaWest, ""
+	}
+	var why string
+	var viaWest int
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		viaWest, why = converged(ctx)
+		return why == "", nil
+	})
+	require.NoError(t, err, "before: %s", why)
+	require.NotZero(t, viaWest, "some replicas go through west")
+	t.Logf("before the cut: %d of %d replicas through west", viaWest, replicas)
+
+	link := tree.Link("west-1", "west")
+	link.Cut()
+	defer func() { _ = link.Restore() }()
+	cut := time.Now()
+	// The root replaces west's share through east.
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := env.Cluster("east").Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		running := 0
+		for _, p := range list.Items {
+			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		return running == replicas, nil
+	})
+	require.NoError(t, err, "east never ran all replicas while west-1 was cut off from west")
+	t.Logf("all replicas through east %s after the cut", time.Since(cut).Round(time.Second))
+
+	require.NoError(t, link.Restore())
+	healed := time.Now()
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		viaWest, why = converged(ctx)
+		return why == "" && viaWest == 0, nil
+	})
+	require.NoError(t, err, "after the heal: %s (through west: %d)", why, viaWest)
+	t.Logf("converged %s after the heal: every replica once in west-1, all through east", time.Since(healed).Round(time.Millisecond))
+}
