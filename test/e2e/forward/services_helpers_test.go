@@ -26,7 +26,7 @@ type endpoint struct {
 	Node  string
 }
 
-// spreadDeployment runs replicas of name over both regions.
+// spreadDeployment runs replicas of name evenly over both regions.
 func spreadDeployment(ns, name string, replicas int32) *appsv1.Deployment {
 	d := deployment(ns, name, replicas, "")
 	d.Spec.Template.Spec.NodeSelector = nil
@@ -36,6 +36,12 @@ func spreadDeployment(ns, name string, replicas int32) *appsv1.Deployment {
 		}}},
 	}}
 	d.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}
+	// Other tests of the package leave pods in east: spread by region
+	// whatever the water levels.
+	d.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: "topology.kubernetes.io/region", WhenUnsatisfiable: corev1.DoNotSchedule,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+	}}
 	return d
 }
 
