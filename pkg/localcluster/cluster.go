@@ -119,6 +119,17 @@ func (c *Cluster) stopRealNodes() error {
 	return errors.Join(errs...)
 }
 
+// Process returns the cluster's process named name (kube-apiserver,
+// kube-controller-manager, kube-scheduler, kwok, ...), or nil.
+func (c *Cluster) Process(name string) *Process {
+	for _, p := range c.own {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
 // Processes returns the processes of this cluster (not its shared etcd).
 func (c *Cluster) Processes() []*Process { return append([]*Process(nil), c.own...) }
 

@@ -22,6 +22,11 @@ type Process struct {
 	done chan struct{}
 	err  error
 	log  *os.File
+
+	// What started it, for Restart.
+	bin  string
+	args []string
+	env  []string
 }
 
 // startProcess starts bin with args, its output appended to logDir/name.log.
@@ -38,18 +43,26 @@ func startProcess(logDir, name, bin string, args ...string) (*Process, error) {
 // startProcessEnv is startProcess with env added to this program's
 // environment.
 func startProcessEnv(logDir, name, bin string, env []string, args ...string) (*Process, error) {
-	logPath := filepath.Join(logDir, name+".log")
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("opening log of %s: %w", name, err)
+	p := &Process{Name: name, LogPath: filepath.Join(logDir, name+".log"), bin: bin, args: args, env: env}
+	if err := p.start(); err != nil {
+		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	if env != nil {
-		cmd.Env = append(os.Environ(), env...)
+	return p, nil
+}
+
+// start runs p's command, its output appended to its log.
+func (p *Process) start() error {
+	f, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("opening log of %s: %w", p.Name, err)
+	}
+	cmd := exec.Command(p.bin, p.args...)
+	if p.env != nil {
+		cmd.Env = append(os.Environ(), p.env...)
 	}
 	cmd.Stdout = f
 	cmd.Stderr = f
-	state := detachedStateFor(logDir)
+	state := detachedStateFor(filepath.Dir(p.LogPath))
 	if state != nil {
 		// A new session: a process group of its own, no controlling
 		// terminal (no SIGHUP or ^C from the shell that started it), and
@@ -60,23 +73,39 @@ func startProcessEnv(logDir, name, bin string, env []string, args ...string) (*P
 	}
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("starting %s: %w", name, err)
+		return fmt.Errorf("starting %s: %w", p.Name, err)
 	}
-	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan struct{}), log: f}
+	done := make(chan struct{})
+	p.cmd, p.done, p.log, p.err = cmd, done, f, nil
 	if state != nil {
 		if err := state.addProcess(p); err != nil {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			_ = cmd.Wait()
 			_ = f.Close()
-			return nil, err
+			return err
 		}
 	}
 	go func() {
-		p.err = cmd.Wait()
+		err := cmd.Wait()
 		_ = f.Close()
-		close(p.done)
+		p.err = err // read only after done is closed
+		close(done)
 	}()
-	return p, nil
+	return nil
+}
+
+// Restart starts the process again, with the same command line, after
+// it stopped (Stop, or it exited): a fault test brings back an API server
+// with its data. The Process keeps its identity, so whoever tracks it
+// stops the new one. Not for the processes of a detached Environment.
+func (p *Process) Restart() error {
+	if exited, _ := p.Exited(); !exited {
+		return fmt.Errorf("%s is still running", p.Name)
+	}
+	if detachedStateFor(filepath.Dir(p.LogPath)) != nil {
+		return fmt.Errorf("%s belongs to a detached environment: restart it with that environment", p.Name)
+	}
+	return p.start()
 }
 
 // PID returns the process id, which is also its process group id.
