@@ -31,6 +31,7 @@ type decorator struct {
 	client kubernetes.Interface
 	nodes  corelisters.NodeLister
 	queue  workqueue.TypedRateLimitingInterface[string]
+	cidrs  cidrCache
 }
 
 func newDecorator(client kubernetes.Interface, nodes coreinformers.NodeInformer) (*decorator, error) {
@@ -47,27 +48,31 @@ func newDecorator(client kubernetes.Interface, nodes coreinformers.NodeInformer)
 	}
 	// A node whose pod CIDRs come, change or go may change what every
 	// child's overlap.
-	everyChild := func(obj any) {
+	everyChild := func(obj any, deleted bool) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
 		}
 		if n, ok := obj.(*corev1.Node); ok {
-			if own, _ := podCIDRsOf(n); len(own) > 0 {
+			own, _ := d.cidrs.of(n)
+			if deleted {
+				d.cidrs.m.Delete(n.Name)
+			}
+			if len(own) > 0 {
 				d.enqueueChildren()
 			}
 		}
 	}
 	_, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { enqueue(obj); everyChild(obj) },
+		AddFunc: func(obj any) { enqueue(obj); everyChild(obj, false) },
 		UpdateFunc: func(old, obj any) {
 			enqueue(obj)
-			a, _ := podCIDRsOf(old.(*corev1.Node))
-			b, _ := podCIDRsOf(obj.(*corev1.Node))
+			a, _ := d.cidrs.of(old.(*corev1.Node))
+			b, _ := d.cidrs.of(obj.(*corev1.Node))
 			if !slices.Equal(a, b) {
 				d.enqueueChildren()
 			}
 		},
-		DeleteFunc: everyChild,
+		DeleteFunc: func(obj any) { everyChild(obj, true) },
 	})
 	return d, err
 }
@@ -122,7 +127,7 @@ func (d *decorator) sync(ctx context.Context, name string) error {
 	if want.Annotations == nil {
 		want.Annotations = map[string]string{}
 	}
-	want.Annotations[api.AnnotationPodCIDROverlap] = podCIDROverlap(n, d.nodes)
+	want.Annotations[api.AnnotationPodCIDROverlap] = podCIDROverlap(n, d.nodes, &d.cidrs)
 	if raw, ok := n.Annotations[api.AnnotationDesiredTaints]; ok {
 		var desired []corev1.Taint
 		if err := json.Unmarshal([]byte(raw), &desired); err != nil {

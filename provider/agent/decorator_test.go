@@ -215,10 +215,15 @@ func TestPodCIDROverlap(t *testing.T) {
 		require.NoError(t, indexer.Add(n))
 	}
 	lister := corelisters.NewNodeLister(indexer)
-	require.Equal(t, "10.244.0.0/16 overlaps 10.244.5.0/24 of cluster west", podCIDROverlap(east, lister), "a shared descendant is no conflict")
-	require.Equal(t, "10.1.0.0/16 overlaps 10.1.0.0/24 of node local", podCIDROverlap(local, lister))
-	require.Equal(t, api.PodCIDROverlapNone, podCIDROverlap(summaryNode("far", []string{"far"}, []string{"10.9.0.0/16"}), lister))
-	require.Equal(t, api.PodCIDROverlapNone, podCIDROverlap(summaryNode("none", []string{"none"}, nil), lister))
+	cache := &cidrCache{}
+	require.Equal(t, "10.244.0.0/16 overlaps 10.244.5.0/24 of cluster west", podCIDROverlap(east, lister, cache), "a shared descendant is no conflict")
+	require.Equal(t, "10.1.0.0/16 overlaps 10.1.0.0/24 of node local", podCIDROverlap(local, lister, cache))
+	require.Equal(t, api.PodCIDROverlapNone, podCIDROverlap(summaryNode("far", []string{"far"}, []string{"10.9.0.0/16"}), lister, cache))
+	require.Equal(t, api.PodCIDROverlapNone, podCIDROverlap(summaryNode("none", []string{"none"}, nil), lister, cache))
+	// A changed summary is read again, not taken from the cache.
+	moved := summaryNode("east", []string{"east", "shared"}, []string{"10.9.0.0/16"})
+	require.NoError(t, indexer.Update(moved))
+	require.Equal(t, api.PodCIDROverlapNone, podCIDROverlap(moved, lister, cache))
 }
 
 func TestDecoratorSyncMissingNode(t *testing.T) {

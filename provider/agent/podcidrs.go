@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,8 +33,8 @@ import (
 // node) overlap among the other nodes of this cluster: api.PodCIDROverlapNone,
 // or a description. Children that share a cluster with n (a diamond) run
 // the same pods: no conflict.
-func podCIDROverlap(n *corev1.Node, nodes corelisters.NodeLister) string {
-	own, covered := podCIDRsOf(n)
+func podCIDROverlap(n *corev1.Node, nodes corelisters.NodeLister, cache *cidrCache) string {
+	own, covered := cache.of(n)
 	if len(own) == 0 {
 		return api.PodCIDROverlapNone
 	}
@@ -46,7 +48,7 @@ func podCIDROverlap(n *corev1.Node, nodes corelisters.NodeLister) string {
 		if o.Name == n.Name {
 			continue
 		}
-		theirs, theirCovered := podCIDRsOf(o)
+		theirs, theirCovered := cache.of(o)
 		if shares(covered, theirCovered) {
 			continue
 		}
@@ -67,19 +69,43 @@ func podCIDROverlap(n *corev1.Node, nodes corelisters.NodeLister) string {
 	return strings.Join(clashes, "; ")
 }
 
-// podCIDRsOf returns a node's pod CIDRs: a virtual node's from its
-// summary, with the clusters it covers; a real node's from its spec.
-func podCIDRsOf(n *corev1.Node) (cidrs, covered []string) {
-	if s, ok := api.ParseSummary(n); ok {
-		return s.PodCIDRs, s.Covered
+// cidrCache keeps, by node, the pod CIDRs and covered clusters of its
+// summary, parsed again only when the summary annotation changes: the
+// decorator compares every child with every other node on each report.
+type cidrCache struct{ m sync.Map } // node name -> cidrEntry
+
+type cidrEntry struct {
+	raw            string
+	cidrs, covered []string
+}
+
+// of returns a node's pod CIDRs: a virtual node's from its summary, with
+// the clusters it covers; a real node's from its spec.
+func (c *cidrCache) of(n *corev1.Node) (cidrs, covered []string) {
+	raw, ok := n.Annotations[api.AnnotationSummary]
+	if !ok {
+		if len(n.Spec.PodCIDRs) > 0 {
+			return n.Spec.PodCIDRs, nil
+		}
+		if n.Spec.PodCIDR != "" {
+			return []string{n.Spec.PodCIDR}, nil
+		}
+		return nil, nil
 	}
-	if len(n.Spec.PodCIDRs) > 0 {
-		return n.Spec.PodCIDRs, nil
+	if v, ok := c.m.Load(n.Name); ok && v.(cidrEntry).raw == raw {
+		e := v.(cidrEntry)
+		return e.cidrs, e.covered
 	}
-	if n.Spec.PodCIDR != "" {
-		return []string{n.Spec.PodCIDR}, nil
+	// Only the two fields, not the whole summary.
+	var part struct {
+		Covered  []string `json:"covered"`
+		PodCIDRs []string `json:"podCIDRs"`
 	}
-	return nil, nil
+	if err := json.Unmarshal([]byte(raw), &part); err != nil {
+		return nil, nil
+	}
+	c.m.Store(n.Name, cidrEntry{raw: raw, cidrs: part.PodCIDRs, covered: part.Covered})
+	return part.PodCIDRs, part.Covered
 }
 
 func shares(a, b []string) bool {

@@ -143,11 +143,7 @@ func (p *Provider) delegateChanged(obj any) {
 		// will not run to the end. Fail the parent pod now so that its
 		// controller replaces it at once, as one cluster's ReplicaSet
 		// replaces a terminating pod; the delegate stops meanwhile.
-		reason, msg := ReasonDelegateDeleted, fmt.Sprintf("the pod's delegate %s/%s in cluster %s is being deleted there, not by Nestlet; the pod's controller replaces it", d.Namespace, d.Name, p.cfg.ClusterName)
-		if d.Status.Reason != "" {
-			reason, msg = d.Status.Reason, fmt.Sprintf("in cluster %s: %s", p.cfg.ClusterName, d.Status.Message)
-		}
-		p.fail(parent, d, reason, msg)
+		p.failLost(parent, d, "is being deleted")
 		return
 	}
 	if since, msg, stuck := unschedulable(d); stuck {
@@ -209,12 +205,19 @@ func (p *Provider) delegateDeleted(obj any) {
 	case parent.Status.Phase == corev1.PodSucceeded || parent.Status.Phase == corev1.PodFailed:
 		return
 	default:
-		reason, msg := ReasonDelegateDeleted, fmt.Sprintf("the pod's delegate %s/%s in cluster %s was deleted there, not by Nestlet; the pod's controller replaces it", d.Namespace, d.Name, p.cfg.ClusterName)
-		if d.Status.Reason != "" {
-			reason, msg = d.Status.Reason, fmt.Sprintf("in cluster %s: %s", p.cfg.ClusterName, d.Status.Message)
-		}
-		p.fail(parent, d, reason, msg)
+		p.failLost(parent, d, "was deleted")
 	}
+}
+
+// failLost fails the parent pod of a delegate that someone else than
+// Nestlet deleted ("was deleted") or is deleting ("is being deleted"), with
+// the delegate's own reason when it has one (Evicted...).
+func (p *Provider) failLost(parent, d *corev1.Pod, what string) {
+	reason, msg := ReasonDelegateDeleted, fmt.Sprintf("the pod's delegate %s/%s in cluster %s %s there, not by Nestlet; the pod's controller replaces it", d.Namespace, d.Name, p.cfg.ClusterName, what)
+	if d.Status.Reason != "" {
+		reason, msg = d.Status.Reason, fmt.Sprintf("in cluster %s: %s", p.cfg.ClusterName, d.Status.Message)
+	}
+	p.fail(parent, d, reason, msg)
 }
 
 // isDeleting tells whether this cluster is deleting the delegate of the

@@ -100,10 +100,19 @@ func (s *PodTimes) CountRunning() int {
 
 // WaitRunning waits (up to 5 minutes) until n pods have been seen Running.
 func (s *PodTimes) WaitRunning(ctx context.Context, tb testing.TB, n int) {
+	s.waitCount(ctx, tb, n, "Running", s.CountRunning)
+}
+
+// WaitGone waits (up to 5 minutes) until n pods have been seen deleted.
+func (s *PodTimes) WaitGone(ctx context.Context, tb testing.TB, n int) {
+	s.waitCount(ctx, tb, n, "gone", s.CountGone)
+}
+
+func (s *PodTimes) waitCount(ctx context.Context, tb testing.TB, n int, what string, count func() int) {
 	deadline := time.Now().Add(5 * time.Minute)
-	for s.CountRunning() < n {
+	for count() < n {
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			tb.Fatalf("only %d of %d pods Running", s.CountRunning(), n)
+			tb.Fatalf("only %d of %d pods %s", count(), n, what)
 		}
 		time.Sleep(50 * time.Millisecond) // polling a local map, not the API
 	}

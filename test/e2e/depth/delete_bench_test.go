@@ -40,13 +40,7 @@ func BenchmarkDeletionLatency(b *testing.B) {
 			framework.CreatePods(ctx, b, env.Cluster(top).Client, ns, "p", deletePods, spec, latencyEvery)
 			pt.WaitRunning(ctx, b, deletePods)
 			sent := framework.DeletePods(ctx, b, env.Cluster(top).Client, ns, "p", deletePods, 200*time.Millisecond)
-			deadline := time.Now().Add(3 * time.Minute)
-			for pt.CountGone() < deletePods {
-				if time.Now().After(deadline) {
-					b.Fatalf("%d hops: only %d of %d deleted pods gone after 3 minutes", hops, pt.CountGone(), deletePods)
-				}
-				time.Sleep(50 * time.Millisecond) // polling a local map
-			}
+			pt.WaitGone(ctx, b, deletePods)
 			pt.Lock()
 			p50, p99 := framework.Percentiles(framework.Diffs(sent, pt.Gone))
 			pt.Unlock()

@@ -29,7 +29,7 @@ func TestDeleteDoesNotWaitOutGracePeriod(t *testing.T) {
 	_, err := root.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	require.NoError(t, err)
 	waitPods(t, "root", ns, "", 2*time.Minute, func(ps []corev1.Pod) bool { return countRunning(ps) == 1 })
-	leafName, _ := someLeafPod(t, ns)
+	leafName, _ := someDelegate(t, ns, "")
 
 	// Watch the leaf's delegate to see the grace period it is deleted with.
 	w, err := env.Cluster(leafName).Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", pod.Name).String()})
@@ -64,16 +64,4 @@ func TestDeleteDoesNotWaitOutGracePeriod(t *testing.T) {
 	for _, c := range []string{"west", leafName} {
 		require.Empty(t, pods(t, c, ns, ""), "nothing left in %s", c)
 	}
-}
-
-// someLeafPod returns the leaf holding a pod of ns, and the pod.
-func someLeafPod(t *testing.T, ns string) (string, corev1.Pod) {
-	t.Helper()
-	for _, c := range []string{"east-1", "east-2", "west-1", "west-2"} {
-		if ps := pods(t, c, ns, ""); len(ps) > 0 {
-			return c, ps[0]
-		}
-	}
-	t.Fatal("no leaf holds a pod")
-	return "", corev1.Pod{}
 }

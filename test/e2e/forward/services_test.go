@@ -142,11 +142,16 @@ func scale(t *testing.T, ns, name string, replicas int32) {
 	require.NoError(t, err)
 }
 
-// someDelegate returns a leaf running a pod of app, and that pod.
+// someDelegate returns a leaf running a pod of app (of any app when app
+// is ""), and that pod.
 func someDelegate(t *testing.T, ns, app string) (string, corev1.Pod) {
 	t.Helper()
+	selector := ""
+	if app != "" {
+		selector = "app=" + app
+	}
 	for _, c := range []string{"east-1", "east-2", "west-1", "west-2"} {
-		for _, p := range pods(t, c, ns, "app="+app) {
+		for _, p := range pods(t, c, ns, selector) {
 			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
 				return c, p
 			}
