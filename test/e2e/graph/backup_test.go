@@ -25,6 +25,10 @@ func TestBackupParentTakesOver(t *testing.T) {
 	ctx := t.Context()
 	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
 	require.NoError(t, env.Cluster("root").EnsureNamespace(ctx, ns))
+	// Both of the root's children must offer region west before the
+	// Deployment is made, or every replica may take the one that joined
+	// first (this test runs first, while the tree settles).
+	waitOffersWest(t, "root", "east", "west")
 	const replicas = 6
 	labels := map[string]string{"app": "backed"}
 	tolerate := func(key string) corev1.Toleration {

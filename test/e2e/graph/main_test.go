@@ -18,8 +18,17 @@
 package graph
 
 import (
+	"context"
 	"os"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nestlet/nestlet/api"
 
 	"github.com/nestlet/nestlet/pkg/localcluster"
 	"github.com/nestlet/nestlet/test/framework"
@@ -42,4 +51,53 @@ func TestMain(m *testing.M) {
 		JoinArgs: []string{"--report-frequency=2s"},
 		Links:    true,
 	}, func(te *framework.TreeEnv) { env, tree = te.Environment, te }))
+}
+
+// waitOffersWest waits until each named virtual node of cluster is Ready
+// and its summary offers free CPU in region west. A test that expects
+// placement on several of them must not start while a join is still
+// settling: the scheduler would see one of them alone.
+func waitOffersWest(t *testing.T, cluster string, nodes ...string) {
+	t.Helper()
+	var why string
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, name := range nodes {
+			n, err := env.Cluster(cluster).Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				why = err.Error()
+				return false, nil
+			}
+			if !nodeReady(n) {
+				why = name + " is not Ready"
+				return false, nil
+			}
+			s, ok := api.ParseSummary(n)
+			if !ok {
+				why = name + " has no summary"
+				return false, nil
+			}
+			var free int64
+			for _, g := range s.Groups {
+				if g.Labels["topology.kubernetes.io/region"] == "west" {
+					q := g.Free[corev1.ResourceCPU]
+					free += q.MilliValue()
+				}
+			}
+			if free <= 0 {
+				why = name + " offers no free CPU in region west"
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	require.NoError(t, err, "%s: %s", cluster, why)
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
