@@ -48,6 +48,10 @@ type Result struct {
 	// Summary describes the subtree; it goes in the api.AnnotationSummary
 	// annotation as JSON.
 	Summary api.Summary
+	// Nodes counts the cluster's nodes, in any state; ReadyNodes those of
+	// them whose Ready condition is True (cordoned or not). A cluster with
+	// nodes and none Ready cannot run a pod: its virtual node says so.
+	Nodes, ReadyNodes int
 }
 
 // Compute returns what the cluster described by in reports to in.Parent.
@@ -77,6 +81,7 @@ func Compute(in Input) Result {
 			Time:      in.Now.UTC().Format(time.RFC3339),
 		},
 	}
+	r.Nodes, r.ReadyNodes = readiness(in.Nodes)
 	if share < 100 {
 		r.Summary.SharePercent = share
 		for i := range r.Summary.Groups {
@@ -89,11 +94,20 @@ func Compute(in Input) Result {
 
 // Equal reports whether a and b say the same thing: everything but
 // Summary.Time is compared, resource quantities by value ("1" equals
-// "1000m"), and nil equals empty for maps and slices.
+// "1000m"), and nil equals empty for maps and slices. Of the node counts,
+// only whether the cluster can run pods (CanRun) matters.
 func Equal(a, b Result) bool {
+	if CanRun(a) != CanRun(b) {
+		return false
+	}
 	a.Summary.Time, b.Summary.Time = "", ""
+	a.Nodes, a.ReadyNodes, b.Nodes, b.ReadyNodes = 0, 0, 0, 0
 	return apiequality.Semantic.DeepEqual(a, b)
 }
+
+// CanRun reports whether the cluster r describes can run pods: it has no
+// node yet (a mid cluster before its children join), or one is Ready.
+func CanRun(r Result) bool { return r.Nodes == 0 || r.ReadyNodes > 0 }
 
 // groupKeys returns the group keys to use, a copy so that the result never
 // aliases api.DefaultGroupKeys or the caller's slice.
@@ -123,6 +137,22 @@ func covered(cluster string, nodes []counted) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// readiness counts the nodes (each name once) and the Ready ones.
+func readiness(nodes []*corev1.Node) (all, ready int) {
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		if n == nil || seen[n.Name] {
+			continue
+		}
+		seen[n.Name] = true
+		all++
+		if nodeReady(n) {
+			ready++
+		}
+	}
+	return all, ready
 }
 
 // depth is 0 without counted virtual nodes, else one more than the deepest

@@ -232,7 +232,7 @@ func (p *Provider) Node(r summary.Result) (*corev1.Node, error) {
 			Allocatable: r.Allocatable.DeepCopy(),
 			Phase:       corev1.NodeRunning,
 			Conditions: []corev1.NodeCondition{
-				cond(corev1.NodeReady, corev1.ConditionTrue, "ChildClusterReady", "the child cluster's API server is ready"),
+				readyCondition(r, cond),
 				cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "ChildCluster", "summarised by the child cluster"),
 				cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "ChildCluster", "summarised by the child cluster"),
 				cond(corev1.NodePIDPressure, corev1.ConditionFalse, "ChildCluster", "summarised by the child cluster"),
@@ -256,6 +256,25 @@ func (p *Provider) Node(r summary.Result) (*corev1.Node, error) {
 	}
 	return n, nil
 }
+
+// readyCondition is True while the child cluster can run pods: its API
+// server answers (else Ping fails and the lease lapses) and, when it has
+// nodes, one of them is Ready. A cluster whose every node is down (its
+// only child cut off, say) runs nothing, and its own controller manager
+// evicts nothing then: it takes every node down for its own network
+// failing. Saying NotReady here lets the parent evict and replace the
+// pods one level up, as from any lost node.
+func readyCondition(r summary.Result, cond func(corev1.NodeConditionType, corev1.ConditionStatus, string, string) corev1.NodeCondition) corev1.NodeCondition {
+	if !summary.CanRun(r) {
+		return cond(corev1.NodeReady, corev1.ConditionFalse, ReasonNoReadyNode,
+			fmt.Sprintf("none of the child cluster's %d nodes is Ready, so it cannot run pods; check its nodes (kubectl get nodes in the child)", r.Nodes))
+	}
+	return cond(corev1.NodeReady, corev1.ConditionTrue, "ChildClusterReady", "the child cluster's API server is ready")
+}
+
+// ReasonNoReadyNode is the reason of a virtual node's Ready condition when
+// the child has nodes and none of them is Ready.
+const ReasonNoReadyNode = "NoReadyNodeInChildCluster"
 
 // ProviderTaint is the taint every virtual node carries.
 func ProviderTaint() corev1.Taint {
@@ -395,7 +414,8 @@ func (p *Provider) report(ctx context.Context, cb func(*corev1.Node)) {
 		changed := !summary.Equal(p.last, r)
 		// What the node controller applies (labels, capacity; the
 		// annotations other than the summary change only on a kick).
-		nodeChanged := !apiequality.Semantic.DeepEqual(p.last.Labels, r.Labels) || !apiequality.Semantic.DeepEqual(p.last.Allocatable, r.Allocatable)
+		nodeChanged := !apiequality.Semantic.DeepEqual(p.last.Labels, r.Labels) || !apiequality.Semantic.DeepEqual(p.last.Allocatable, r.Allocatable) ||
+			summary.CanRun(p.last) != summary.CanRun(r)
 		p.mu.Unlock()
 		if !force && !changed {
 			return

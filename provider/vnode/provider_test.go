@@ -532,3 +532,55 @@ func TestAdoptPatch(t *testing.T) {
 		})
 	}
 }
+
+// A child with nodes and none Ready cannot run pods: its virtual node is
+// NotReady, so that the parent evicts one level up. A child without nodes
+// yet (a mid cluster before its children join) stays Ready.
+func TestNodeReadyFollowsChildNodes(t *testing.T) {
+	tests := []struct {
+		name        string
+		nodes       []*corev1.Node
+		want        corev1.ConditionStatus
+		wantReason  string
+		wantMessage string
+	}{
+		{name: "no node yet", want: corev1.ConditionTrue, wantReason: "ChildClusterReady"},
+		{name: "one of two Ready", nodes: []*corev1.Node{readyNode("a", "1"), notReady(readyNode("b", "1"))}, want: corev1.ConditionTrue, wantReason: "ChildClusterReady"},
+		{name: "cordoned but Ready", nodes: []*corev1.Node{cordoned(readyNode("a", "1"))}, want: corev1.ConditionTrue, wantReason: "ChildClusterReady"},
+		{
+			name: "none Ready", nodes: []*corev1.Node{notReady(readyNode("a", "1")), notReady(readyNode("b", "1"))},
+			want: corev1.ConditionFalse, wantReason: ReasonNoReadyNode, wantMessage: "none of the child cluster's 2 nodes is Ready",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := validConfig()
+			nodes := newIndexer()
+			for _, n := range tt.nodes {
+				require.NoError(t, nodes.Add(n))
+			}
+			cfg.Nodes = corelisters.NewNodeLister(nodes)
+			p, err := New(cfg)
+			require.NoError(t, err)
+			r, err := p.Compute()
+			require.NoError(t, err)
+			n, err := p.Node(r)
+			require.NoError(t, err)
+			ready := n.Status.Conditions[0]
+			require.Equal(t, corev1.NodeReady, ready.Type)
+			assert.Equal(t, tt.want, ready.Status)
+			assert.Equal(t, tt.wantReason, ready.Reason)
+			assert.Contains(t, ready.Message, tt.wantMessage)
+		})
+	}
+}
+
+func notReady(n *corev1.Node) *corev1.Node {
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+	return n
+}
+
+func cordoned(n *corev1.Node) *corev1.Node {
+	n.Spec.Unschedulable = true
+	return n
+}

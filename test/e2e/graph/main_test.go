@@ -11,10 +11,11 @@
 // parent through a breakable link (framework.Link); west declares a node
 // unreachable 20 s after its last heartbeat.
 //
-// West also has a kwok node of its own, without a region, that no test
-// uses: kube-controller-manager evicts nothing while every node of a
-// cluster is down (it takes that for its own network failing), so a
-// cluster whose only node is a lost child would never let it go.
+// West has no node of its own: when it loses west-1, every node of west
+// is down, and west's controller manager evicts nothing (it takes that for
+// its own network failing). West's virtual node at the root then says
+// NotReady (NoReadyNodeInChildCluster), so that the root evicts and
+// replaces one level up: the backup test depends on it.
 package graph
 
 import (
@@ -44,8 +45,7 @@ func TestMain(m *testing.M) {
 		return localcluster.NodeOptions{Name: name, Labels: map[string]string{"topology.kubernetes.io/region": "west", "topology.kubernetes.io/zone": name}}
 	}
 	os.Exit(framework.RunTreeMain(m, framework.Tree{
-		Clusters: []localcluster.ClusterOptions{{Name: "root"}, {Name: "east"}, {Name: "west", ControllerManagerArgs: []string{"--node-monitor-grace-period=20s"},
-			Nodes: []localcluster.NodeOptions{{Name: "west-spare"}}},
+		Clusters: []localcluster.ClusterOptions{{Name: "root"}, {Name: "east"}, {Name: "west", ControllerManagerArgs: []string{"--node-monitor-grace-period=20s"}},
 			{Name: "west-1", Nodes: []localcluster.NodeOptions{node("west-1-a"), node("west-1-b")}}},
 		Edges:    [][2]string{{"east", "root"}, {"west", "root"}, {"west-1", "west"}, {"west-1", "east"}, {"root", "east"}},
 		JoinArgs: []string{"--report-frequency=2s"},
