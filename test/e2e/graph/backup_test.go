@@ -17,10 +17,11 @@ import (
 )
 
 // Primary and backup: west-1 runs the root's west pods through west and
-// through east. West loses its link to west-1: west evicts what it had sent
-// there, the root replaces those pods through east, and once the link is
-// back west-1 drops the delegates west no longer has. Every replica runs
-// exactly once in west-1 in the end.
+// through east. West loses its link to west-1, its only node: west's
+// virtual node at the root goes NotReady, the root evicts and replaces
+// those pods through east, and once the link is back west-1 drops the
+// delegates west no longer has. Every replica runs exactly once in west-1
+// in the end.
 func TestBackupParentTakesOver(t *testing.T) {
 	ctx := t.Context()
 	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
@@ -31,15 +32,21 @@ func TestBackupParentTakesOver(t *testing.T) {
 	waitOffersWest(t, "root", "east", "west")
 	const replicas = 6
 	labels := map[string]string{"app": "backed"}
-	tolerate := func(key string) corev1.Toleration {
-		return corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](5)}
+	// The pods (and so their delegates) tolerate being unreachable for
+	// ever but not-ready for 5 s. West's only node is west-1: once it is
+	// unreachable, west (whose controller manager would evict nothing
+	// anyway, every node of west being down) keeps its delegates, and the
+	// root can replace them only because west's virtual node says
+	// NotReady. Without that, this test fails every time.
+	tolerate := func(key string, seconds *int64) corev1.Toleration {
+		return corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: seconds}
 	}
 	_, err := env.Cluster("root").Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "backed"},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](replicas), Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
 				NodeSelector: map[string]string{"topology.kubernetes.io/region": "west"},
-				Tolerations:  []corev1.Toleration{tolerate(corev1.TaintNodeUnreachable), tolerate(corev1.TaintNodeNotReady)},
+				Tolerations:  []corev1.Toleration{tolerate(corev1.TaintNodeUnreachable, nil), tolerate(corev1.TaintNodeNotReady, ptr.To[int64](5))},
 				Containers:   []corev1.Container{{Name: "app", Image: "nginx"}},
 			}}},
 	}, metav1.CreateOptions{})
