@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -12,11 +13,35 @@ import (
 // bounded: the number of groups is bounded by the number of distinct values
 // of GroupKeys, and each group keeps at most MaxShapes shapes.
 type Summary struct {
+	// Version is the schema version (SummaryVersion); absent, so 0, in
+	// summaries of agents before version 2, which read as version 1:
+	// Covered then lists every cluster whatever the size, and there are
+	// no Branches, Clusters, or Values in groups.
+	Version int `json:"version,omitempty"`
 	// Cluster is the name of the reporting cluster.
 	Cluster string `json:"cluster"`
 	// Covered lists every cluster whose nodes are counted, sorted, the
-	// reporting cluster included.
-	Covered []string `json:"covered"`
+	// reporting cluster included, while their names fit in MaxCoveredBytes;
+	// beyond, it is omitted (Clusters still counts them).
+	Covered []string `json:"covered,omitempty"`
+	// Clusters is how many clusters are counted (version 2). Exact while
+	// Covered is complete; once it is not, a cluster reached through
+	// several children is counted once per path.
+	Clusters int `json:"clusters,omitempty"`
+	// Branches lists, sorted, the counted clusters where the graph can
+	// branch or merge: those with children of their own or with more than
+	// one parent (version 2). Split horizon and shared-descendant checks
+	// need no other: a parent has children, and two subtrees that share a
+	// cluster share the cluster with several parents where they meet.
+	// When the names do not fit in MaxCoveredBytes, BranchFilter holds
+	// them instead.
+	Branches []string `json:"branches,omitempty"`
+	// BranchFilter is a Bloom filter of the branch clusters (see
+	// CoverFilter), set instead of Branches when those are too many. It
+	// may say a cluster is covered when it is not (about 3 in 1,000 at
+	// 1,000 branch clusters), never the reverse: the cost is a
+	// child not counted toward one parent, never a loop.
+	BranchFilter string `json:"branchFilter,omitempty"`
 	// Depth is the number of levels below the reporting cluster (0 for a
 	// cluster with only real nodes).
 	Depth int `json:"depth"`
@@ -61,10 +86,28 @@ type Group struct {
 	// first, then memory), at most MaxShapes: a pod fits the group only if
 	// it fits one of them.
 	Shapes []corev1.ResourceList `json:"shapes,omitempty"`
+	// Values holds, for each group key folded to keep the summary within
+	// MaxSummaryBytes (Bound), how many of the group's nodes carry each
+	// value; a folded key is absent from Labels. Others counts, per folded
+	// key, the nodes whose value is not listed (too many values to list)
+	// or that lack the key.
+	Values map[string]map[string]int `json:"values,omitempty"`
+	Others map[string]int            `json:"others,omitempty"`
 }
 
 // MaxShapes bounds Group.Shapes.
 const MaxShapes = 4
+
+// SummaryVersion is the version of the schema this code writes.
+const SummaryVersion = 2
+
+// MaxSummaryBytes bounds the JSON of a summary (Bound), whatever the size
+// of the subtree: the API server refuses more than 256 KiB of annotations
+// on an object, and every report and every scheduler read costs its size.
+const MaxSummaryBytes = 16 << 10
+
+// MaxCoveredBytes bounds the names listed in Covered, and in Branches.
+const MaxCoveredBytes = 2 << 10
 
 // MaxPodCIDRs bounds Summary.PodCIDRs.
 const MaxPodCIDRs = 16
@@ -104,4 +147,42 @@ func FormatSummary(s Summary) (string, error) {
 		return "", fmt.Errorf("encoding the summary of %s: %w", s.Cluster, err)
 	}
 	return string(b), nil
+}
+
+// Covers reports whether the clusters counted in s include cluster, as far
+// as a cluster with children (a parent) or with several parents is
+// concerned: only those are listed once the summary is large. A version 1
+// summary lists every cluster.
+func (s *Summary) Covers(cluster string) bool {
+	if slices.Contains(s.Covered, cluster) || slices.Contains(s.Branches, cluster) {
+		return true
+	}
+	return s.BranchFilter != "" && ParseCoverFilter(s.BranchFilter).MayContain(cluster)
+}
+
+// SharesBranch reports whether the subtrees of a and b may have a cluster
+// in common: one with several parents, where they meet (a diamond). Bloom
+// filters make it "may": two filters that share a set bit count as
+// sharing.
+func SharesBranch(a, b *Summary) bool {
+	for _, s := range [2][2]*Summary{{a, b}, {b, a}} {
+		for _, name := range s[0].branchNames() {
+			if s[1].Covers(name) {
+				return true
+			}
+		}
+	}
+	if a.BranchFilter != "" && b.BranchFilter != "" {
+		return ParseCoverFilter(a.BranchFilter).Intersects(ParseCoverFilter(b.BranchFilter))
+	}
+	return false
+}
+
+// branchNames are the clusters s lists as branches (all of Covered for a
+// version 1 summary).
+func (s *Summary) branchNames() []string {
+	if s.Version < 2 {
+		return s.Covered
+	}
+	return s.Branches
 }

@@ -46,3 +46,59 @@ func TestParseSummary(t *testing.T) {
 		})
 	}
 }
+
+// A summary written by an agent before version 2 (no version, every
+// cluster in covered) still parses, and Covers and SharesBranch read it.
+func TestVersion1Summary(t *testing.T) {
+	const v1 = `{"cluster":"west","covered":["west","west-1","west-2"],"depth":1,"groupKeys":["topology.kubernetes.io/region"],` +
+		`"groups":[{"labels":{"topology.kubernetes.io/region":"west"},"nodes":4,"allocatable":{"cpu":"16"},"free":{"cpu":"12"}}],"time":"2026-01-01T00:00:00Z"}`
+	s, ok := ParseSummary(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationSummary: v1}}})
+	if !ok {
+		t.Fatal("a version 1 summary does not parse")
+	}
+	if s.Version != 0 || len(s.Groups) != 1 || s.Groups[0].Nodes != 4 {
+		t.Fatalf("parsed %+v", s)
+	}
+	for _, c := range []string{"west", "west-1", "west-2"} {
+		if !s.Covers(c) {
+			t.Errorf("Covers(%q) = false", c)
+		}
+	}
+	if s.Covers("east") {
+		t.Error("Covers(east) = true")
+	}
+	v2 := &Summary{Version: SummaryVersion, Cluster: "east", Clusters: 300, Branches: []string{"east", "west-2"}}
+	if !SharesBranch(s, v2) || !SharesBranch(v2, s) {
+		t.Error("west-2 is under both: SharesBranch = false")
+	}
+	v2.Branches = []string{"east"}
+	if SharesBranch(s, v2) {
+		t.Error("nothing in common: SharesBranch = true")
+	}
+}
+
+func TestCoverFilter(t *testing.T) {
+	f := NewCoverFilter()
+	f.Add("a")
+	g := NewCoverFilter()
+	g.Add("b")
+	s := &Summary{Version: SummaryVersion, BranchFilter: f.String()}
+	if !s.Covers("a") || s.Covers("b") {
+		t.Errorf("Covers(a), Covers(b) = %v, %v; want true, false", s.Covers("a"), s.Covers("b"))
+	}
+	h := NewCoverFilter()
+	h.Add("a")
+	if !f.Intersects(h) {
+		t.Error("two filters holding a do not intersect")
+	}
+	if NewCoverFilter().Intersects(f) {
+		t.Error("an empty filter intersects")
+	}
+	f.Union(g)
+	if !f.MayContain("b") {
+		t.Error("union lost b")
+	}
+	if !ParseCoverFilter("not base64!").MayContain("anything") {
+		t.Error("an unreadable filter must say maybe")
+	}
+}

@@ -34,7 +34,7 @@ import (
 // or a description. Children that share a cluster with n (a diamond) run
 // the same pods: no conflict.
 func podCIDROverlap(n *corev1.Node, nodes corelisters.NodeLister, cache *cidrCache) string {
-	own, covered := cache.of(n)
+	own, ownSum := cache.of(n)
 	if len(own) == 0 {
 		return api.PodCIDROverlapNone
 	}
@@ -48,12 +48,12 @@ func podCIDROverlap(n *corev1.Node, nodes corelisters.NodeLister, cache *cidrCac
 		if o.Name == n.Name {
 			continue
 		}
-		theirs, theirCovered := cache.of(o)
-		if shares(covered, theirCovered) {
+		theirs, theirSum := cache.of(o)
+		if ownSum != nil && theirSum != nil && api.SharesBranch(ownSum, theirSum) {
 			continue
 		}
 		what := "node " + o.Name
-		if theirCovered != nil {
+		if theirSum != nil {
 			what = "cluster " + o.Name
 		}
 		for _, pair := range summary.Overlaps(own, theirs) {
@@ -75,13 +75,15 @@ func podCIDROverlap(n *corev1.Node, nodes corelisters.NodeLister, cache *cidrCac
 type cidrCache struct{ m sync.Map } // node name -> cidrEntry
 
 type cidrEntry struct {
-	raw            string
-	cidrs, covered []string
+	raw   string
+	cidrs []string
+	sum   *api.Summary
 }
 
-// of returns a node's pod CIDRs: a virtual node's from its summary, with
-// the clusters it covers; a real node's from its spec.
-func (c *cidrCache) of(n *corev1.Node) (cidrs, covered []string) {
+// of returns a node's pod CIDRs: a virtual node's from its summary (which
+// it returns too, with only what says which clusters it covers); a real
+// node's from its spec.
+func (c *cidrCache) of(n *corev1.Node) (cidrs []string, sum *api.Summary) {
 	raw, ok := n.Annotations[api.AnnotationSummary]
 	if !ok {
 		if len(n.Spec.PodCIDRs) > 0 {
@@ -94,27 +96,22 @@ func (c *cidrCache) of(n *corev1.Node) (cidrs, covered []string) {
 	}
 	if v, ok := c.m.Load(n.Name); ok && v.(cidrEntry).raw == raw {
 		e := v.(cidrEntry)
-		return e.cidrs, e.covered
+		return e.cidrs, e.sum
 	}
-	// Only the two fields, not the whole summary.
+	// Only these fields, not the whole summary.
 	var part struct {
-		Covered  []string `json:"covered"`
-		PodCIDRs []string `json:"podCIDRs"`
+		Version      int      `json:"version"`
+		Covered      []string `json:"covered"`
+		Branches     []string `json:"branches"`
+		BranchFilter string   `json:"branchFilter"`
+		PodCIDRs     []string `json:"podCIDRs"`
 	}
 	if err := json.Unmarshal([]byte(raw), &part); err != nil {
 		return nil, nil
 	}
-	c.m.Store(n.Name, cidrEntry{raw: raw, cidrs: part.PodCIDRs, covered: part.Covered})
-	return part.PodCIDRs, part.Covered
-}
-
-func shares(a, b []string) bool {
-	for _, x := range a {
-		if slices.Contains(b, x) {
-			return true
-		}
-	}
-	return false
+	sum = &api.Summary{Version: part.Version, Covered: part.Covered, Branches: part.Branches, BranchFilter: part.BranchFilter}
+	c.m.Store(n.Name, cidrEntry{raw: raw, cidrs: part.PodCIDRs, sum: sum})
+	return part.PodCIDRs, sum
 }
 
 // checkPodCIDRs keeps ConditionPodCIDRsDistinct of the Target in step with
@@ -140,7 +137,7 @@ func (r *runner) checkPodCIDRs(ctx context.Context, nodeClient kubernetes.Interf
 
 func (r *runner) podCIDRCondition(ctx context.Context, nodeClient kubernetes.Interface, prov *vnode.Provider) (metav1.Condition, error) {
 	cond := metav1.Condition{Type: v1alpha1.ConditionPodCIDRsDistinct}
-	_, own, err := prov.Network()
+	own, err := prov.PodCIDRs()
 	if err != nil {
 		return cond, err
 	}

@@ -48,6 +48,7 @@ func (r *runner) newProvider(ctx context.Context, id *join.Identity, nodeClient 
 		ParentName:   parentName(id, t),
 		GroupKeys:    r.a.cfg.GroupKeys,
 		SharePercent: r.sharePercent,
+		Parents:      func() int { return len(r.a.targetLister.ListKeys()) },
 		Reconnected: func(time.Duration) {
 			select {
 			case r.reconnected <- struct{}{}:

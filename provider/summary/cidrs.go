@@ -7,12 +7,10 @@ import (
 	"github.com/nestlet/nestlet/api"
 )
 
-// Network returns, without looking at pods, what Compute's summary would
-// say of the subtree's clusters and pod CIDRs: Summary.Covered and
-// Summary.PodCIDRs.
-func Network(in Input) (clusters, cidrs []string) {
-	nodes := countNodes(in.Nodes, in.Parent)
-	return covered(in.Cluster, nodes), podCIDRs(nodes)
+// PodCIDRs returns, without looking at pods, what Compute's summary would
+// say of the subtree's pod CIDRs (Summary.PodCIDRs).
+func PodCIDRs(in Input) []string {
+	return podCIDRs(countNodes(in.Nodes, in.Parent))
 }
 
 // podCIDRs returns the pod CIDRs of the counted subtree (real nodes'

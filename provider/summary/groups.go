@@ -36,42 +36,85 @@ func groups(keys []string, nodes []counted, l load) []api.Group {
 
 // addNode counts a real node, whose pods request used, in its group.
 func addNode(byID map[string]*api.Group, keys []string, n *corev1.Node, used corev1.ResourceList) {
-	g := groupFor(byID, project(n.Labels, keys), canonicalTaints(n.Spec.Taints), 0)
 	free := subClamped(n.Status.Allocatable, used)
-	g.Nodes++
-	add(g.Allocatable, n.Status.Allocatable)
-	add(g.Free, free)
-	g.Shapes = append(g.Shapes, free)
+	g := api.Group{
+		Labels: project(n.Labels, keys), Taints: canonicalTaints(n.Spec.Taints), Nodes: 1,
+		Allocatable: n.Status.Allocatable, Free: free, Shapes: []corev1.ResourceList{free},
+	}
+	mergeInto(byID, idOf(g), g)
 }
 
 // addGroup merges a group of a child's summary into the group with the same
-// labels (projected on keys) and taints.
+// labels (projected on keys), folded keys and taints, one level further
+// down.
 func addGroup(byID map[string]*api.Group, keys []string, child api.Group) {
-	g := groupFor(byID, project(child.Labels, keys), canonicalTaints(child.Taints), child.Depth+1)
-	g.Nodes += child.Nodes
-	add(g.Allocatable, child.Allocatable)
-	add(g.Free, child.Free)
-	g.Shapes = append(g.Shapes, child.Shapes...)
+	g := api.Group{
+		Labels: project(child.Labels, keys), Taints: canonicalTaints(child.Taints), Depth: child.Depth + 1, Nodes: child.Nodes,
+		Allocatable: child.Allocatable, Free: child.Free, Shapes: child.Shapes,
+	}
+	for _, k := range keys {
+		if vs, ok := child.Values[k]; ok {
+			if g.Values == nil {
+				g.Values = map[string]map[string]int{}
+			}
+			g.Values[k] = vs
+		}
+		if n, ok := child.Others[k]; ok {
+			if g.Others == nil {
+				g.Others = map[string]int{}
+			}
+			g.Others[k] = n
+		}
+	}
+	mergeInto(byID, idOf(g), g)
 }
 
-// groupFor returns the group of labels and taints, creating it if needed,
-// with nodes depth levels below: a group's depth is that of its nearest
-// nodes.
-func groupFor(byID map[string]*api.Group, labels map[string]string, taints []corev1.Taint, depth int) *api.Group {
-	id := groupID(labels, taints)
-	g, ok := byID[id]
+// mergeInto adds g to the group id of byID, creating it if needed: nodes,
+// resources, shapes and value counts add up; the depth is that of the
+// nearest nodes. g's maps are never changed or kept.
+func mergeInto(byID map[string]*api.Group, id string, g api.Group) {
+	m, ok := byID[id]
 	if !ok {
-		g = &api.Group{
-			Labels:      labels,
-			Taints:      taints,
-			Depth:       depth,
-			Allocatable: corev1.ResourceList{},
-			Free:        corev1.ResourceList{},
-		}
-		byID[id] = g
+		m = &api.Group{Labels: g.Labels, Taints: g.Taints, Depth: g.Depth, Allocatable: corev1.ResourceList{}, Free: corev1.ResourceList{}}
+		byID[id] = m
 	}
-	g.Depth = min(g.Depth, depth)
-	return g
+	m.Depth = min(m.Depth, g.Depth)
+	m.Nodes += g.Nodes
+	add(m.Allocatable, g.Allocatable)
+	add(m.Free, g.Free)
+	m.Shapes = append(m.Shapes, g.Shapes...)
+	for k, vs := range g.Values {
+		if m.Values == nil {
+			m.Values = map[string]map[string]int{}
+		}
+		if m.Values[k] == nil {
+			m.Values[k] = map[string]int{}
+		}
+		for v, n := range vs {
+			m.Values[k][v] += n
+		}
+	}
+	for k, n := range g.Others {
+		if m.Others == nil {
+			m.Others = map[string]int{}
+		}
+		m.Others[k] += n
+	}
+}
+
+// idOf is the identity of a group: its labels, folded keys and taints.
+func idOf(g api.Group) string { return groupID(g.Labels, g.Taints, foldedKeys(g)) }
+
+// foldedKeys are the keys g lists values of, or counts in Others, sorted.
+func foldedKeys(g api.Group) []string {
+	keys := slices.Collect(maps.Keys(g.Values))
+	for k := range g.Others {
+		if _, ok := g.Values[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // finish returns the groups sorted by canonical key, each with its best
@@ -118,14 +161,17 @@ func canonicalTaints(taints []corev1.Taint) []corev1.Taint {
 	return out
 }
 
-// groupID is the canonical string of a group: its labels sorted by key, then
-// its (sorted) taints. Quoting keeps it unambiguous whatever the strings;
+// groupID is the canonical string of a group: its labels sorted by key, its
+// folded keys, then its (sorted) taints. Quoting keeps it unambiguous whatever the strings;
 // the separators (" " and "!") sort before the opening quote of a further
 // entry, so a group whose entries are a prefix of another's sorts first.
-func groupID(labels map[string]string, taints []corev1.Taint) string {
+func groupID(labels map[string]string, taints []corev1.Taint, folded []string) string {
 	var b strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		fmt.Fprintf(&b, "%q=%q ", k, labels[k])
+	}
+	for _, k := range folded {
+		fmt.Fprintf(&b, "%q=* ", k)
 	}
 	b.WriteString("!")
 	for _, t := range taints {

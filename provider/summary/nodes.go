@@ -1,7 +1,6 @@
 package summary
 
 import (
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,7 +51,7 @@ func classify(n *corev1.Node, parent string) (counted, bool) {
 		return counted{node: n}, true
 	}
 	s, ok := api.ParseSummary(n)
-	if !ok || (parent != "" && slices.Contains(s.Covered, parent)) {
+	if !ok || (parent != "" && s.Covers(parent)) {
 		return counted{}, false
 	}
 	return counted{node: n, summary: s}, true

@@ -33,6 +33,10 @@ type Input struct {
 	// SharePercent is the share of the free capacity offered to Parent
 	// (1..100); 0 means 100.
 	SharePercent int
+	// Parents is how many parents this cluster has (its Targets): one with
+	// several is a branch cluster (api.Summary.Branches), as is one with
+	// children.
+	Parents int
 }
 
 // Result is what the reporting cluster publishes on its virtual node in the
@@ -72,8 +76,8 @@ func Compute(in Input) Result {
 		Allocatable: allocatable(nodes, load, share),
 		Labels:      commonLabels(nodes),
 		Summary: api.Summary{
+			Version:   api.SummaryVersion,
 			Cluster:   in.Cluster,
-			Covered:   covered(in.Cluster, nodes),
 			Depth:     depth(nodes),
 			GroupKeys: keys,
 			Groups:    groups(keys, nodes, load),
@@ -82,6 +86,7 @@ func Compute(in Input) Result {
 		},
 	}
 	r.Nodes, r.ReadyNodes = readiness(in.Nodes)
+	setCoverage(&r.Summary, in, nodes)
 	if share < 100 {
 		r.Summary.SharePercent = share
 		for i := range r.Summary.Groups {
@@ -89,6 +94,7 @@ func Compute(in Input) Result {
 			g.Allocatable, g.Free = scale(g.Allocatable, share), scale(g.Free, share)
 		}
 	}
+	bound(&r.Summary)
 	return r
 }
 
@@ -116,27 +122,6 @@ func groupKeys(keys []string) []string {
 		keys = api.DefaultGroupKeys
 	}
 	return slices.Clone(keys)
-}
-
-// covered returns, sorted and unique, the reporting cluster and every
-// cluster the counted virtual nodes cover. Empty names are dropped.
-func covered(cluster string, nodes []counted) []string {
-	out := []string{}
-	if cluster != "" {
-		out = append(out, cluster)
-	}
-	for _, c := range nodes {
-		if c.summary == nil {
-			continue
-		}
-		for _, name := range c.summary.Covered {
-			if name != "" {
-				out = append(out, name)
-			}
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
 }
 
 // readiness counts the nodes (each name once) and the Ready ones.

@@ -268,13 +268,13 @@ func TestComputeSummary(t *testing.T) {
 		{
 			name:  "only real nodes",
 			nodes: []*corev1.Node{newNode("a", alloc())},
-			want: api.Summary{Cluster: "c", Covered: []string{"c"}, Depth: 0, GroupKeys: api.DefaultGroupKeys,
+			want: api.Summary{Cluster: "c", Covered: []string{"c"}, Clusters: 1, Depth: 0, GroupKeys: api.DefaultGroupKeys,
 				Groups: []api.Group{{Nodes: 1, Allocatable: alloc(), Free: alloc(), Shapes: []corev1.ResourceList{alloc()}}}},
 		},
 		{
 			name:  "no node",
 			nodes: nil,
-			want:  api.Summary{Cluster: "c", Covered: []string{"c"}, GroupKeys: api.DefaultGroupKeys},
+			want:  api.Summary{Cluster: "c", Covered: []string{"c"}, Clusters: 1, GroupKeys: api.DefaultGroupKeys},
 		},
 		{
 			name:   "counted virtual nodes add their coverage and depth",
@@ -286,13 +286,15 @@ func TestComputeSummary(t *testing.T) {
 				newNode("q", alloc(), virtualOf(t, api.Summary{Cluster: "q", Covered: []string{"p", "q"}, Depth: 7})),
 				newNode("r", alloc(), virtualOf(t, api.Summary{Cluster: "r", Covered: []string{"r"}, Depth: 9}), cordoned()),
 			},
-			want: api.Summary{Cluster: "c", Covered: []string{"c", "x", "y", "z"}, Depth: 3, GroupKeys: []string{}},
+			// Version 1 children list every cluster, so all are branches
+			// as far as c knows; c has children.
+			want: api.Summary{Cluster: "c", Covered: []string{"c", "x", "y", "z"}, Clusters: 4, Branches: []string{"c", "x", "y", "z"}, Depth: 3, GroupKeys: []string{}},
 		},
 		{
 			name:  "groups are sorted whatever the order of nodes",
 			keys:  []string{"topology.kubernetes.io/region"},
 			nodes: []*corev1.Node{newNode("w", alloc(), withLabels("topology.kubernetes.io/region", "west")), newNode("e", alloc(), withLabels("topology.kubernetes.io/region", "east"))},
-			want: api.Summary{Cluster: "c", Covered: []string{"c"}, GroupKeys: []string{"topology.kubernetes.io/region"},
+			want: api.Summary{Cluster: "c", Covered: []string{"c"}, Clusters: 1, GroupKeys: []string{"topology.kubernetes.io/region"},
 				Groups: []api.Group{group("east"), group("west")}},
 		},
 	}
@@ -300,7 +302,7 @@ func TestComputeSummary(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := Compute(Input{Cluster: "c", Parent: tt.parent, GroupKeys: tt.keys, Nodes: tt.nodes, Now: now})
-			tt.want.Time = "2025-03-04T10:30:15Z"
+			tt.want.Time, tt.want.Version = "2025-03-04T10:30:15Z", api.SummaryVersion
 			requireNoDiff(t, tt.want, got.Summary)
 		})
 	}

@@ -40,6 +40,9 @@ type Config struct {
 	// SharePercent returns the share of the free capacity offered to the
 	// parent (1..100), read at every report (optional: all of it).
 	SharePercent func() int
+	// Parents returns how many parents this cluster has (its Targets),
+	// read at every report (optional: one).
+	Parents func() int
 	// Labels and Taints come from the Target.
 	Labels map[string]string
 	Taints []corev1.Taint
@@ -167,25 +170,27 @@ func (p *Provider) Compute() (summary.Result, error) {
 	if err != nil {
 		return summary.Result{}, err
 	}
-	share := 100
+	share, parents := 100, 1
 	if p.cfg.SharePercent != nil {
 		share = p.cfg.SharePercent()
 	}
+	if p.cfg.Parents != nil {
+		parents = p.cfg.Parents()
+	}
 	return summary.Compute(summary.Input{
 		Cluster: p.cfg.ClusterName, Parent: p.cfg.ParentName, GroupKeys: p.cfg.GroupKeys,
-		Nodes: nodes, Pods: pods, Now: p.cfg.Clock.Now(), SharePercent: share,
+		Nodes: nodes, Pods: pods, Now: p.cfg.Clock.Now(), SharePercent: share, Parents: parents,
 	}), nil
 }
 
-// Network returns the clusters this cluster's summary covers and their pod
-// CIDRs, now (summary.Network: nodes only, no pods).
-func (p *Provider) Network() (clusters, podCIDRs []string, err error) {
+// PodCIDRs returns the pod CIDRs this cluster's summary covers, now
+// (summary.PodCIDRs: nodes only, no pods).
+func (p *Provider) PodCIDRs() ([]string, error) {
 	nodes, err := p.cfg.Nodes.List(labels.Everything())
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	clusters, podCIDRs = summary.Network(summary.Input{Cluster: p.cfg.ClusterName, Parent: p.cfg.ParentName, Nodes: nodes})
-	return clusters, podCIDRs, nil
+	return summary.PodCIDRs(summary.Input{Cluster: p.cfg.ClusterName, Parent: p.cfg.ParentName, Nodes: nodes}), nil
 }
 
 // Node returns the node object for a summary.

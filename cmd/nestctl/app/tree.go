@@ -55,6 +55,11 @@ type Child struct {
 	Pods             int
 	CPU, Memory      [2]resource.Quantity // allocatable, used
 	Regions, Covered []string
+	// Clusters counts the clusters below (itself included); Covered lists
+	// them only while the summary has room for their names.
+	Clusters int
+	// branches are the clusters below with children or several parents.
+	branches []string
 	// SharePercent is the share of its free capacity the child offers
 	// this cluster (100 unless it has other parents).
 	SharePercent int
@@ -101,18 +106,30 @@ func LoadTree(ctx context.Context, client kubernetes.Interface) (*Tree, error) {
 func markShared(children []Child) {
 	count := map[string]int{}
 	for _, c := range children {
-		for _, cl := range append([]string{c.Name}, c.Covered...) {
+		for _, cl := range c.below() {
 			count[cl]++
 		}
 	}
 	for i := range children {
 		children[i].Shared = map[string]bool{}
-		for _, cl := range append([]string{children[i].Name}, children[i].Covered...) {
+		for _, cl := range children[i].below() {
 			if count[cl] > 1 {
 				children[i].Shared[cl] = true
 			}
 		}
 	}
+}
+
+// below returns the clusters c is known to cover, itself first: every one
+// while the summary lists them, else those where the graph branches.
+func (c Child) below() []string {
+	out := append([]string{c.Name}, c.Covered...)
+	for _, b := range c.branches {
+		if !slices.Contains(out, b) {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 func childOf(n *corev1.Node, pods int) Child {
@@ -158,6 +175,8 @@ func childOf(n *corev1.Node, pods int) Child {
 			c.Covered = append(c.Covered, cl)
 		}
 	}
+	c.Clusters = max(s.Clusters, len(s.Covered))
+	c.branches = s.Branches
 	return c
 }
 
@@ -185,6 +204,9 @@ func (t *Tree) Render(w io.Writer) {
 				leaf = "└── "
 			}
 			fmt.Fprintf(w, "%s%s%s%s\n", indent, leaf, cl, mark(c.Shared[cl]))
+		}
+		if len(c.Covered) == 0 && c.Clusters > 1 {
+			fmt.Fprintf(w, "%s└── %d clusters below (too many to list in the summary)\n", indent, c.Clusters-1)
 		}
 	}
 }

@@ -68,3 +68,24 @@ func TestTreeShared(t *testing.T) {
 	require.Equal(t, 2, strings.Count(out.String(), "│   └── west-1 (shared)\n"), "under east and under west")
 	require.Contains(t, out.String(), "regions -  share 50%\n")
 }
+
+// A child whose summary is too large to list its clusters shows how many
+// there are; a shared cluster with several parents is still marked.
+func TestTreeLargeSubtree(t *testing.T) {
+	vn := func(s api.Summary) *corev1.Node {
+		raw, err := json.Marshal(s)
+		require.NoError(t, err)
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: s.Cluster, Labels: map[string]string{api.LabelCluster: s.Cluster},
+			Annotations: map[string]string{api.AnnotationSummary: string(raw)}}}
+	}
+	client := fake.NewClientset(
+		vn(api.Summary{Version: api.SummaryVersion, Cluster: "field-a", Clusters: 101, Branches: []string{"field-a", "shared-leaf"}, Depth: 1}),
+		vn(api.Summary{Version: api.SummaryVersion, Cluster: "field-b", Covered: []string{"field-b", "shared-leaf"}, Clusters: 2, Branches: []string{"field-b", "shared-leaf"}, Depth: 1}),
+	)
+	tree, err := LoadTree(t.Context(), client)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	tree.Render(&out)
+	require.Contains(t, out.String(), "│   └── 100 clusters below (too many to list in the summary)\n")
+	require.Contains(t, out.String(), "    └── shared-leaf (shared)\n")
+}

@@ -57,7 +57,8 @@ func UntoleratedTaint(pod *corev1.Pod, taints []corev1.Taint, skipProvider bool)
 }
 
 // GroupNode is a stand-in node for group g of virtual node n: n's labels
-// with g's label values over them, and g's taints.
+// with g's label values over them, and g's taints. A group with folded keys
+// (api.Group.Values) stands for several label sets: see GroupMatches.
 func GroupNode(n *corev1.Node, g *api.Group) *corev1.Node {
 	labels := maps.Clone(n.Labels)
 	if labels == nil {
@@ -69,14 +70,130 @@ func GroupNode(n *corev1.Node, g *api.Group) *corev1.Node {
 
 // GroupMatches reports whether the pod may run on the nodes of group g of
 // virtual node n: nodeSelector and required node affinity match the group's
-// labels, and the pod tolerates the group's taints.
+// labels, and the pod tolerates the group's taints. For a key folded to
+// keep the summary small, some node of the group matches if one of its
+// listed values does, or, when the group has nodes whose value is not
+// listed, if a value the pod names or no value at all would.
 func GroupMatches(pod *corev1.Pod, n *corev1.Node, g *api.Group, affinity nodeaffinity.RequiredNodeAffinity) bool {
-	gn := GroupNode(n, g)
-	if ok, _ := affinity.Match(gn); !ok {
+	if _, untolerated := UntoleratedTaint(pod, g.Taints, false); untolerated {
 		return false
 	}
-	_, untolerated := UntoleratedTaint(pod, g.Taints, false)
-	return !untolerated
+	gn := GroupNode(n, g)
+	folded := foldedKeys(g)
+	if len(folded) == 0 {
+		ok, _ := affinity.Match(gn)
+		return ok
+	}
+	choices := make([][]*string, len(folded))
+	combos := 1
+	for i, k := range folded {
+		choices[i] = candidates(pod, g, k)
+		combos *= len(choices[i])
+		if combos > maxCombinations {
+			return true // too many to try: let the child decide (it bounces what fits nowhere)
+		}
+	}
+	idx := make([]int, len(folded))
+	for {
+		for i, k := range folded {
+			if v := choices[i][idx[i]]; v != nil {
+				gn.Labels[k] = *v
+			} else {
+				delete(gn.Labels, k)
+			}
+		}
+		if ok, _ := affinity.Match(gn); ok {
+			return true
+		}
+		i := 0
+		for ; i < len(idx); i++ {
+			idx[i]++
+			if idx[i] < len(choices[i]) {
+				break
+			}
+			idx[i] = 0
+		}
+		if i == len(idx) {
+			return false
+		}
+	}
+}
+
+// maxCombinations bounds the label sets GroupMatches tries.
+const maxCombinations = 256
+
+// foldedKeys are the keys g lists values of or counts in Others, sorted.
+func foldedKeys(g *api.Group) []string {
+	keys := slices.Collect(maps.Keys(g.Values))
+	for k := range g.Others {
+		if _, ok := g.Values[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// candidates are the values of folded key k worth trying for the pod (nil
+// stands for a node without the key). A value the pod does not name
+// matches or fails like any other it does not name, so one of them
+// stands for all, unless the pod compares numbers (Gt, Lt).
+func candidates(pod *corev1.Pod, g *api.Group, k string) []*string {
+	named, numeric := namedValues(pod, k)
+	var out []*string
+	var other *string
+	for _, v := range slices.Sorted(maps.Keys(g.Values[k])) {
+		if g.Values[k][v] <= 0 {
+			continue
+		}
+		switch {
+		case numeric || named[v]:
+			out = append(out, &v)
+		case other == nil:
+			other = &v
+		}
+	}
+	if other != nil {
+		out = append(out, other)
+	}
+	if g.Others[k] > 0 {
+		for _, v := range slices.Sorted(maps.Keys(named)) {
+			if _, listed := g.Values[k][v]; !listed {
+				out = append(out, &v)
+			}
+		}
+		// Unlisted values the pod does not name, and nodes without the
+		// key: tried as a value nobody names, and as no value.
+		unnamed := "\x00not-named"
+		out = append(out, &unnamed, nil)
+	}
+	return out
+}
+
+// namedValues are the values of label key k the pod's node selector and
+// required node affinity name, and whether they compare k as a number.
+func namedValues(pod *corev1.Pod, k string) (map[string]bool, bool) {
+	named := map[string]bool{}
+	numeric := false
+	if v, ok := pod.Spec.NodeSelector[k]; ok {
+		named[v] = true
+	}
+	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			for _, e := range term.MatchExpressions {
+				if e.Key != k {
+					continue
+				}
+				for _, v := range e.Values {
+					named[v] = true
+				}
+				if e.Operator == corev1.NodeSelectorOpGt || e.Operator == corev1.NodeSelectorOpLt {
+					numeric = true
+				}
+			}
+		}
+	}
+	return named, numeric
 }
 
 // AnyGroupMatches reports whether the pod may run on some group of the
