@@ -3,7 +3,8 @@
 # from the Go module proxy only, into the cache, and links it into
 # _output/bin/node (git-ignored):
 #
-#   kubelet                       k8s.io/kubernetes at the version pinned in go.mod (as the control plane)
+#   kubelet, kube-proxy           k8s.io/kubernetes at the version pinned in go.mod (as the control plane;
+#                                 kube-proxy only for the one real node of a host that asks for it)
 #   containerd, ctr,
 #   containerd-shim-runc-v2       hack/tools/containerd/go.mod (github.com/containerd/containerd/v2)
 #   runc                          hack/tools/runc/go.mod (github.com/opencontainers/runc; cgo, static, with seccomp)
@@ -94,6 +95,10 @@ build_kubelet() {
   CGO_ENABLED=0 go build -trimpath -ldflags "$(nestlet::kube_ldflags "${KUBE_VERSION}")" -o "$1" k8s.io/kubernetes/cmd/kubelet
 }
 
+build_kube_proxy() {
+  CGO_ENABLED=0 go build -trimpath -ldflags "$(nestlet::kube_ldflags "${KUBE_VERSION}")" -o "$1" k8s.io/kubernetes/cmd/kube-proxy
+}
+
 build_containerd() { # out name
   local pkg=github.com/containerd/containerd/v2
   local tags="urfave_cli_no_docs"
@@ -119,6 +124,7 @@ build_cni() { # out name
 }
 
 cached kubelet "${KUBE_VERSION}" build_kubelet
+cached kube-proxy "${KUBE_VERSION}" build_kube_proxy
 for bin in containerd containerd-shim-runc-v2 ctr; do
   cached "${bin}" "${CONTAINERD_VERSION}" build_containerd
 done
@@ -145,4 +151,4 @@ build_images() {
 }
 build_images
 
-log "ready in ${OUT_DIR}: kubelet ${KUBE_VERSION}, containerd ${CONTAINERD_VERSION}, runc ${RUNC_VERSION}, CNI plugins ${CNI_VERSION}, images nestlet.local/pause:v1 and nestlet.local/demo-app:v1"
+log "ready in ${OUT_DIR}: kubelet and kube-proxy ${KUBE_VERSION}, containerd ${CONTAINERD_VERSION}, runc ${RUNC_VERSION}, CNI plugins ${CNI_VERSION}, images nestlet.local/pause:v1 and nestlet.local/demo-app:v1"

@@ -28,6 +28,10 @@ type RealNodeOptions struct {
 	Labels map[string]string
 	// Taints are registered with the node.
 	Taints []corev1.Taint
+	// KubeProxy runs kube-proxy (nftables mode) for the node, so that its
+	// pods reach the cluster's Services by ClusterIP. At most one real
+	// node per host: kube-proxy's nftables tables are host-wide.
+	KubeProxy bool
 }
 
 // RealNode is a running real node. Its pods' images are those the project
@@ -46,8 +50,9 @@ type RealNode struct {
 	// Bridge is its network bridge and CgroupRoot its cgroup (in every
 	// hierarchy): both unique on the host.
 	Bridge, CgroupRoot string
-	// Kubelet and Containerd are its processes, once started.
-	Kubelet, Containerd *Process
+	// Kubelet and Containerd are its processes, once started; KubeProxy
+	// too, when asked for.
+	Kubelet, Containerd, KubeProxy *Process
 
 	cluster *Cluster
 	record  *hostRecord
@@ -116,6 +121,11 @@ func (c *Cluster) AddRealNode(ctx context.Context, o RealNodeOptions) (n *RealNo
 	}
 	if err := n.startKubelet(ctx, rt, o); err != nil {
 		return n, err
+	}
+	if o.KubeProxy {
+		if err := n.startKubeProxy(ctx, rt); err != nil {
+			return n, err
+		}
 	}
 	return n, n.label(ctx, o)
 }

@@ -47,9 +47,11 @@ type hostRecord struct {
 	Owner    ProcessRecord `json:"owner"`
 	Detached bool          `json:"detached,omitempty"`
 	EnvDir   string        `json:"envDir"`
-	// Kubelet and Containerd are recorded once started.
+	// Kubelet and Containerd are recorded once started, KubeProxy when
+	// the node runs one.
 	Kubelet    *ProcessRecord `json:"kubelet,omitempty"`
 	Containerd *ProcessRecord `json:"containerd,omitempty"`
+	KubeProxy  *ProcessRecord `json:"kubeProxy,omitempty"`
 }
 
 func (r *hostRecord) path() string {

@@ -31,6 +31,9 @@ import (
 // hack/install-node-runtime.sh (make node-runtime) into <bin dir>/node.
 type NodeRuntime struct {
 	Kubelet, Containerd, Ctr, Runc string
+	// KubeProxy is only needed by nodes that run it
+	// (RealNodeOptions.KubeProxy).
+	KubeProxy string
 	// CNIDir holds the bridge, host-local, loopback and portmap plugins.
 	CNIDir string
 	// ImageDir holds the OCI archives of RealNodeImages.
@@ -54,6 +57,7 @@ func FindNodeRuntime(binDir string) (*NodeRuntime, error) {
 	dir := filepath.Join(binDir, "node")
 	rt := &NodeRuntime{
 		Kubelet:    filepath.Join(dir, "kubelet"),
+		KubeProxy:  filepath.Join(dir, "kube-proxy"),
 		Containerd: filepath.Join(dir, "containerd"),
 		Ctr:        filepath.Join(dir, "ctr"),
 		Runc:       filepath.Join(dir, "runc"),

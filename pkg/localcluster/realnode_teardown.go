@@ -21,7 +21,8 @@ import (
 )
 
 // teardown undoes everything the node made, in an order that lets each part
-// clean up after itself while it can: the kubelet stops; containerd, still
+// clean up after itself while it can: kube-proxy stops and its tables go;
+// the kubelet stops; containerd, still
 // running, stops and removes every pod sandbox (CNI DEL removes the veth,
 // the IP and the nftables rules of each); then containerd and its shims stop,
 // anything left in the node's cgroups is killed, and what remains is removed
@@ -30,6 +31,13 @@ import (
 // past errors and returns them all; the record is removed only when nothing
 // failed, so a later run retries. The caller holds the host lock.
 func (r *hostRecord) teardown() error {
+	var errs []error
+	if r.KubeProxy != nil {
+		stopRecord(*r.KubeProxy, 10*time.Second)
+		if err := deleteKubeProxyTables(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if r.Kubelet != nil {
 		stopRecord(*r.Kubelet, 10*time.Second)
 	}
@@ -39,7 +47,6 @@ func (r *hostRecord) teardown() error {
 		cancel()
 		stopRecord(*r.Containerd, 10*time.Second)
 	}
-	var errs []error
 	killShims(r.Socket())
 	if err := killCgroupProcesses(r.CgroupRoot); err != nil {
 		errs = append(errs, err)

@@ -9,7 +9,8 @@
 // With a command as its first argument it is a small multi-call tool, so
 // that `kubectl exec` has something to run in an image without a shell:
 // hostname, env, echo ARGS..., cat [FILE...] (stdin without files), ls
-// [DIR], exit CODE.
+// [DIR], exit CODE, get URL (an HTTP GET: prints the body, fails unless
+// 200 within 5 s).
 package main
 
 import (
@@ -108,6 +109,12 @@ func tool(cmd string, args []string) int {
 		for _, e := range ents {
 			fmt.Println(e.Name())
 		}
+	case "get":
+		if len(args) != 1 {
+			fmt.Fprintln(os.Stderr, "usage: demo-app get URL")
+			return 2
+		}
+		return get(args[0])
 	case "exit":
 		if len(args) != 1 {
 			fmt.Fprintln(os.Stderr, "usage: demo-app exit CODE")
@@ -120,7 +127,7 @@ func tool(cmd string, args []string) int {
 		}
 		return code
 	default:
-		fmt.Fprintf(os.Stderr, "demo-app: unknown command %q (hostname, env, echo, cat, ls, exit)\n", cmd)
+		fmt.Fprintf(os.Stderr, "demo-app: unknown command %q (hostname, env, echo, cat, ls, exit, get)\n", cmd)
 		return 127
 	}
 	return 0
@@ -142,6 +149,23 @@ func cat(files []string) int {
 			return 1
 		}
 		_, _ = os.Stdout.Write(b)
+	}
+	return 0
+}
+
+// get fetches url and prints the body; 0 only for a 200 answer.
+func get(url string) int {
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = resp.Body.Close() }()
+	_, _ = io.Copy(os.Stdout, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintln(os.Stderr, "demo-app: "+resp.Status)
+		return 1
 	}
 	return 0
 }

@@ -2,7 +2,8 @@
 // the root, on a node run by a real kubelet with containerd:
 //
 //	root <- mid <- leaf
-//	leaf: one real node (kubelet, containerd, runc, CNI bridge), region real
+//	leaf: one real node (kubelet, containerd, runc, CNI bridge, kube-proxy
+//	      in nftables mode), region real
 //
 // The agents serve their virtual nodes' kubelet API directly (direct mode,
 // on this machine's address), which is what serves the node-level
@@ -34,7 +35,7 @@ const (
 func TestMain(m *testing.M) {
 	os.Exit(framework.RunRealTreeMain(m, framework.Tree{
 		Clusters: []localcluster.ClusterOptions{{Name: "root"}, {Name: "mid"}, {Name: "leaf",
-			RealNodes: []localcluster.RealNodeOptions{{Name: leafNode, Labels: map[string]string{
+			RealNodes: []localcluster.RealNodeOptions{{Name: leafNode, KubeProxy: true, Labels: map[string]string{
 				"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": region + "-a"}}}}},
 		Edges:     [][2]string{{"mid", "root"}, {"leaf", "mid"}},
 		JoinArgs:  []string{"--report-frequency=3s"},

@@ -1,0 +1,98 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+)
+
+// endpointsByNode counts the endpoints of Service name in cluster by node
+// name and readiness ("east/ready", "east/not-ready").
+func endpointsByNode(ctx context.Context, cluster, ns, name string) (map[string]int, error) {
+	slices, err := env.Cluster(cluster).Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, s := range slices.Items {
+		for _, e := range s.Endpoints {
+			state := "ready"
+			if e.Conditions.Ready == nil || !*e.Conditions.Ready {
+				state = "not-ready"
+			}
+			out[ptr.Deref(e.NodeName, "")+"/"+state]++
+		}
+	}
+	return out, nil
+}
+
+// The endpoints of a lost child follow the node lifecycle at the root: not
+// ready once the child is unreachable, gone once its pods are replaced, and
+// the replacements' ready in their place. The cut-off child keeps serving
+// its own copy of the Service meanwhile, and drops it after the heal.
+func TestLostChildEndpoints(t *testing.T) {
+	ctx := t.Context()
+	ns := namespace(t)
+	const replicas = 6
+	d := deployment(ns, "web", replicas)
+	// 20 s as unreachable before eviction: long enough to see the
+	// endpoints not ready first.
+	for i, tol := range d.Spec.Template.Spec.Tolerations {
+		if tol.Key == corev1.TaintNodeUnreachable {
+			d.Spec.Template.Spec.Tolerations[i].TolerationSeconds = ptr.To[int64](20)
+		}
+	}
+	root := env.Cluster("root").Client
+	_, err := root.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = root.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	before := settle(t, ns, replicas, 2*time.Minute)
+	require.NotZero(t, before["east"], "some replicas run in east: %v", before)
+	waitEndpoints := func(what, cluster string, want map[string]int, timeout time.Duration) {
+		t.Helper()
+		var got map[string]int
+		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			got, err = endpointsByNode(ctx, cluster, ns, "web")
+			return err == nil && fmt.Sprint(got) == fmt.Sprint(want), nil
+		})
+		require.NoError(t, err, "%s: endpoints of web in %s are %v, want %v", what, cluster, got, want)
+	}
+	waitEndpoints("before the cut", "root", map[string]int{"east/ready": before["east"], "west/ready": before["west"]}, time.Minute)
+	eastEndpoints, err := endpointsByNode(ctx, "east", ns, "web")
+	require.NoError(t, err)
+
+	link := tree.Link("east", "root")
+	link.Cut()
+	cut := time.Now()
+	defer func() { _ = link.Restore() }()
+	waitEndpoints("east unreachable", "root", map[string]int{"east/not-ready": before["east"], "west/ready": before["west"]}, time.Minute)
+	t.Logf("east's endpoints not ready at the root %s after the cut", time.Since(cut).Round(time.Second))
+	waitEndpoints("east's pods replaced", "root", map[string]int{"west/ready": replicas}, 2*time.Minute)
+	t.Logf("only west's endpoints at the root %s after the cut", time.Since(cut).Round(time.Second))
+	during, err := endpointsByNode(ctx, "east", ns, "web")
+	require.NoError(t, err)
+	require.Equal(t, eastEndpoints, during, "east keeps serving its copy of the Service while cut off")
+
+	require.NoError(t, link.Restore())
+	settle(t, ns, replicas, 2*time.Minute)
+	waitEndpoints("after the heal", "root", map[string]int{"west/ready": replicas}, time.Minute)
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := env.Cluster("east").Client.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	require.NoError(t, err, "east keeps the copy of web though it runs none of its pods any more")
+}

@@ -1,0 +1,77 @@
+package realleaf
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+)
+
+// TestClientInLeafReachesServiceByClusterIP: a Service and a Deployment made
+// at the root, and a client pod made at the root after them. In the leaf,
+// the client learns the Service as any pod does (the kubelet's
+// WEB_SERVICE_HOST, the ClusterIP of the leaf's own copy, not the root's),
+// and reaches the replicas through it: the leaf's kube-proxy balances the
+// copy's ClusterIP over the leaf's pods.
+func TestClientInLeafReachesServiceByClusterIP(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := t.Context()
+	root := env.Cluster("root").Client
+	labels := map[string]string{"app": "web"}
+	_, err := root.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: appPodSpec()}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	rootSvc, err := root.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromString("http")}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	leaf := env.Cluster("leaf").Client
+	var copyIP string
+	eventually(t, 2*time.Minute, "web's copy in the leaf with 2 ready endpoints", func() (bool, string) {
+		svc, err := leaf.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		copyIP = svc.Spec.ClusterIP
+		pods, err := leaf.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			return false, err.Error()
+		}
+		ready := 0
+		for i := range pods.Items {
+			if podReady(&pods.Items[i]) {
+				ready++
+			}
+		}
+		return ready == 2, fmt.Sprintf("%d of web's pods Ready in the leaf", ready)
+	})
+	require.NotEqual(t, rootSvc.Spec.ClusterIP, copyIP, "the leaf allocates its own ClusterIP")
+
+	createAt(t, ns, appPod("client"))
+	waitRoot(t, ns, "client", "Ready", podReady)
+	envOut := mustKubectl(t, "", "-n", ns, "exec", "client", "--", "/demo-app", "env")
+	require.Contains(t, envOut, "WEB_SERVICE_HOST="+copyIP+"\n", "the leaf's kubelet told the client the copy's ClusterIP")
+
+	webPods, err := leaf.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	require.NoError(t, err)
+	answers := map[string]bool{}
+	for _, p := range webPods.Items {
+		answers["hello from "+p.Name+"\n"] = true
+	}
+	seen := map[string]bool{}
+	for range 10 {
+		out := mustKubectl(t, "", "-n", ns, "exec", "client", "--", "/demo-app", "get", "http://"+copyIP+":80/from-client")
+		require.True(t, answers[out], "the answer %q comes from none of web's pods %v", out, answers)
+		seen[out] = true
+	}
+	t.Logf("10 requests to %s:80 answered by %d of web's 2 pods", copyIP, len(seen))
+}
