@@ -59,7 +59,7 @@ func BenchmarkThroughput1000(b *testing.B) {
 		b.Fatalf("the root's virtual nodes do not show the added capacity: %v", err)
 	}
 
-	run := func(cluster string) time.Duration {
+	run := func(cluster string) (time.Duration, framework.Costs) {
 		c := env.Cluster(cluster)
 		ns := fmt.Sprintf("tp-%d", time.Now().UnixNano()%1_000_000_000)
 		if err := c.EnsureNamespace(ctx, ns); err != nil {
@@ -96,6 +96,10 @@ func BenchmarkThroughput1000(b *testing.B) {
 		}
 		cpu0 := framework.CPUByKind(env)
 		writes0 := writesByCluster(ctx)
+		costs0, err := framework.MeasureCosts(ctx, env)
+		if err != nil {
+			b.Fatal(err)
+		}
 		start := time.Now()
 		if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
@@ -103,6 +107,11 @@ func BenchmarkThroughput1000(b *testing.B) {
 		s.WaitRunning(ctx, b, replicas)
 		took := time.Since(start)
 		cpu1 := framework.CPUByKind(env)
+		costs1, err := framework.MeasureCosts(ctx, env)
+		if err != nil {
+			b.Fatal(err)
+		}
+		costs := costs1.Sub(costs0)
 		if cluster == "root" {
 			// API writes per pod by resource, in every cluster of the tree.
 			byResource := map[string]float64{}
@@ -187,11 +196,28 @@ func BenchmarkThroughput1000(b *testing.B) {
 		// take CPU from the next run.
 		waitNoPods(ctx, b, ns)
 		b.StartTimer()
-		return took
+		return took, costs
 	}
 	for b.Loop() {
-		flat := run("flat")
-		tree := run("root")
+		flat, flatCost := run("flat")
+		tree, treeCost := run("root")
+		// Per cluster, as if each had its own machine: the tree's
+		// clusters (and the shared etcd) during the tree's run, the flat
+		// cluster during its own. The ratio that matters then is the
+		// busiest cluster of the tree against the flat cluster.
+		var treeNames []string
+		for _, c := range env.Clusters() {
+			if c.Name != "flat" {
+				treeNames = append(treeNames, c.Name)
+			}
+		}
+		treeCost.Report(b, "tree", append(treeNames, framework.SharedEtcd), replicas)
+		flatCost.Report(b, "flat", []string{"flat", framework.SharedEtcd}, replicas)
+		busiest := treeCost.Busiest(treeNames)
+		b.Logf("busiest cluster of the tree: %s (%s CPU, %.0f requests) against flat %s CPU, %.0f requests",
+			busiest, treeCost[busiest].TotalCPU().Round(time.Millisecond), treeCost[busiest].Requests, flatCost["flat"].TotalCPU().Round(time.Millisecond), flatCost["flat"].Requests)
+		b.ReportMetric(treeCost[busiest].TotalCPU().Seconds()/flatCost["flat"].TotalCPU().Seconds(), "busiest-tree-cluster-vs-flat-cpu")
+		b.ReportMetric(treeCost[busiest].Requests/flatCost["flat"].Requests, "busiest-tree-cluster-vs-flat-requests")
 		b.ReportMetric(float64(tree.Milliseconds()), "deploy1000-3level-ms")
 		b.ReportMetric(float64(flat.Milliseconds()), "deploy1000-flat-ms")
 		b.ReportMetric(replicas/tree.Seconds(), "deploy1000-3level-pods/s")

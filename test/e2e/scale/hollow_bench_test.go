@@ -374,16 +374,25 @@ func deploy(ctx context.Context, b *testing.B, root *localcluster.Cluster, field
 			},
 		},
 	}
+	costs0, err := framework.MeasureCosts(ctx, env.Environment)
+	if err != nil {
+		b.Fatal(err)
+	}
 	start := time.Now()
 	if _, err := root.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Minute, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Minute, true, func(context.Context) (bool, error) {
 		return stamps.CountRunning() >= Replicas, nil
 	})
 	wall := time.Since(start)
 	if err != nil {
 		b.Fatalf("%d of %d pods Running at the root after 15m", stamps.CountRunning(), Replicas)
+	}
+	// Per real cluster, as if each had its own machine (the hollow
+	// leaves run in this process: see hollow-agent-* below).
+	if costs1, err := framework.MeasureCosts(ctx, env.Environment); err == nil {
+		costs1.Sub(costs0).Report(b, "deploy", append([]string{"root"}, fieldNames...), Replicas)
 	}
 	cpu1 := map[string]time.Duration{}
 	for k, p := range watched {

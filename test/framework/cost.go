@@ -1,0 +1,139 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nestlet/nestlet/pkg/localcluster"
+)
+
+// ClusterCost is what one cluster of an environment has used: CPU time by
+// component (kube-apiserver, kube-controller-manager, kube-scheduler, kwok,
+// kubelet, agent, proxy, ...), and the requests its API server served,
+// all and writes.
+type ClusterCost struct {
+	CPU              map[string]time.Duration
+	Requests, Writes float64
+}
+
+// TotalCPU is the CPU time of every component of the cluster.
+func (c ClusterCost) TotalCPU() time.Duration {
+	var t time.Duration
+	for _, d := range c.CPU {
+		t += d
+	}
+	return t
+}
+
+// Costs holds a ClusterCost per cluster name; the shared etcd of the
+// environment is under "etcd (shared)", with CPU only.
+type Costs map[string]ClusterCost
+
+// SharedEtcd is the key of the environment's shared etcd in Costs.
+const SharedEtcd = "etcd (shared)"
+
+// MeasureCosts reads, now, every cluster's cost so far. The agent and proxy
+// of a cluster are the environment's processes named <cluster>-nestlet and
+// <cluster>-nestlet-proxy.
+func MeasureCosts(ctx context.Context, e *localcluster.Environment) (Costs, error) {
+	out := Costs{}
+	for _, c := range e.Clusters() {
+		cost := ClusterCost{CPU: map[string]time.Duration{}}
+		for _, p := range c.Processes() {
+			if t, err := CPUTime(p); err == nil {
+				cost.CPU[p.Name] += t
+			}
+		}
+		reqs, err := Requests(ctx, c)
+		if err != nil {
+			return nil, fmt.Errorf("requests of %s: %w", c.Name, err)
+		}
+		for k, n := range reqs {
+			if strings.Contains(k, "-WATCH") {
+				continue // one per watch opened, whatever it carries
+			}
+			cost.Requests += n
+			if IsWrite(k) {
+				cost.Writes += n
+			}
+		}
+		out[c.Name] = cost
+	}
+	etcd := ClusterCost{CPU: map[string]time.Duration{}}
+	for _, p := range e.Processes() {
+		t, err := CPUTime(p)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(p.Name, "-nestlet-proxy"):
+			addCPU(out, strings.TrimSuffix(p.Name, "-nestlet-proxy"), "proxy", t)
+		case strings.HasSuffix(p.Name, "-nestlet"):
+			addCPU(out, strings.TrimSuffix(p.Name, "-nestlet"), "agent", t)
+		case p.Name == "etcd":
+			etcd.CPU["etcd"] += t
+		}
+	}
+	out[SharedEtcd] = etcd
+	return out, nil
+}
+
+func addCPU(c Costs, cluster, component string, t time.Duration) {
+	cost, ok := c[cluster]
+	if !ok {
+		return
+	}
+	cost.CPU[component] += t
+}
+
+// Sub returns c minus an earlier reading.
+func (c Costs) Sub(before Costs) Costs {
+	out := Costs{}
+	for name, now := range c {
+		was := before[name]
+		d := ClusterCost{CPU: map[string]time.Duration{}, Requests: now.Requests - was.Requests, Writes: now.Writes - was.Writes}
+		for k, t := range now.CPU {
+			d.CPU[k] = t - was.CPU[k]
+		}
+		out[name] = d
+	}
+	return out
+}
+
+// Busiest returns the cluster among names with the most CPU time.
+func (c Costs) Busiest(names []string) string {
+	best := ""
+	for _, n := range names {
+		if best == "" || c[n].TotalCPU() > c[best].TotalCPU() {
+			best = n
+		}
+	}
+	return best
+}
+
+// Report prints the costs as benchmark metrics, per cluster of names:
+// <prefix>-<cluster>-cpu-s (and per component), -requests, -writes. Each
+// is also per pod when pods > 0.
+func (c Costs) Report(b *testing.B, prefix string, names []string, pods int) {
+	for _, n := range names {
+		cost := c[n]
+		b.ReportMetric(cost.TotalCPU().Seconds(), fmt.Sprintf("%s-%s-cpu-s", prefix, n))
+		for _, k := range slices.Sorted(maps.Keys(cost.CPU)) {
+			b.ReportMetric(cost.CPU[k].Seconds(), fmt.Sprintf("%s-%s-cpu-s-%s", prefix, n, k))
+		}
+		if n == SharedEtcd {
+			continue
+		}
+		b.ReportMetric(cost.Requests, fmt.Sprintf("%s-%s-requests", prefix, n))
+		b.ReportMetric(cost.Writes, fmt.Sprintf("%s-%s-writes", prefix, n))
+		if pods > 0 {
+			b.ReportMetric(cost.TotalCPU().Seconds()*1000/float64(pods), fmt.Sprintf("%s-%s-cpu-ms-per-pod", prefix, n))
+			b.ReportMetric(cost.Requests/float64(pods), fmt.Sprintf("%s-%s-requests-per-pod", prefix, n))
+		}
+	}
+}
