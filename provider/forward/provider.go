@@ -172,11 +172,19 @@ func (p *Provider) Run(ctx context.Context) error {
 	return nil
 }
 
-// NotifyPods registers the callback that carries statuses to the parent.
+// NotifyPods registers the callback that carries statuses to the parent,
+// and sends it the status of every delegate there already is. The
+// delegate informer synced before virtual-kubelet asked (Run), so what it
+// saw then went nowhere: after a restart, a delegate that went Running
+// while the agent was down would otherwise never be reported until it
+// changed again.
 func (p *Provider) NotifyPods(_ context.Context, cb func(*corev1.Pod)) {
 	p.mu.Lock()
 	p.notify = cb
 	p.mu.Unlock()
+	for _, obj := range p.delegates.GetStore().List() {
+		p.delegateChanged(obj)
+	}
 }
 
 func (p *Provider) send(pod *corev1.Pod) {

@@ -1,0 +1,47 @@
+package forward
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+// After a restart the delegate informer has synced before virtual-kubelet
+// registers its callback: NotifyPods replays the delegates, so that a
+// delegate that went Running while the agent was down is reported.
+func TestNotifyPodsReplaysExistingDelegates(t *testing.T) {
+	parentPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "app", UID: "u1"},
+		Spec: corev1.PodSpec{NodeName: "leaf"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	parentPods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	require.NoError(t, parentPods.Add(parentPod))
+	child := fake.NewClientset(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "app", Labels: map[string]string{api.LabelTargetUID: testTargetUID},
+			Annotations: map[string]string{api.AnnotationParentPod: "app/web", api.AnnotationOrigin: "mid/app/web/u1"}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7"},
+	})
+	p, err := New(Config{TargetName: "to-mid", TargetUID: testTargetUID, ClusterName: "leaf", ParentName: "mid",
+		Parent: fake.NewClientset(parentPod), ParentPods: corelisters.NewPodLister(parentPods), Child: child,
+		Recorder: record.NewFakeRecorder(10), ChildRecorder: record.NewFakeRecorder(10)})
+	require.NoError(t, err)
+	require.NoError(t, p.Run(t.Context()))
+
+	got := make(chan *corev1.Pod, 10)
+	p.NotifyPods(t.Context(), func(pod *corev1.Pod) { got <- pod })
+	select {
+	case pod := <-got:
+		require.Equal(t, "web", pod.Name)
+		require.Equal(t, corev1.PodRunning, pod.Status.Phase)
+		require.Equal(t, "10.0.0.7", pod.Status.PodIP)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the delegate's status was never sent")
+	}
+}
