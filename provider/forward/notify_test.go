@@ -16,8 +16,10 @@ import (
 )
 
 // After a restart the delegate informer has synced before virtual-kubelet
-// registers its callback: NotifyPods replays the delegates, so that a
-// delegate that went Running while the agent was down is reported.
+// registers its callback: the first GetPod of a pod (virtual-kubelet's
+// sync of it) reports its delegate's status, so that a delegate that went
+// Running while the agent was down is reported; later ones do not repeat
+// it.
 func TestNotifyPodsReplaysExistingDelegates(t *testing.T) {
 	parentPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "app", UID: "u1"},
 		Spec: corev1.PodSpec{NodeName: "leaf"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
@@ -36,6 +38,10 @@ func TestNotifyPodsReplaysExistingDelegates(t *testing.T) {
 
 	got := make(chan *corev1.Pod, 10)
 	p.NotifyPods(t.Context(), func(pod *corev1.Pod) { got <- pod })
+	for range 3 {
+		_, err := p.GetPod(t.Context(), "app", "web")
+		require.NoError(t, err)
+	}
 	select {
 	case pod := <-got:
 		require.Equal(t, "web", pod.Name)
@@ -43,5 +49,10 @@ func TestNotifyPodsReplaysExistingDelegates(t *testing.T) {
 		require.Equal(t, "10.0.0.7", pod.Status.PodIP)
 	case <-time.After(5 * time.Second):
 		t.Fatal("the delegate's status was never sent")
+	}
+	select {
+	case pod := <-got:
+		t.Fatalf("sent again: %v", pod.Status.Phase)
+	case <-time.After(200 * time.Millisecond):
 	}
 }

@@ -81,6 +81,9 @@ type Provider struct {
 	deleting map[types.UID]bool        // parent pods whose delegate we delete
 	failed   map[types.UID]*corev1.Pod // parent pods failed here (loop, bounce, delegate lost)
 	timers   map[types.UID]clock.Timer // bounce timers
+	// looked are the parent pods virtual-kubelet has asked about since
+	// this provider started (see GetPod).
+	looked map[types.UID]bool
 }
 
 const indexParent = "parent"
@@ -139,6 +142,7 @@ func New(cfg Config) (*Provider, error) {
 		deleting:  map[types.UID]bool{},
 		failed:    map[types.UID]*corev1.Pod{},
 		timers:    map[types.UID]clock.Timer{},
+		looked:    map[types.UID]bool{},
 	}
 	p.deps = newDependencies(p)
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -172,19 +176,11 @@ func (p *Provider) Run(ctx context.Context) error {
 	return nil
 }
 
-// NotifyPods registers the callback that carries statuses to the parent,
-// and sends it the status of every delegate there already is. The
-// delegate informer synced before virtual-kubelet asked (Run), so what it
-// saw then went nowhere: after a restart, a delegate that went Running
-// while the agent was down would otherwise never be reported until it
-// changed again.
+// NotifyPods registers the callback that carries statuses to the parent.
 func (p *Provider) NotifyPods(_ context.Context, cb func(*corev1.Pod)) {
 	p.mu.Lock()
 	p.notify = cb
 	p.mu.Unlock()
-	for _, obj := range p.delegates.GetStore().List() {
-		p.delegateChanged(obj)
-	}
 }
 
 func (p *Provider) send(pod *corev1.Pod) {
@@ -238,7 +234,27 @@ func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Po
 	if parent == nil {
 		return asParent(nil, d), nil
 	}
-	return asParent(parent, d), nil
+	up := asParent(parent, d)
+	p.reportOnFirstLook(parent, up)
+	return up, nil
+}
+
+// reportOnFirstLook sends up the status of a parent pod the first time
+// virtual-kubelet asks about it (when its pod controller syncs the pod,
+// at its start and on every change). The delegate informer syncs before
+// virtual-kubelet registers its callback and knows its pods (Run), so
+// what it saw then went nowhere: after a restart, a delegate that went
+// Running while the agent was down would otherwise be reported only when
+// it changed again. The callback may wait for virtual-kubelet's cache, so
+// it is not called here.
+func (p *Provider) reportOnFirstLook(parent, up *corev1.Pod) {
+	p.mu.Lock()
+	first := !p.looked[parent.UID]
+	p.looked[parent.UID] = true
+	p.mu.Unlock()
+	if first && !sameStatus(parent.Status, up.Status) {
+		go p.send(up.DeepCopy())
+	}
 }
 
 // GetPodStatus returns the status of GetPod.

@@ -182,6 +182,9 @@ func (p *Provider) delegateDeleted(obj any) {
 		return
 	}
 	p.deps.enqueueGC(d.Namespace)
+	p.mu.Lock()
+	delete(p.looked, originUID(d))
+	p.mu.Unlock()
 	parent := p.parentOf(d)
 	if parent == nil {
 		return
