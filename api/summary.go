@@ -186,3 +186,19 @@ func (s *Summary) branchNames() []string {
 	}
 	return s.Branches
 }
+
+// FoldedKeys are the group keys g lists values of or counts in Others (see
+// Values), sorted: keys folded to keep the summary small.
+func (g *Group) FoldedKeys() []string {
+	keys := make([]string, 0, len(g.Values)+len(g.Others))
+	for k := range g.Values {
+		keys = append(keys, k)
+	}
+	for k := range g.Others {
+		if _, ok := g.Values[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}

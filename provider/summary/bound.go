@@ -156,7 +156,7 @@ func capValues(groups []api.Group, limit int) {
 func mergeTaints(s *api.Summary) bool {
 	byID := map[string]*api.Group{}
 	for _, g := range s.Groups {
-		id := groupID(g.Labels, nil, foldedKeys(g))
+		id := groupID(g.Labels, nil, g.FoldedKeys())
 		if prev, ok := byID[id]; ok {
 			prev.Taints = commonTaints(prev.Taints, g.Taints)
 		}

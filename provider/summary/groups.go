@@ -103,19 +103,7 @@ func mergeInto(byID map[string]*api.Group, id string, g api.Group) {
 }
 
 // idOf is the identity of a group: its labels, folded keys and taints.
-func idOf(g api.Group) string { return groupID(g.Labels, g.Taints, foldedKeys(g)) }
-
-// foldedKeys are the keys g lists values of, or counts in Others, sorted.
-func foldedKeys(g api.Group) []string {
-	keys := slices.Collect(maps.Keys(g.Values))
-	for k := range g.Others {
-		if _, ok := g.Values[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	return keys
-}
+func idOf(g api.Group) string { return groupID(g.Labels, g.Taints, g.FoldedKeys()) }
 
 // finish returns the groups sorted by canonical key, each with its best
 // shapes only.

@@ -44,16 +44,15 @@ func newLink(child, parent *localcluster.Cluster) (*Link, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parent %s: %w", parent.Name, err)
 	}
-	port, err := localcluster.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	listen := fmt.Sprintf("127.0.0.1:%d", port)
-	p := toxiproxy.NewProxy(toxiServer, child.Name+"->"+parent.Name, listen, u.Host)
+	// Port 0: the proxy keeps the port the kernel gives it. A port found
+	// free first and bound later could be taken in between by a process
+	// of another cluster starting at the same time.
+	p := toxiproxy.NewProxy(toxiServer, child.Name+"->"+parent.Name, "127.0.0.1:0", u.Host)
 	if err := p.Start(); err != nil {
 		return nil, fmt.Errorf("starting the link %s -> %s: %w", child.Name, parent.Name, err)
 	}
-	return &Link{Child: child.Name, Parent: parent.Name, URL: "https://" + listen, proxy: p}, nil
+	// Start sets Listen to the address it bound; Restore binds it again.
+	return &Link{Child: child.Name, Parent: parent.Name, URL: "https://" + p.Listen, proxy: p}, nil
 }
 
 // Cut refuses new connections and resets those open (the parent is

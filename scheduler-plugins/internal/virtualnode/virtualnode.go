@@ -79,7 +79,7 @@ func GroupMatches(pod *corev1.Pod, n *corev1.Node, g *api.Group, affinity nodeaf
 		return false
 	}
 	gn := GroupNode(n, g)
-	folded := foldedKeys(g)
+	folded := g.FoldedKeys()
 	if len(folded) == 0 {
 		ok, _ := affinity.Match(gn)
 		return ok
@@ -121,18 +121,6 @@ func GroupMatches(pod *corev1.Pod, n *corev1.Node, g *api.Group, affinity nodeaf
 
 // maxCombinations bounds the label sets GroupMatches tries.
 const maxCombinations = 256
-
-// foldedKeys are the keys g lists values of or counts in Others, sorted.
-func foldedKeys(g *api.Group) []string {
-	keys := slices.Collect(maps.Keys(g.Values))
-	for k := range g.Others {
-		if _, ok := g.Values[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	return keys
-}
 
 // candidates are the values of folded key k worth trying for the pod (nil
 // stands for a node without the key). A value the pod does not name
