@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,8 +77,19 @@ func TestLostChildEndpoints(t *testing.T) {
 		require.NoError(t, err, "%s: endpoints of web in %s are %v, want %v", what, cluster, got, want)
 	}
 	waitEndpoints("before the cut", "root", map[string]int{"east/ready": before["east"], "west/ready": before["west"]}, time.Minute)
-	eastEndpoints, err := endpointsByNode(ctx, "east", ns, "web")
-	require.NoError(t, err)
+	// East's own copy of the Service lists its pods, on its kwok nodes.
+	var eastEndpoints map[string]int
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		eastEndpoints, err = endpointsByNode(ctx, "east", ns, "web")
+		ready := 0
+		for k, n := range eastEndpoints {
+			if strings.HasSuffix(k, "/ready") {
+				ready += n
+			}
+		}
+		return err == nil && ready == before["east"], nil
+	})
+	require.NoError(t, err, "east's copy of web has endpoints %v, want %d ready", eastEndpoints, before["east"])
 
 	link := tree.Link("east", "root")
 	link.Cut()

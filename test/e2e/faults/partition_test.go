@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/localcluster"
 )
 
 // deployment runs replicas over both regions, evicted 5 s after their node
@@ -44,8 +45,33 @@ func deployment(ns, name string, replicas int32) *appsv1.Deployment {
 	}
 }
 
+// namespace makes a namespace at the root for the test, once both
+// children are Ready there without a taint of the node lifecycle: a test
+// starts on a whole tree whatever the one before it left.
 func namespace(t *testing.T) string {
 	t.Helper()
+	var why string
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, child := range []string{"east", "west"} {
+			n, err := env.Cluster("root").Client.CoreV1().Nodes().Get(ctx, child, metav1.GetOptions{})
+			if err != nil {
+				why = err.Error()
+				return false, nil
+			}
+			if !localcluster.NodeReady(n) {
+				why = child + " is not Ready at the root"
+				return false, nil
+			}
+			for _, taint := range n.Spec.Taints {
+				if taint.Key == corev1.TaintNodeUnreachable || taint.Key == corev1.TaintNodeNotReady {
+					why = child + " is tainted " + taint.Key
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+	require.NoError(t, err, "the tree is not whole: %s", why)
 	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
 	require.NoError(t, env.Cluster("root").EnsureNamespace(t.Context(), ns))
 	return ns
