@@ -51,19 +51,25 @@ func startEtcd(ctx context.Context, bins *Binaries, dir string, procs *processGr
 	}
 	procs.add(p)
 	e := &Etcd{URL: clientURL, process: p}
-	err = waitHealthy(ctx, p, 60*time.Second, func(ctx context.Context) bool {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, clientURL+"/health", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	err = waitHealthy(ctx, p, 60*time.Second, func(ctx context.Context) bool { return httpOK(ctx, clientURL+"/health") })
 	if err != nil {
 		return nil, err
 	}
 	return e, nil
+}
+
+// httpOK reports whether a GET of url answers 200.
+func httpOK(ctx context.Context, url string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // waitHealthy polls ok until it is true, failing fast with the log tail when

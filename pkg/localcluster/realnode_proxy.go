@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/x509/pkix"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -78,18 +77,7 @@ func (n *RealNode) startKubeProxy(ctx context.Context, rt *NodeRuntime) error {
 	if err := n.recordProcess(p, &n.record.KubeProxy); err != nil {
 		return err
 	}
-	err = waitHealthy(ctx, p, time.Minute, func(ctx context.Context) bool {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+healthz+"/healthz", nil)
-		if err != nil {
-			return false
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	err = waitHealthy(ctx, p, time.Minute, func(ctx context.Context) bool { return httpOK(ctx, "http://"+healthz+"/healthz") })
 	if err != nil {
 		return fmt.Errorf("kube-proxy: %w", err)
 	}

@@ -16,11 +16,9 @@ import (
 
 	"github.com/nestlet/nestlet/test/framework"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/utils/ptr"
@@ -154,16 +152,7 @@ func TestPortForwardServiceAndDeployment(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := t.Context()
 	root := env.Cluster("root").Client
-	labels := map[string]string{"app": "web"}
-	_, err := root.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: appPodSpec()}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = root.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromString("http")}}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	webAtRoot(t, ns, 1)
 
 	var pod corev1.Pod
 	eventually(t, 2*time.Minute, "one Ready pod of web at the root", func() (bool, string) {

@@ -22,17 +22,7 @@ import (
 func TestClientInLeafReachesServiceByClusterIP(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := t.Context()
-	root := env.Cluster("root").Client
-	labels := map[string]string{"app": "web"}
-	_, err := root.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: appPodSpec()}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	rootSvc, err := root.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromString("http")}}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	rootSvc := webAtRoot(t, ns, 2)
 
 	leaf := env.Cluster("leaf").Client
 	var copyIP string
@@ -74,4 +64,24 @@ func TestClientInLeafReachesServiceByClusterIP(t *testing.T) {
 		seen[out] = true
 	}
 	t.Logf("10 requests to %s:80 answered by %d of web's 2 pods", copyIP, len(seen))
+}
+
+// webAtRoot makes, at the root, a Deployment "web" of the demo app with
+// replicas pods and a Service "web" on port 80 to their http port; it
+// returns the Service.
+func webAtRoot(t *testing.T, ns string, replicas int32) *corev1.Service {
+	t.Helper()
+	ctx := t.Context()
+	root := env.Cluster("root").Client
+	labels := map[string]string{"app": "web"}
+	_, err := root.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: appPodSpec()}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	svc, err := root.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromString("http")}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return svc
 }
