@@ -3,6 +3,7 @@ package hollow
 import (
 	"context"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,26 +33,24 @@ func TestChildAgentRuns(t *testing.T) {
 	defer c.Stop()
 	require.Equal(t, "parent-127-0-0-1-"+addr[strings.LastIndex(addr, ":")+1:], c.Target)
 
+	// Wait on the child's own record of the conditions (its watch), not on a
+	// Get: a Get can see the condition before the watch has delivered it.
 	var last *v1alpha1.Target
 	err = wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		if _, unreachable := c.FirstReason(v1alpha1.ConditionJoined, v1alpha1.ReasonParentUnreachable); !unreachable {
+			return false, nil
+		}
 		tg, err := c.Targets.Get(ctx, c.Target, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
 		last = tg
-		for _, cond := range tg.Status.Conditions {
-			if cond.Type == v1alpha1.ConditionJoined && cond.Reason == v1alpha1.ReasonParentUnreachable {
-				return true, nil
-			}
-		}
-		return false, nil
+		return err == nil, err
 	})
 	require.NoError(t, err, "last status: %+v", last)
+	require.True(t, slices.ContainsFunc(last.Status.Conditions, func(cond metav1.Condition) bool {
+		return cond.Type == v1alpha1.ConditionJoined && cond.Reason == v1alpha1.ReasonParentUnreachable
+	}), "last status: %+v", last.Status)
 	require.Contains(t, last.Finalizers, "nestlet.io/cleanup")
 	_, joined := c.FirstTrue(v1alpha1.ConditionJoined)
 	require.False(t, joined)
-	_, unreachable := c.FirstReason(v1alpha1.ConditionJoined, v1alpha1.ReasonParentUnreachable)
-	require.True(t, unreachable)
 	require.NoError(t, c.Err())
 	c.Stop()
 	c.Stop() // idempotent
