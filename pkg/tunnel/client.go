@@ -35,8 +35,12 @@ type ClientConfig struct {
 	// that verifies its serving certificate.
 	URL string
 	CA  []byte
-	// Certificate is the node's client certificate in the parent.
-	Certificate tls.Certificate
+	// Certificate is the node's client certificate in the parent, or
+	// GetClientCertificate (which wins when set) returns the one to present
+	// at each connect: a renewed certificate is used from the next
+	// reconnect on, and the tunnel up meanwhile is kept.
+	Certificate          tls.Certificate
+	GetClientCertificate func(*tls.CertificateRequestInfo) (*tls.Certificate, error)
 	// Handler serves the kubelet API requests that arrive through the
 	// tunnel (already authenticated and authorised by the proxy).
 	Handler http.Handler
@@ -60,9 +64,10 @@ func Run(ctx context.Context, cfg ClientConfig) error {
 	dialer := &websocket.Dialer{
 		HandshakeTimeout: 10 * time.Second,
 		TLSClientConfig: &tls.Config{
-			RootCAs:      pool,
-			Certificates: []tls.Certificate{cfg.Certificate},
-			MinVersion:   tls.VersionTLS12,
+			RootCAs:              pool,
+			Certificates:         []tls.Certificate{cfg.Certificate},
+			GetClientCertificate: cfg.GetClientCertificate,
+			MinVersion:           tls.VersionTLS12,
 		},
 	}
 	l := newPipeListener()

@@ -75,35 +75,35 @@ func (r *runner) requestIdentity(ctx context.Context, client kubernetes.Interfac
 }
 
 // renew gets a new certificate with the current one, or with the bootstrap
-// token if the parent does not let nodes renew.
-func (r *runner) renew(ctx context.Context, old *join.Identity) error {
+// token if the parent does not let nodes renew, and stores it.
+func (r *runner) renew(ctx context.Context, old *join.Identity) (*join.Identity, error) {
 	logger := klog.FromContext(ctx)
 	parent := &join.Parent{URL: old.ParentURL, CAData: old.CAData, ClusterName: old.ParentClusterName}
 	client, err := kubernetes.NewForConfig(old.RESTConfig())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	id, err := r.requestIdentity(ctx, client, parent)
 	if err != nil {
 		logger.Info("Renewing with the node certificate failed, trying the bootstrap token", "err", err)
 		token, terr := r.token(ctx)
 		if terr != nil {
-			return err
+			return nil, err
 		}
 		bootstrap, berr := kubernetes.NewForConfig(&rest.Config{Host: parent.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: parent.CAData}})
 		if berr != nil {
-			return berr
+			return nil, berr
 		}
 		if id, err = r.requestIdentity(ctx, bootstrap, parent); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	store := join.Store{Client: r.a.client, Namespace: r.a.cfg.Namespace}
 	if err := store.Save(ctx, r.target.Name, id); err != nil {
-		return err
+		return nil, err
 	}
 	logger.Info("Renewed node certificate", "notAfter", id.NotAfter())
-	return nil
+	return id, nil
 }
 
 func (r *runner) setJoining(ctx context.Context, reason, msg string) {

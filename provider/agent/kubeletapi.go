@@ -118,7 +118,7 @@ func (l *lazyDelegates) GetPods(ctx context.Context) ([]*corev1.Pod, error) {
 // setupKubeletAPI picks the mode for this parent and prepares the server;
 // run starts it (the tunnel, or the listener, already bound so that its
 // port is known before the node registers).
-func (r *runner) setupKubeletAPI(ctx context.Context, id *join.Identity, nodeClient kubernetes.Interface, delegates *lazyDelegates) (*kubeletAPI, error) {
+func (r *runner) setupKubeletAPI(ctx context.Context, id *join.Identity, cert *join.ClientCert, nodeClient kubernetes.Interface, delegates *lazyDelegates) (*kubeletAPI, error) {
 	mode := r.a.cfg.KubeletAPI
 	var info, proxy map[string]string
 	if mode == KubeletAPIAuto || mode == KubeletAPITunnel {
@@ -158,13 +158,9 @@ func (r *runner) setupKubeletAPI(ctx context.Context, id *join.Identity, nodeCli
 	switch mode {
 	case KubeletAPITunnel:
 		k.endpoint = info[api.ClusterInfoProxyKubeletEndpoint]
-		cert, err := tls.X509KeyPair(id.CertData, id.KeyData)
-		if err != nil {
-			return nil, fmt.Errorf("node certificate: %w", err)
-		}
 		cfg := tunnel.ClientConfig{
 			URL: info[api.ClusterInfoProxyTunnelURL], CA: []byte(info[api.ClusterInfoProxyCA]),
-			Certificate: cert, Handler: srv.Handler(),
+			GetClientCertificate: cert.GetClientCertificate, Handler: srv.Handler(),
 		}
 		k.run = func(ctx context.Context) {
 			if err := tunnel.Run(ctx, cfg); err != nil {

@@ -29,10 +29,6 @@ var terminalReasons = map[string]bool{
 	v1alpha1.ReasonCSRDenied:   true,
 }
 
-// errRenewed ends a run after the node certificate was renewed, to start
-// again at once with the new one.
-var errRenewed = errors.New("node certificate renewed")
-
 // errReconnected ends a run when the parent is reachable again after an
 // outage, to start afresh at once: client-go's informers back off up to
 // 30 s between attempts, which would delay what the parent decided
@@ -83,7 +79,7 @@ func (r *runner) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if errors.Is(err, errRenewed) || errors.Is(err, errProxyChanged) || errors.Is(err, errReconnected) {
+		if errors.Is(err, errProxyChanged) || errors.Is(err, errReconnected) {
 			switch {
 			case errors.Is(err, errProxyChanged):
 				logger.Info("The parent's nestlet-proxy changed; restarting the virtual node's kubelet API")
@@ -129,7 +125,15 @@ func (r *runner) once(ctx context.Context) error {
 		return err
 	}
 	r.setJoined(ctx, id)
-	nodeClient, err := kubernetes.NewForConfig(id.RESTConfig())
+	cert, err := join.NewClientCert(id)
+	if err != nil {
+		return err
+	}
+	cfg, err := id.RotatingRESTConfig(cert)
+	if err != nil {
+		return err
+	}
+	nodeClient, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
@@ -138,7 +142,7 @@ func (r *runner) once(ctx context.Context) error {
 		return err
 	}
 	delegates := &lazyDelegates{}
-	kapi, err := r.setupKubeletAPI(ctx, id, nodeClient, delegates)
+	kapi, err := r.setupKubeletAPI(ctx, id, cert, nodeClient, delegates)
 	if err != nil {
 		return err
 	}
@@ -181,28 +185,44 @@ func (r *runner) once(ctx context.Context) error {
 		metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReporting,
 			Message: fmt.Sprintf("virtual node %s is registered in the parent and reports every %s; %s", t.Spec.ClusterName, reportFrequency(t), kapi.describe())})
 
-	renew := r.a.cfg.Clock.After(id.RenewAt().Sub(r.a.cfg.Clock.Now()))
 	proxyChanged := r.watchProxy(runCtx, nodeClient, kapi)
-	select {
-	case <-r.reconnected:
-		return errReconnected
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-proxyChanged:
-		return errProxyChanged
-	case <-nc.Done():
-		return nodeError(nc.Err(), t)
-	case <-pc.Done():
-		return join.Errorf(v1alpha1.ReasonNodeError, pc.Err(), "forwarding pods stopped")
-	case <-renew:
-		cancel()
-		<-nc.Done()
-		if err := r.renew(ctx, id); err != nil {
-			return err
+	renew := r.a.cfg.Clock.After(id.RenewAt().Sub(r.a.cfg.Clock.Now()))
+	for {
+		select {
+		case <-r.reconnected:
+			return errReconnected
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-proxyChanged:
+			return errProxyChanged
+		case <-nc.Done():
+			return nodeError(nc.Err(), t)
+		case <-pc.Done():
+			return join.Errorf(v1alpha1.ReasonNodeError, pc.Err(), "forwarding pods stopped")
+		case <-renew:
+			next, err := r.renew(ctx, id)
+			if err == nil {
+				err = cert.Rotate(next)
+			}
+			now := r.a.cfg.Clock.Now()
+			if err != nil {
+				if !now.Before(id.NotAfter()) {
+					return join.Errorf(v1alpha1.ReasonNodeError, err, "the node certificate expired and could not be renewed; joining again")
+				}
+				retry := min(renewRetry, id.NotAfter().Sub(now)/4)
+				klog.FromContext(ctx).Error(err, "Renewing the node certificate failed; retrying while the current one is valid", "notAfter", id.NotAfter(), "after", retry)
+				renew = r.a.cfg.Clock.After(retry)
+				continue
+			}
+			id = next
+			r.setJoined(ctx, id)
+			renew = r.a.cfg.Clock.After(id.RenewAt().Sub(now))
 		}
-		return errRenewed
 	}
 }
+
+// renewRetry is the longest wait before renewing again after a failure.
+const renewRetry = 30 * time.Second
 
 // setJoined records the identity in the Target's status.
 func (r *runner) setJoined(ctx context.Context, id *join.Identity) {
