@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,6 +47,11 @@ type ClusterOptions struct {
 	// KwokPortForwardTarget is the host:port kwok connects every pod
 	// port-forward to (none when empty).
 	KwokPortForwardTarget string
+	// OwnEtcd gives the cluster an etcd member of its own (process "etcd"
+	// of the cluster, Cluster.Process) instead of a prefix of the
+	// Environment's shared one, so that a test can stop and restart this
+	// cluster's storage alone.
+	OwnEtcd bool
 }
 
 // Cluster is a running control plane with kwok kubelets.
@@ -171,6 +177,14 @@ func startCluster(ctx context.Context, bins *Binaries, etcd *Etcd, baseDir strin
 	}
 	c.CAPath = c.ca.CertPath
 
+	if opts.OwnEtcd {
+		own, err := startEtcd(ctx, bins, dir, procs)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", opts.Name, err)
+		}
+		c.own = append(c.own, own.process) // already in procs
+		etcd = own
+	}
 	if _, err := c.startAPIServer(ctx, bins, etcd, pki, ports[0]); err != nil {
 		return nil, err
 	}
@@ -393,7 +407,7 @@ func (c *Cluster) Anonymous() *rest.Config {
 // Stop stops the cluster's real nodes and processes (not the shared etcd).
 func (c *Cluster) Stop() {
 	_ = c.stopRealNodes()
-	for _, p := range c.own {
+	for _, p := range slices.Backward(c.own) { // its own etcd last
 		p.Stop(10 * time.Second)
 	}
 }

@@ -185,7 +185,12 @@ func (r *runner) once(ctx context.Context) error {
 		metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReporting,
 			Message: fmt.Sprintf("virtual node %s is registered in the parent and reports every %s; %s", t.Spec.ClusterName, reportFrequency(t), kapi.describe())})
 
-	proxyChanged := r.watchProxy(runCtx, nodeClient, kapi)
+	return r.hold(ctx, id, cert, nc, pc, r.watchProxy(runCtx, nodeClient, kapi))
+}
+
+// hold keeps a started run going, renewing the node certificate in place,
+// until something ends it.
+func (r *runner) hold(ctx context.Context, id *join.Identity, cert *join.ClientCert, nc *node.NodeController, pc *node.PodController, proxyChanged <-chan struct{}) error {
 	renew := r.a.cfg.Clock.After(id.RenewAt().Sub(r.a.cfg.Clock.Now()))
 	for {
 		select {
@@ -196,7 +201,7 @@ func (r *runner) once(ctx context.Context) error {
 		case <-proxyChanged:
 			return errProxyChanged
 		case <-nc.Done():
-			return nodeError(nc.Err(), t)
+			return nodeError(nc.Err(), r.target)
 		case <-pc.Done():
 			return join.Errorf(v1alpha1.ReasonNodeError, pc.Err(), "forwarding pods stopped")
 		case <-renew:

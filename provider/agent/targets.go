@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -47,7 +48,11 @@ func newTargetController(a *Agent) *targetController {
 	tc := &targetController{
 		a:        a,
 		informer: inf,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		// A Target that cannot leave its parent (unreachable) is retried
+		// every 30 s at most, so that it leaves soon after the parent is
+		// back (the default limiter waits up to 1000 s).
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, leaveRetryMax),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "targets"}),
 	}
 	a.targetLister = inf.GetIndexer()
@@ -155,6 +160,13 @@ func (a *Agent) stopRunner(name string) {
 	}
 }
 
+const (
+	// leaveTimeout bounds the requests to the parent when leaving it.
+	leaveTimeout = 15 * time.Second
+	// leaveRetryMax is the longest wait between two tries of a Target.
+	leaveRetryMax = 30 * time.Second
+)
+
 // leave removes the virtual node from the parent and forgets the identity.
 func (a *Agent) leave(ctx context.Context, t *v1alpha1.Target) error {
 	logger := klog.FromContext(ctx).WithValues("target", t.Name)
@@ -168,7 +180,11 @@ func (a *Agent) leave(ctx context.Context, t *v1alpha1.Target) error {
 		if err != nil {
 			return err
 		}
-		err = deleteOwnNode(ctx, nodeClient, t.Spec.ClusterName, a.clusterUID)
+		// A parent that accepts connections and never answers must not
+		// hold this worker.
+		pctx, cancel := context.WithTimeout(ctx, leaveTimeout)
+		err = deleteOwnNode(pctx, nodeClient, t.Spec.ClusterName, a.clusterUID)
+		cancel()
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
 			logger.Info("Removed virtual node from parent", "node", t.Spec.ClusterName)

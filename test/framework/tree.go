@@ -41,6 +41,8 @@ type TreeEnv struct {
 	MetricsURL map[string]string
 	// Links holds the link of each edge {child, parent} (with Tree.Links).
 	Links map[[2]string]*Link
+
+	joinArgs []string
 }
 
 // Link returns the link from child to parent (Tree.Links).
@@ -54,7 +56,7 @@ func StartTree(ctx context.Context, cfg localcluster.Config, tree Tree) (*TreeEn
 	if err != nil {
 		return nil, err
 	}
-	te := &TreeEnv{Environment: env, Targets: map[string]string{}, MetricsURL: map[string]string{}, Links: map[[2]string]*Link{}}
+	te := &TreeEnv{Environment: env, Targets: map[string]string{}, MetricsURL: map[string]string{}, Links: map[[2]string]*Link{}, joinArgs: tree.JoinArgs}
 	if err := te.setup(ctx, tree); err != nil {
 		te.closeLinks()
 		env.Stop()
@@ -119,6 +121,22 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// Rejoin joins child to parent again (after a test deleted its Target), as
+// StartTree did: through the edge's link when there is one, with the tree's
+// join arguments; it returns once the new Target is Ready.
+func (te *TreeEnv) Rejoin(ctx context.Context, child, parent string) error {
+	opts := localcluster.JoinOptions{ExtraJoinArgs: te.joinArgs}
+	if l := te.Link(child, parent); l != nil {
+		opts.ParentURL = l.URL
+	}
+	name, err := localcluster.Join(ctx, te.Cluster(parent), te.Cluster(child), opts)
+	if err != nil {
+		return err
+	}
+	te.Targets[child] = name
 	return nil
 }
 

@@ -1,0 +1,129 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+// statefulSet runs replicas spread over both regions, evicted 5 s after
+// their node becomes unreachable.
+func statefulSet(ns, name string, replicas int32) *appsv1.StatefulSet {
+	d := deployment(ns, name, replicas)
+	spec := d.Spec.Template.Spec
+	// A tainted (unreachable) region is no domain of the spread: a pod
+	// made again while east is cut off may go to west.
+	spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "topology.kubernetes.io/region",
+		WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: d.Spec.Selector, NodeTaintsPolicy: ptr.To(corev1.NodeInclusionPolicyHonor)}}
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            ptr.To(replicas),
+			Selector:            d.Spec.Selector,
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			Template:            corev1.PodTemplateSpec{ObjectMeta: d.Spec.Template.ObjectMeta, Spec: spec},
+		},
+	}
+}
+
+// runningDelegates maps each root pod name of ns to the origins
+// ("root/<uid>") of its live delegates in east and west, by leaf.
+func runningDelegates(ctx context.Context, ns string) (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, leaf := range []string{"east", "west"} {
+		list, err := env.Cluster(leaf).Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range list.Items {
+			if d.DeletionTimestamp != nil || d.Status.Phase != corev1.PodRunning {
+				continue
+			}
+			parent := strings.TrimPrefix(d.Annotations[api.AnnotationParentPod], ns+"/")
+			out[parent] = append(out[parent], leaf+":"+d.Annotations[api.AnnotationOrigin])
+		}
+	}
+	return out, nil
+}
+
+// A StatefulSet pod of a cut-off child is not replaced while the child is
+// unreachable (it stays Terminating at the root, as on a partitioned node),
+// so it runs once. Force-deleting it at the root opens the window that
+// Kubernetes documents for a partitioned node: the StatefulSet makes it
+// again elsewhere while the cut-off child still runs the old one. After the
+// heal the child deletes the old one: every ordinal runs exactly once, as
+// the root's pod of that name.
+func TestStatefulSetRunsOnceAfterHeal(t *testing.T) {
+	ctx := t.Context()
+	ns := namespace(t)
+	const replicas = 2
+	root := env.Cluster("root").Client
+	_, err := root.AppsV1().StatefulSets(ns).Create(ctx, statefulSet(ns, "db", replicas), metav1.CreateOptions{})
+	require.NoError(t, err)
+	byNode := settle(t, ns, replicas, 2*time.Minute)
+	require.Equal(t, map[string]int{"east": 1, "west": 1}, byNode, "one replica per region")
+	var inEast *corev1.Pod
+	pods, err := root.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for i := range pods.Items {
+		if pods.Items[i].Spec.NodeName == "east" {
+			inEast = &pods.Items[i]
+		}
+	}
+	require.NotNil(t, inEast)
+
+	link := tree.Link("east", "root")
+	link.Cut()
+	defer func() { _ = link.Restore() }()
+	// Evicted at the root: Terminating, not replaced, while east runs it.
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := root.CoreV1().Pods(ns).Get(ctx, inEast.Name, metav1.GetOptions{})
+		return err == nil && p.DeletionTimestamp != nil, nil
+	})
+	require.NoError(t, err, "%s never evicted from the unreachable east", inEast.Name)
+	for range 3 { // a few reconciliations of the StatefulSet controller
+		p, err := root.CoreV1().Pods(ns).Get(ctx, inEast.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, inEast.UID, p.UID, "not replaced while its node is unreachable")
+		running, err := runningDelegates(ctx, ns)
+		require.NoError(t, err)
+		require.Len(t, running[inEast.Name], 1, "runs once while cut off: %v", running)
+		time.Sleep(2 * time.Second)
+	}
+
+	// The documented window: an operator force-deletes it.
+	require.NoError(t, root.CoreV1().Pods(ns).Delete(ctx, inEast.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
+	var twice []string
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		running, err := runningDelegates(ctx, ns)
+		twice = running[inEast.Name]
+		return err == nil && len(twice) == 2, nil
+	})
+	require.NoError(t, err, "made again in west while east still runs the old one: %v", twice)
+	t.Logf("during the partition, after a force delete, %s runs in: %v", inEast.Name, twice)
+
+	require.NoError(t, link.Restore())
+	healed := time.Now()
+	settle(t, ns, replicas, 2*time.Minute)
+	t.Logf("converged %s after the heal", time.Since(healed).Round(time.Millisecond))
+	running, err := runningDelegates(ctx, ns)
+	require.NoError(t, err)
+	pods, err = root.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, pods.Items, replicas)
+	for _, p := range pods.Items {
+		require.Len(t, running[p.Name], 1, "%s runs exactly once after the heal: %v", p.Name, running)
+		require.True(t, strings.HasSuffix(running[p.Name][0], fmt.Sprintf("root/%s", p.UID)), "%s runs as the root's current pod: %v", p.Name, running[p.Name])
+	}
+}
