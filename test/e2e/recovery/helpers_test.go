@@ -1,0 +1,190 @@
+package recovery
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/pkg/localcluster"
+)
+
+var levels = []string{"root", "mid", "leaf"}
+
+// namespace makes a namespace at the root for the test once mid is Ready
+// at the root and leaf at mid, without a taint of the node lifecycle.
+func namespace(t *testing.T) string {
+	t.Helper()
+	waitWhole(t)
+	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
+	require.NoError(t, env.Cluster("root").EnsureNamespace(t.Context(), ns))
+	return ns
+}
+
+// waitWhole waits until every child is a Ready, untainted node of its
+// parent.
+func waitWhole(t testing.TB) {
+	t.Helper()
+	var why string
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, e := range [][2]string{{"mid", "root"}, {"leaf", "mid"}} {
+			n, err := env.Cluster(e[1]).Client.CoreV1().Nodes().Get(ctx, e[0], metav1.GetOptions{})
+			if err != nil {
+				why = err.Error()
+				return false, nil
+			}
+			if !localcluster.NodeReady(n) {
+				why = e[0] + " is not Ready in " + e[1]
+				return false, nil
+			}
+			for _, taint := range n.Spec.Taints {
+				if taint.Key == corev1.TaintNodeUnreachable || taint.Key == corev1.TaintNodeNotReady {
+					why = e[0] + " is tainted " + taint.Key + " in " + e[1]
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+	require.NoError(t, err, "the tree is not whole: %s", why)
+}
+
+// deployment runs replicas on the kwok nodes of the leaf.
+func deployment(ns, name string, replicas int32) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector: map[string]string{"topology.kubernetes.io/zone": "kwok"},
+					Containers:   []corev1.Container{{Name: "app", Image: "nginx"}},
+				},
+			},
+		},
+	}
+}
+
+// livePods returns the Running, not terminating pods of ns in cluster, by
+// name and UID, and how many pods it holds in all.
+func livePods(ctx context.Context, cluster, ns string) (map[string]string, int, error) {
+	list, err := env.Cluster(cluster).Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, 0, err
+	}
+	live := map[string]string{}
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			live[p.Name] = string(p.UID)
+		}
+	}
+	return live, len(list.Items), nil
+}
+
+// settle waits until every level holds exactly want pods of ns, all
+// Running, and returns them by level.
+func settle(t testing.TB, ns string, want int, timeout time.Duration) map[string]map[string]string {
+	t.Helper()
+	var why string
+	var out map[string]map[string]string
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		out = map[string]map[string]string{}
+		for _, c := range levels {
+			live, all, err := livePods(ctx, c, ns)
+			if err != nil {
+				why = err.Error()
+				return false, nil
+			}
+			if len(live) != want || all != want {
+				why = fmt.Sprintf("%s holds %d pods, %d of them Running and not terminating, want %d", c, all, len(live), want)
+				return false, nil
+			}
+			out[c] = live
+		}
+		return true, nil
+	})
+	require.NoError(t, err, "not settled: %s", why)
+	return out
+}
+
+// phaseRecorder records every change of phase or readiness of the root's
+// pods of a namespace, from a watch.
+type phaseRecorder struct {
+	mu      sync.Mutex
+	last    map[string]string
+	changes []string
+}
+
+func podState(p *corev1.Pod) string {
+	ready := "unknown"
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			ready = string(c.Status)
+		}
+	}
+	return fmt.Sprintf("%s/ready=%s/deleting=%v", p.Status.Phase, ready, p.DeletionTimestamp != nil)
+}
+
+// recordPhases starts recording the root's pods of ns as they are now.
+func recordPhases(t *testing.T, ns string) *phaseRecorder {
+	t.Helper()
+	r := &phaseRecorder{last: map[string]string{}}
+	client := env.Cluster("root").Client.CoreV1().Pods(ns)
+	list, err := client.List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	for i := range list.Items {
+		r.last[list.Items[i].Name] = podState(&list.Items[i])
+	}
+	w, err := client.Watch(t.Context(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	require.NoError(t, err)
+	t.Cleanup(w.Stop)
+	go func() {
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			state := podState(p)
+			if ev.Type == watch.Deleted {
+				state = "deleted"
+			}
+			r.mu.Lock()
+			if r.last[p.Name] != state {
+				r.changes = append(r.changes, fmt.Sprintf("%s: %s -> %s", p.Name, r.last[p.Name], state))
+				r.last[p.Name] = state
+			}
+			r.mu.Unlock()
+		}
+	}()
+	return r
+}
+
+// Changes returns the changes recorded so far.
+func (r *phaseRecorder) Changes() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.changes...)
+}
+
+// sameAs fails unless every level holds exactly the pods of before.
+func sameAs(t *testing.T, ns string, before map[string]map[string]string) {
+	t.Helper()
+	for _, c := range levels {
+		live, _, err := livePods(t.Context(), c, ns)
+		require.NoError(t, err)
+		require.True(t, maps.Equal(before[c], live), "%s: the same pods as before: %v, now %v", c, before[c], live)
+	}
+}

@@ -1,0 +1,105 @@
+package recovery
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/localcluster"
+)
+
+// midDown is how long mid's API server or etcd stays down: longer than the
+// agents' 5 s reconnect threshold, shorter than the root's 20 s grace.
+const midDown = 12 * time.Second
+
+// A restart of mid's API server, then of its etcd (data kept): the root's
+// pods never change phase or readiness, every level keeps exactly its
+// pods, and mid's summary at the root is fresh again within seconds.
+func TestMidControlPlaneRestart(t *testing.T) {
+	for _, process := range []string{"kube-apiserver", "etcd"} {
+		t.Run(process, func(t *testing.T) {
+			ctx := t.Context()
+			ns := namespace(t)
+			_, err := env.Cluster("root").Client.AppsV1().Deployments(ns).Create(ctx, deployment(ns, "steady", 4), metav1.CreateOptions{})
+			require.NoError(t, err)
+			before := settle(t, ns, 4, 2*time.Minute)
+			rec := recordPhases(t, ns)
+			summary := midSummary(t)
+			require.NotNil(t, summary, "mid has a summary at the root")
+
+			p := env.Cluster("mid").Process(process)
+			require.NotNil(t, p, "mid runs its own %s", process)
+			p.Stop(10 * time.Second)
+			restarted := false
+			defer func() {
+				if !restarted {
+					_ = p.Restart()
+				}
+			}()
+			deadline := time.Now().Add(midDown)
+			for time.Now().Before(deadline) {
+				live, _, err := livePods(ctx, "leaf", ns)
+				require.NoError(t, err)
+				require.Equal(t, before["leaf"], live, "the leaf keeps running its pods while mid's %s is down", process)
+				time.Sleep(2 * time.Second)
+			}
+			require.NoError(t, p.Restart())
+			restarted = true
+			back := time.Now()
+
+			err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+				body, err := env.Cluster("mid").Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+				return err == nil && string(body) == "ok", nil
+			})
+			require.NoError(t, err, "mid's API server is not ready again")
+			ready := time.Since(back)
+			// Summaries recover: mid reports again, with what it had.
+			var fresh *api.Summary
+			err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				fresh = midSummary(t)
+				if fresh == nil {
+					return false, nil
+				}
+				at, err := time.Parse(time.RFC3339, fresh.Time)
+				return err == nil && at.After(back), nil
+			})
+			require.NoError(t, err, "mid's summary at the root is not fresh again")
+			reported := time.Since(back)
+			require.Equal(t, summary.Clusters, fresh.Clusters)
+			require.Equal(t, groupNodes(summary), groupNodes(fresh), "the same nodes below mid")
+			settle(t, ns, 4, time.Minute)
+			sameAs(t, ns, before)
+			waitWhole(t)
+			require.Empty(t, rec.Changes(), "no pod at the root changed phase or readiness")
+			t.Logf("mid's %s down %s: its API server ready %s after the restart, its summary fresh at the root after %s",
+				process, midDown, ready.Round(time.Millisecond), reported.Round(time.Millisecond))
+		})
+	}
+}
+
+// midSummary returns the summary of mid's virtual node at the root.
+func midSummary(t *testing.T) *api.Summary {
+	n, err := env.Cluster("root").Client.CoreV1().Nodes().Get(t.Context(), "mid", metav1.GetOptions{})
+	if err != nil || !localcluster.NodeReady(n) {
+		return nil
+	}
+	s, ok := api.ParseSummary(n)
+	if !ok {
+		return nil
+	}
+	return s
+}
+
+// groupNodes counts the nodes of a summary by group labels.
+func groupNodes(s *api.Summary) map[string]int {
+	out := map[string]int{}
+	for _, g := range s.Groups {
+		out[g.Labels["topology.kubernetes.io/zone"]] += g.Nodes
+	}
+	return out
+}
