@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 var levels = []string{"root", "mid", "leaf"}
@@ -25,6 +26,7 @@ var levels = []string{"root", "mid", "leaf"}
 // at the root and leaf at mid, without a taint of the node lifecycle.
 func namespace(t *testing.T) string {
 	t.Helper()
+	framework.NeedRealNodes(t) // the package's tree has a real node
 	waitWhole(t)
 	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
 	require.NoError(t, env.Cluster("root").EnsureNamespace(t.Context(), ns))

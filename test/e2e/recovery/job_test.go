@@ -14,7 +14,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/pkg/localcluster"
-	"github.com/nestlet/nestlet/test/framework"
 )
 
 // containers counts the real node's containers of namespace ns by state.
@@ -37,7 +36,6 @@ func containers(ctx context.Context, ns string) (map[string]int, error) {
 // a restart of mid's API server afterwards runs it again: one pod per
 // level, one container in the leaf's runtime.
 func TestJobRunsOnceAcrossFaults(t *testing.T) {
-	framework.NeedRealNodes(t)
 	ctx := t.Context()
 	ns := namespace(t)
 	job := &batchv1.Job{
