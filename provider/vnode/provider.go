@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -96,6 +97,8 @@ type Provider struct {
 	last  summary.Result
 	avoid map[types.UID]time.Time
 	kick  chan struct{}
+	// pingFailed is set while this cluster's API server is not ready.
+	pingFailed atomic.Bool
 }
 
 // New validates cfg and fills its defaults.
@@ -128,6 +131,12 @@ func (p *Provider) Avoid(owner types.UID, until time.Time) {
 	p.mu.Lock()
 	p.avoid[owner] = until
 	p.mu.Unlock()
+	p.kickReport()
+}
+
+// kickReport has the report loop send the node to the node controller,
+// which posts its status, at once.
+func (p *Provider) kickReport() {
 	select {
 	case p.kick <- struct{}{}:
 	default:
@@ -155,10 +164,30 @@ func (p *Provider) avoidAnnotation() string {
 	return string(data)
 }
 
+// PingRecoveredDelay is how long after the first good ping following a
+// failed one the node's status is posted again: time for virtual-kubelet
+// to record the good result, which it checks before posting.
+const PingRecoveredDelay = time.Second
+
 // Ping fails when this cluster's API server is not ready, so that the
 // parent sees the node go NotReady (virtual-kubelet stops renewing the
-// lease).
-func (p *Provider) Ping(ctx context.Context) error { return p.cfg.Ready(ctx) }
+// lease). The first good ping after a failed one has the node's status
+// posted again shortly after: the parent may have marked the node not
+// ready meanwhile, and virtual-kubelet's node controller posts it on its
+// own only once a minute.
+func (p *Provider) Ping(ctx context.Context) error {
+	if err := p.cfg.Ready(ctx); err != nil {
+		p.pingFailed.Store(true)
+		return err
+	}
+	if p.pingFailed.Swap(false) {
+		go func() {
+			<-p.cfg.Clock.After(PingRecoveredDelay)
+			p.kickReport()
+		}()
+	}
+	return nil
+}
 
 // Compute summarises this cluster now.
 func (p *Provider) Compute() (summary.Result, error) {

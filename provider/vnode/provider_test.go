@@ -116,6 +116,41 @@ func TestPing(t *testing.T) {
 	}
 }
 
+// The first good ping after failed ones has the node's status posted
+// (a kick of the report loop) once PingRecoveredDelay has passed; good
+// pings in a row and failed ones do not.
+func TestPingRecoveredPostsStatus(t *testing.T) {
+	clock := clocktesting.NewFakeClock(start)
+	var ready error
+	cfg := validConfig()
+	cfg.Clock = clock
+	cfg.Ready = func(context.Context) error { return ready }
+	p, err := New(cfg)
+	require.NoError(t, err)
+	kicked := func() bool {
+		select {
+		case <-p.kick:
+			return true
+		default:
+			return false
+		}
+	}
+	require.NoError(t, p.Ping(t.Context()))
+	require.False(t, clock.HasWaiters(), "a good ping after good ones schedules nothing")
+	ready = errors.New("readyz: not ok")
+	require.Error(t, p.Ping(t.Context()))
+	require.Error(t, p.Ping(t.Context()))
+	require.False(t, clock.HasWaiters())
+	ready = nil
+	require.NoError(t, p.Ping(t.Context()))
+	require.Eventually(t, clock.HasWaiters, time.Second, time.Millisecond)
+	require.False(t, kicked(), "not before the delay")
+	clock.Step(PingRecoveredDelay)
+	require.Eventually(t, kicked, time.Second, time.Millisecond, "the status is posted after the delay")
+	require.NoError(t, p.Ping(t.Context()))
+	require.False(t, clock.HasWaiters(), "once only")
+}
+
 func TestNode(t *testing.T) {
 	now := metav1.NewTime(start)
 	conditions := []corev1.NodeCondition{

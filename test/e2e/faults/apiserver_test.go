@@ -17,7 +17,7 @@ import (
 // controller manager's grace period, and than the agents' lease.
 const outage = 45 * time.Second
 
-func agent(t *testing.T, cluster string) *localcluster.Process {
+func agent(t testing.TB, cluster string) *localcluster.Process {
 	t.Helper()
 	for _, p := range env.Processes() {
 		if p.Name == cluster+"-nestlet" {

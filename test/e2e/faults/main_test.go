@@ -41,5 +41,6 @@ func TestMain(m *testing.M) {
 		Edges:    [][2]string{{"east", "root"}, {"west", "root"}},
 		JoinArgs: []string{"--report-frequency=2s"},
 		Links:    true,
+		Metrics:  true,
 	}, func(te *framework.TreeEnv) { env, tree = te.Environment, te }))
 }

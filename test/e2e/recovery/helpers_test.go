@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/pkg/localcluster"
@@ -125,6 +127,7 @@ func settle(t testing.TB, ns string, want int, timeout time.Duration) map[string
 // phaseRecorder records every change of phase or readiness of the root's
 // pods of a namespace, from a watch.
 type phaseRecorder struct {
+	stop    func()
 	mu      sync.Mutex
 	last    map[string]string
 	changes []string
@@ -141,7 +144,7 @@ func podState(p *corev1.Pod) string {
 }
 
 // recordPhases starts recording the root's pods of ns as they are now.
-func recordPhases(t *testing.T, ns string) *phaseRecorder {
+func recordPhases(t testing.TB, ns string) *phaseRecorder {
 	t.Helper()
 	r := &phaseRecorder{last: map[string]string{}}
 	client := env.Cluster("root").Client.CoreV1().Pods(ns)
@@ -150,9 +153,13 @@ func recordPhases(t *testing.T, ns string) *phaseRecorder {
 	for i := range list.Items {
 		r.last[list.Items[i].Name] = podState(&list.Items[i])
 	}
-	w, err := client.Watch(t.Context(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	// Through restarts of the root's API server.
+	w, err := watchtools.NewRetryWatcherWithContext(t.Context(), list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return client.Watch(ctx, o) },
+	})
 	require.NoError(t, err)
 	t.Cleanup(w.Stop)
+	r.stop = w.Stop
 	go func() {
 		for ev := range w.ResultChan() {
 			p, ok := ev.Object.(*corev1.Pod)

@@ -13,9 +13,10 @@ import (
 	"github.com/nestlet/nestlet/pkg/localcluster"
 )
 
-// midDown is how long mid's API server or etcd stays down: longer than the
-// agents' 5 s reconnect threshold, shorter than the root's 20 s grace.
-const midDown = 12 * time.Second
+// midDown is how long mid's API server or etcd stays stopped: longer than
+// the agents' 5 s reconnect threshold; with the API server's own start-up,
+// shorter than the root's 40 s grace period.
+const midDown = 10 * time.Second
 
 // A restart of mid's API server, then of its etcd (data kept): the root's
 // pods never change phase or readiness, every level keeps exactly its
@@ -83,7 +84,7 @@ func TestMidControlPlaneRestart(t *testing.T) {
 }
 
 // midSummary returns the summary of mid's virtual node at the root.
-func midSummary(t *testing.T) *api.Summary {
+func midSummary(t testing.TB) *api.Summary {
 	n, err := env.Cluster("root").Client.CoreV1().Nodes().Get(t.Context(), "mid", metav1.GetOptions{})
 	if err != nil || !localcluster.NodeReady(n) {
 		return nil
