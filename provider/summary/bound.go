@@ -28,7 +28,9 @@ const maxValues = 32
 //     value (api.Group.Values);
 //  2. list fewer values per folded key (32, 16, ... 0), the values with the
 //     fewest nodes going to api.Group.Others;
-//  3. fold the other keys, one at a time;
+//  3. fold the other keys, one at a time, and last the keys that some
+//     groups have folded (by a child) and the others lack, so that they
+//     merge;
 //  4. merge groups that differ by their taints, keeping the taints common
 //     to all;
 //  5. keep one free shape per group.
@@ -75,20 +77,26 @@ func size(s *api.Summary) int {
 
 // foldOne folds the group key, not folded everywhere yet, with the most
 // distinct values over the groups (the later key on a tie); false if no
-// group carries a key left to fold.
+// key is left to fold. A key no group carries as a label, but that some
+// groups have folded (by a child) and others lack, counts as no value: it
+// is folded after the others, and then those groups can merge.
 func foldOne(s *api.Summary) bool {
 	best, bestValues := "", -1
 	for _, k := range s.GroupKeys {
 		values := map[string]bool{}
-		present := false
+		folded, lacking := false, false
 		for _, g := range s.Groups {
-			if v, ok := g.Labels[k]; ok {
-				values[v], present = true, true
-			} else if _, folded := g.Others[k]; !folded && g.Values[k] == nil {
-				present = true // nodes without the key: folding lists them in Others
+			_, inOthers := g.Others[k]
+			switch v, ok := g.Labels[k]; {
+			case ok:
+				values[v] = true
+			case inOthers || g.Values[k] != nil:
+				folded = true
+			default:
+				lacking = true // nodes without the key: folding lists them in Others
 			}
 		}
-		if present && len(values) > 0 && len(values) >= bestValues {
+		if (len(values) > 0 || folded && lacking) && len(values) >= bestValues {
 			best, bestValues = k, len(values)
 		}
 	}
@@ -111,7 +119,9 @@ func foldOne(s *api.Summary) bool {
 				g.Values[best] = map[string]int{}
 			}
 			g.Values[best][v] += g.Nodes
-		} else if g.Values[best] == nil {
+		} else if _, folded := g.Others[best]; !folded && g.Values[best] == nil {
+			// Nodes without the key; a group that has it folded already
+			// counts every node of its own.
 			g.Others[best] += g.Nodes
 		}
 		mergeInto(byID, idOf(g), g)

@@ -3,6 +3,7 @@ package summary
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -192,4 +193,82 @@ func TestBranchFilter(t *testing.T) {
 	r := Compute(Input{Cluster: "c", Parent: "mid-cluster-007", Nodes: []*corev1.Node{parent, other}, Now: time.Unix(0, 0)})
 	assert.Equal(t, 2, r.Summary.Clusters, "top covers the parent: split horizon")
 	assert.True(t, r.Allocatable.Cpu().Equal(resource.MustParse("1")))
+}
+
+// A parent folds again what its children folded already, and its children
+// may have folded different keys: every node is still counted once per key
+// (nodes in Others are not counted twice), and the summary stays within the
+// bound (the groups that differ only by which keys a child folded merge).
+func TestBoundRefoldsAcrossLevels(t *testing.T) {
+	alloc := func() corev1.ResourceList {
+		return rl("cpu", "16", "memory", "64Gi", "pods", "110", "ephemeral-storage", "100Gi",
+			"hugepages-2Mi", "0", "hugepages-1Gi", "0", "nvidia.com/gpu", "8")
+	}
+	// nodes returns n nodes named prefix-i with labels(i).
+	nodes := func(prefix string, n int, labels func(i int) []string) []*corev1.Node {
+		var out []*corev1.Node
+		for i := range n {
+			out = append(out, newNode(fmt.Sprintf("%s-%d", prefix, i), alloc(), withLabels(labels(i)...)))
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		// leaves are the nodes of the parent's children, one cluster each;
+		// own are the parent's own nodes.
+		leaves [][]*corev1.Node
+		own    []*corev1.Node
+	}{
+		{
+			name: "a key a child folded, nodes without it counted in Others, is folded again",
+			// The child folds zone: its zoneless nodes in region b make a
+			// group with only Others. The parent's own 60 zones fold zone again.
+			leaves: [][]*corev1.Node{append(
+				nodes("x-a", 80, func(i int) []string { return []string{regionKey, "a", zoneKey, fmt.Sprintf("zone-a-%d", i)} }),
+				nodes("x-b", 2, func(int) []string { return []string{regionKey, "b"} })...)},
+			own: nodes("p", 60, func(i int) []string { return []string{regionKey, "c", zoneKey, fmt.Sprintf("zone-c-%d", i)} }),
+		},
+		{
+			name: "children folded different keys and lack the others",
+			// Child m carries the group keys of the bits of m, a value per
+			// node, so it folds all of them; no key is a label at the parent.
+			leaves: func() [][]*corev1.Node {
+				var out [][]*corev1.Node
+				for m := range 1 << len(api.DefaultGroupKeys) {
+					out = append(out, nodes(fmt.Sprintf("leaf-%d", m), 40, func(i int) []string {
+						var kv []string
+						for b, k := range api.DefaultGroupKeys {
+							if m&(1<<b) != 0 {
+								kv = append(kv, k, fmt.Sprintf("v-%d-%d", m, i))
+							}
+						}
+						return kv
+					}))
+				}
+				return out
+			}(),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			all := slices.Clone(tt.own)
+			var truth []simNode
+			for _, n := range tt.own {
+				truth = append(truth, truthOf(n, nil))
+			}
+			for i, leaf := range tt.leaves {
+				r := Compute(Input{Cluster: fmt.Sprintf("leaf-%d", i), Parent: "p", Nodes: leaf, Now: time.Unix(0, 0)})
+				var leafTruth []simNode
+				for _, n := range leaf {
+					leafTruth = append(leafTruth, truthOf(n, nil))
+				}
+				requireFaithful(t, r.Summary, leafTruth)
+				all = append(all, newNode(r.Summary.Cluster, r.Allocatable, virtualOf(t, r.Summary)))
+				truth = append(truth, leafTruth...)
+			}
+			p := Compute(Input{Cluster: "p", Nodes: all, Now: time.Unix(0, 0)}).Summary
+			t.Logf("the parent: %d bytes, %d groups", jsonSize(t, p), len(p.Groups))
+			requireFaithful(t, p, truth)
+		})
+	}
 }

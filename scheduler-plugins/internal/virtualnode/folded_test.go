@@ -23,6 +23,9 @@ func TestGroupMatchesFoldedKeys(t *testing.T) {
 	onlyOthers := &api.Group{Nodes: 4, Others: map[string]int{zone: 4}}
 	numeric := &api.Group{Nodes: 2, Values: map[string]map[string]int{gen: {"3": 1, "5": 1}}}
 	twoKeys := &api.Group{Nodes: 2, Values: map[string]map[string]int{zone: {"z1": 1, "z2": 1}, gen: {"3": 1, "5": 1}}}
+	// Malformed (no agent writes them): a folded key counting no node.
+	emptyValues := &api.Group{Nodes: 2, Values: map[string]map[string]int{zone: {}}}
+	zeroOthers := &api.Group{Nodes: 2, Others: map[string]int{zone: 0}}
 
 	selector := func(kv ...string) *corev1.Pod {
 		p := &corev1.Pod{Spec: corev1.PodSpec{NodeSelector: map[string]string{}}}
@@ -61,6 +64,8 @@ func TestGroupMatchesFoldedKeys(t *testing.T) {
 		{"Gt met by none", expr(req(gen, corev1.NodeSelectorOpGt, "5")), numeric, false},
 		{"two folded keys, one node each", expr(req(zone, corev1.NodeSelectorOpIn, "z2"), req(gen, corev1.NodeSelectorOpLt, "4")), twoKeys, true},
 		{"two folded keys, a value absent", expr(req(zone, corev1.NodeSelectorOpIn, "z3"), req(gen, corev1.NodeSelectorOpLt, "4")), twoKeys, false},
+		{"malformed: empty values, no selector", selector(), emptyValues, false},
+		{"malformed: zero others", selector(zone, "z1"), zeroOthers, false},
 	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "child", Labels: map[string]string{api.LabelCluster: "child"}}}
 	for _, tt := range tests {

@@ -88,6 +88,11 @@ func GroupMatches(pod *corev1.Pod, n *corev1.Node, g *api.Group, affinity nodeaf
 	combos := 1
 	for i, k := range folded {
 		choices[i] = candidates(pod, g, k)
+		if len(choices[i]) == 0 {
+			// A folded key that counts no node (a malformed summary):
+			// nothing there to match.
+			return false
+		}
 		combos *= len(choices[i])
 		if combos > maxCombinations {
 			return true // too many to try: let the child decide (it bounces what fits nowhere)
