@@ -1,0 +1,124 @@
+package vnode
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/klog/v2"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/provider/summary"
+)
+
+// markReported records r as reported now.
+func (p *Provider) markReported(r summary.Result, lastSent *time.Time) {
+	p.mu.Lock()
+	p.last = r
+	p.mu.Unlock()
+	*lastSent = p.cfg.Clock.Now()
+	if p.cfg.Reported != nil {
+		p.cfg.Reported(*lastSent)
+	}
+}
+
+// NotifyNodeStatus starts reporting: every ReportFrequency, and on a change
+// of the summary, no more often than MinReportInterval. It does not block.
+func (p *Provider) NotifyNodeStatus(ctx context.Context, cb func(*corev1.Node)) {
+	go p.report(ctx, cb)
+}
+
+func (p *Provider) report(ctx context.Context, cb func(*corev1.Node)) {
+	logger := klog.FromContext(ctx)
+	period := p.cfg.Clock.NewTicker(p.cfg.ReportFrequency)
+	defer period.Stop()
+	var lastSent time.Time
+	var failingSince time.Time   // first failed write of the current outage
+	var pending <-chan time.Time // set while an early report waits for the rate limit
+	// send reports the summary: at once on a change (force: also
+	// without one), else once the interval since the last report has
+	// passed. periodic marks the ticker's reports.
+	send := func(force, periodic bool) {
+		if !force && pending != nil {
+			return // a report is already due when the interval has passed
+		}
+		if !force {
+			if wait := p.cfg.MinReportInterval - p.cfg.Clock.Since(lastSent); wait > 0 {
+				// Computing on every event of a burst would cost
+				// O(pods) each time: compute once the interval is over.
+				pending = p.cfg.Clock.After(wait)
+				return
+			}
+		}
+		r, err := p.Compute()
+		if err != nil {
+			logger.Error(err, "Computing summary")
+			return
+		}
+		p.mu.Lock()
+		changed := !summary.Equal(p.last, r)
+		// What the node controller applies (labels, capacity; the
+		// annotations other than the summary change only on a kick).
+		nodeChanged := !apiequality.Semantic.DeepEqual(p.last.Labels, r.Labels) || !apiequality.Semantic.DeepEqual(p.last.Allocatable, r.Allocatable) ||
+			summary.CanRun(p.last) != summary.CanRun(r)
+		p.mu.Unlock()
+		if !force && !changed {
+			return
+		}
+		node, err := p.Node(r)
+		if err != nil {
+			logger.Error(err, "Building node")
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		default:
+		}
+		if p.cfg.PatchSummary == nil {
+			cb(node)
+			p.markReported(r, &lastSent)
+			logger.V(4).Info("Reported summary", "changed", changed)
+			return
+		}
+		written := true
+		if err := p.cfg.PatchSummary(ctx, node.Annotations[api.AnnotationSummary]); err != nil {
+			logger.Error(err, "Writing the summary on the virtual node")
+			written = false // p.last is kept: retried as a change
+			if failingSince.IsZero() {
+				failingSince = p.cfg.Clock.Now()
+			}
+		} else if !failingSince.IsZero() {
+			outage := p.cfg.Clock.Since(failingSince)
+			failingSince = time.Time{}
+			if outage >= OutageThreshold && p.cfg.Reconnected != nil {
+				logger.Info("The parent is reachable again", "outage", outage.Round(time.Millisecond))
+				p.cfg.Reconnected(outage)
+			}
+		}
+		if nodeChanged || (force && !periodic) {
+			cb(p.ControllerNode(node))
+		}
+		if written {
+			p.markReported(r, &lastSent)
+		}
+		logger.V(4).Info("Reported summary", "changed", changed, "nodeChanged", nodeChanged)
+	}
+
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-period.C():
+			send(true, true)
+		case <-p.cfg.Changed:
+			send(false, false)
+		case <-p.kick:
+			send(true, false)
+		case <-pending:
+			pending = nil
+			send(false, false)
+		}
+	}
+}
