@@ -85,7 +85,17 @@ type Agent struct {
 
 	mu      sync.Mutex
 	runners map[string]*runner
+
+	// The last check of this cluster's readiness, shared by every
+	// Target's pings (readyMu held while one checks).
+	readyMu  sync.Mutex
+	readyAt  time.Time
+	readyErr error
 }
+
+// readyTTL is how long one check of this cluster's readiness answers the
+// pings of every Target: a cluster with many parents asks once.
+const readyTTL = time.Second
 
 // New checks cfg, fills its defaults and builds the clients.
 func New(cfg Config) (*Agent, error) {

@@ -32,7 +32,7 @@ func (r *runner) identity(ctx context.Context) (*join.Identity, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.setJoining(ctx, v1alpha1.ReasonJoining, "discovering the parent and checking the bootstrap token")
+	r.progress(ctx, v1alpha1.ReasonJoining, "discovering the parent and checking the bootstrap token")
 	parent, err := join.Discover(ctx, join.DiscoveryOptions{
 		ParentURL: t.Spec.ParentURL, Token: token, CACertHash: t.Spec.CACertHash, CABundle: t.Spec.CABundle,
 	})
@@ -54,6 +54,7 @@ func (r *runner) identity(ctx context.Context) (*join.Identity, error) {
 	if err := store.Save(ctx, t.Name, id); err != nil {
 		return nil, err
 	}
+	r.discovered = &parent.Info // read moments ago: the kubelet API set-up uses it
 	return id, nil
 }
 
@@ -64,7 +65,7 @@ func (r *runner) requestIdentity(ctx context.Context, client kubernetes.Interfac
 		return nil, err
 	}
 	cert, err := join.RequestNodeCertificate(ctx, client, t.Spec.ClusterName, key, func(csr string) {
-		r.setJoining(ctx, v1alpha1.ReasonAwaitingApproval, fmt.Sprintf(
+		r.progress(ctx, v1alpha1.ReasonAwaitingApproval, fmt.Sprintf(
 			"certificate signing request %s awaits approval in the parent: run 'nestctl approve %s' against the parent (or create tokens with 'nestctl token create --auto-approve')",
 			csr, t.Spec.ClusterName))
 	})
@@ -104,12 +105,6 @@ func (r *runner) renew(ctx context.Context, old *join.Identity) (*join.Identity,
 	}
 	logger.Info("Renewed node certificate", "notAfter", id.NotAfter())
 	return id, nil
-}
-
-func (r *runner) setJoining(ctx context.Context, reason, msg string) {
-	r.a.setConditions(ctx, r.target.Name, r.generation, nil,
-		metav1.Condition{Type: v1alpha1.ConditionJoined, Status: metav1.ConditionFalse, Reason: reason, Message: msg},
-		metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg})
 }
 
 // token reads the bootstrap token from the Secret the Target names.

@@ -122,9 +122,13 @@ func (r *runner) setupKubeletAPI(ctx context.Context, id *join.Identity, cert *j
 	mode := r.a.cfg.KubeletAPI
 	var info, proxy map[string]string
 	if mode == KubeletAPIAuto || mode == KubeletAPITunnel {
-		cm, err := nodeClient.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
-		if err == nil {
+		var err error
+		if d := r.discovered; d != nil {
+			info = *d
+		} else if cm, gerr := nodeClient.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{}); gerr == nil {
 			info = cm.Data
+		} else {
+			err = gerr
 		}
 		proxy = proxyKeys(info)
 		switch {

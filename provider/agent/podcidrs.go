@@ -121,29 +121,29 @@ func (r *runner) checkPodCIDRs(ctx context.Context, nodeClient kubernetes.Interf
 	every := max(3*reportFrequency(r.target), 15*time.Second)
 	tick := r.a.cfg.Clock.NewTicker(every)
 	defer tick.Stop()
+	// The Ready write of the run recorded the check as pending (or
+	// impossible): the parent's agent answers within a report or two.
 	for {
-		if cond, err := r.podCIDRCondition(ctx, nodeClient, prov); err == nil {
-			r.a.setConditions(ctx, r.target.Name, r.generation, nil, cond)
-		} else if ctx.Err() == nil {
-			klog.FromContext(ctx).V(2).Info("Reading the parent's pod CIDR check", "err", err)
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C():
 		}
+		if cond, err := r.podCIDRCondition(ctx, nodeClient, prov); err == nil {
+			r.a.setConditions(ctx, r.target.Name, r.generation, nil, cond)
+		} else if ctx.Err() == nil {
+			klog.FromContext(ctx).V(2).Info("Reading the parent's pod CIDR check", "err", err)
+		}
 	}
 }
 
 func (r *runner) podCIDRCondition(ctx context.Context, nodeClient kubernetes.Interface, prov *vnode.Provider) (metav1.Condition, error) {
-	cond := metav1.Condition{Type: v1alpha1.ConditionPodCIDRsDistinct}
 	own, err := prov.PodCIDRs()
 	if err != nil {
-		return cond, err
+		return metav1.Condition{}, err
 	}
+	cond := podCIDRPending(own)
 	if len(own) == 0 {
-		cond.Status, cond.Reason = metav1.ConditionUnknown, v1alpha1.ReasonNoPodCIDRs
-		cond.Message = "no node of this cluster's subtree has spec.podCIDR set, so overlaps with the parent's other clusters cannot be checked"
 		return cond, nil
 	}
 	n, err := nodeClient.CoreV1().Nodes().Get(ctx, r.target.Spec.ClusterName, metav1.GetOptions{ResourceVersion: "0"})
@@ -152,8 +152,6 @@ func (r *runner) podCIDRCondition(ctx context.Context, nodeClient kubernetes.Int
 	}
 	switch found, ok := n.Annotations[api.AnnotationPodCIDROverlap]; {
 	case !ok:
-		cond.Status, cond.Reason = metav1.ConditionUnknown, v1alpha1.ReasonPodCIDRCheckPending
-		cond.Message = fmt.Sprintf("pod CIDRs %s: the parent's Nestlet agent has not compared them with its other clusters yet", strings.Join(own, ", "))
 	case found == api.PodCIDROverlapNone:
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPodCIDRsDistinct
 		cond.Message = fmt.Sprintf("pod CIDRs %s overlap no other node or cluster of the parent", strings.Join(own, ", "))
@@ -162,4 +160,18 @@ func (r *runner) podCIDRCondition(ctx context.Context, nodeClient kubernetes.Int
 		cond.Message = fmt.Sprintf("pod CIDRs collide in the parent: %s. Pods in both places may get the same IP, so pod IPs and the endpoints of Services seen from the parent are ambiguous; give every joined cluster its own pod CIDR (kube-controller-manager --cluster-cidr, or the CNI's IP pool)", found)
 	}
 	return cond, nil
+}
+
+// podCIDRPending is the pod CIDR condition before the parent has answered:
+// pending, or impossible without pod CIDRs.
+func podCIDRPending(own []string) metav1.Condition {
+	cond := metav1.Condition{Type: v1alpha1.ConditionPodCIDRsDistinct, Status: metav1.ConditionUnknown}
+	if len(own) == 0 {
+		cond.Reason = v1alpha1.ReasonNoPodCIDRs
+		cond.Message = "no node of this cluster's subtree has spec.podCIDR set, so overlaps with the parent's other clusters cannot be checked"
+		return cond
+	}
+	cond.Reason = v1alpha1.ReasonPodCIDRCheckPending
+	cond.Message = fmt.Sprintf("pod CIDRs %s: the parent's Nestlet agent has not compared them with its other clusters yet", strings.Join(own, ", "))
+	return cond
 }

@@ -53,7 +53,10 @@ func (r *runner) startPods(ctx context.Context, nodeClient kubernetes.Interface,
 		ChildRecorder: childRecorder,
 		Avoid:         prov.Avoid,
 		Metrics:       r.a.metrics,
+		// Never Ready, never run: nothing was forwarded for it yet.
+		New: t.Status.NodeName == "" && !r.started,
 	})
+	r.started = true
 	if err != nil {
 		return nil, err
 	}

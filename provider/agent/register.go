@@ -90,7 +90,14 @@ func (r *runner) register(ctx context.Context, nodeClient kubernetes.Interface, 
 	}
 	if existing == nil {
 		_, err = nodes.Create(ctx, initial, metav1.CreateOptions{FieldManager: fieldManager})
-	} else {
+		if apierrors.IsAlreadyExists(err) {
+			// Ours from before (adopted), or another cluster's.
+			if existing, err = r.ownNode(ctx, nodeClient); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if existing != nil {
 		var patch []byte
 		if patch, err = prov.AdoptPatch(existing, initial); err == nil {
 			_, err = nodes.Patch(ctx, t.Spec.ClusterName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})

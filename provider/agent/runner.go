@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -47,7 +48,13 @@ type runner struct {
 	generation int64
 	cancel     context.CancelFunc
 	done       chan struct{}
-	lastStatus time.Time
+	status     runnerStatus
+	// discovered is what the parent published in nestlet-info when this
+	// run discovered it (nil map: nothing), taken by the kubelet API
+	// set-up of the same run instead of reading it again.
+	discovered *map[string]string
+	// started is set once a run of this runner forwarded pods.
+	started bool
 	// reconnected receives a value when the parent is reachable again
 	// after an outage.
 	reconnected chan struct{}
@@ -103,17 +110,6 @@ func (r *runner) run(ctx context.Context) {
 	}
 }
 
-func (r *runner) setReady(ctx context.Context, status metav1.ConditionStatus, reason, msg string) {
-	conds := []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: status, Reason: reason, Message: msg}}
-	if status == metav1.ConditionFalse && !joinedReasons[reason] {
-		conds = append(conds, metav1.Condition{Type: v1alpha1.ConditionJoined, Status: metav1.ConditionFalse, Reason: reason, Message: msg})
-	}
-	r.a.setConditions(ctx, r.target.Name, r.generation, nil, conds...)
-}
-
-// Reasons that leave the Joined condition as it is (the identity is fine).
-var joinedReasons = map[string]bool{v1alpha1.ReasonNameTaken: true, v1alpha1.ReasonNodeError: true, v1alpha1.ReasonChildNotReady: true}
-
 // once joins (or reuses the stored identity) and runs the virtual node until
 // ctx ends, the node controller fails, or the certificate is renewed.
 func (r *runner) once(ctx context.Context) error {
@@ -124,7 +120,7 @@ func (r *runner) once(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.setJoined(ctx, id)
+	r.setIdentity(id)
 	cert, err := join.NewClientCert(id)
 	if err != nil {
 		return err
@@ -137,12 +133,17 @@ func (r *runner) once(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	existing, err := r.ownNode(ctx, nodeClient)
-	if err != nil {
-		return err
+	// Right after a join the node is looked up only if creating it finds
+	// one (register).
+	var existing *corev1.Node
+	if r.discovered == nil {
+		if existing, err = r.ownNode(ctx, nodeClient); err != nil {
+			return err
+		}
 	}
 	delegates := &lazyDelegates{}
 	kapi, err := r.setupKubeletAPI(ctx, id, cert, nodeClient, delegates)
+	r.discovered = nil // later runs read it afresh
 	if err != nil {
 		return err
 	}
@@ -179,11 +180,13 @@ func (r *runner) once(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if own, err := prov.PodCIDRs(); err == nil {
+		r.setPodCIDRs(own)
+	}
 	go r.checkPodCIDRs(runCtx, nodeClient, prov)
 	t := r.target
-	r.a.setConditions(ctx, t.Name, r.generation, func(s *v1alpha1.TargetStatus) { s.NodeName = t.Spec.ClusterName },
-		metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReporting,
-			Message: fmt.Sprintf("virtual node %s is registered in the parent and reports every %s; %s", t.Spec.ClusterName, reportFrequency(t), kapi.describe())})
+	r.setReady(ctx, metav1.ConditionTrue, v1alpha1.ReasonReporting,
+		fmt.Sprintf("virtual node %s is registered in the parent and reports every %s; %s", t.Spec.ClusterName, reportFrequency(t), kapi.describe()))
 
 	return r.hold(ctx, id, cert, nc, pc, r.watchProxy(runCtx, nodeClient, kapi))
 }
@@ -220,7 +223,8 @@ func (r *runner) hold(ctx context.Context, id *join.Identity, cert *join.ClientC
 				continue
 			}
 			id = next
-			r.setJoined(ctx, id)
+			r.setIdentity(id)
+			r.setJoined(ctx)
 			renew = r.a.cfg.Clock.After(id.RenewAt().Sub(now))
 		}
 	}
@@ -228,17 +232,6 @@ func (r *runner) hold(ctx context.Context, id *join.Identity, cert *join.ClientC
 
 // renewRetry is the longest wait before renewing again after a failure.
 const renewRetry = 30 * time.Second
-
-// setJoined records the identity in the Target's status.
-func (r *runner) setJoined(ctx context.Context, id *join.Identity) {
-	t := r.target
-	expiry := metav1.NewTime(id.NotAfter())
-	r.a.setConditions(ctx, t.Name, r.generation, func(s *v1alpha1.TargetStatus) {
-		s.CertificateExpiry = &expiry
-		s.ParentClusterName = id.ParentClusterName
-	}, metav1.Condition{Type: v1alpha1.ConditionJoined, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonJoined,
-		Message: fmt.Sprintf("this cluster holds the identity %s in the parent until %s", join.NodeUser(t.Spec.ClusterName), id.NotAfter().UTC().Format(time.RFC3339))})
-}
 
 // startControllers waits until the node controller is ready, then starts
 // the pod controller and waits until it is ready too.
@@ -287,17 +280,6 @@ func nodeError(err error, t *v1alpha1.Target) error {
 	return join.Errorf(v1alpha1.ReasonNodeError, join.Classify(err, t.Spec.ParentURL), "running the virtual node failed; retrying")
 }
 
-// reported records the time of the last report, at most once per report
-// period.
-func (r *runner) reported(ctx context.Context, at time.Time) {
-	if at.Sub(r.lastStatus) < reportFrequency(r.target) {
-		return
-	}
-	r.lastStatus = at
-	ts := metav1.NewTime(at)
-	r.a.setConditions(ctx, r.target.Name, r.generation, func(s *v1alpha1.TargetStatus) { s.LastReportTime = &ts })
-}
-
 func reportFrequency(t *v1alpha1.Target) time.Duration {
 	if t.Spec.ReportFrequency.Duration > 0 {
 		return t.Spec.ReportFrequency.Duration
@@ -306,11 +288,23 @@ func reportFrequency(t *v1alpha1.Target) time.Duration {
 	return d
 }
 
-// ready fails when this cluster's API server is not ready.
+// ready fails when this cluster's API server is not ready. One answer
+// serves every Target for readyTTL.
 func (a *Agent) ready(ctx context.Context) error {
 	if a.cfg.Ready != nil {
 		return a.cfg.Ready(ctx)
 	}
+	a.readyMu.Lock()
+	defer a.readyMu.Unlock()
+	if now := a.cfg.Clock.Now(); !a.readyAt.IsZero() && now.Sub(a.readyAt) < readyTTL {
+		return a.readyErr
+	}
+	a.readyErr = a.checkReady(ctx)
+	a.readyAt = a.cfg.Clock.Now()
+	return a.readyErr
+}
+
+func (a *Agent) checkReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	body, err := a.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)

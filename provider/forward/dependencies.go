@@ -248,14 +248,16 @@ func (d *dependencies) enqueueGC(namespace string) { d.queue.AddAfter(namespace,
 func (d *dependencies) run(ctx context.Context) {
 	defer d.queue.ShutDown()
 	sel := metav1.ListOptions{LabelSelector: api.LabelTargetUID + "=" + string(d.p.cfg.TargetUID)}
-	if cms, err := d.p.cfg.Child.CoreV1().ConfigMaps("").List(ctx, sel); err == nil {
-		for _, c := range cms.Items {
-			d.enqueueGC(c.Namespace)
+	if !d.p.cfg.New {
+		if cms, err := d.p.cfg.Child.CoreV1().ConfigMaps("").List(ctx, sel); err == nil {
+			for _, c := range cms.Items {
+				d.enqueueGC(c.Namespace)
+			}
 		}
-	}
-	if secs, err := d.p.cfg.Child.CoreV1().Secrets("").List(ctx, sel); err == nil {
-		for _, s := range secs.Items {
-			d.enqueueGC(s.Namespace)
+		if secs, err := d.p.cfg.Child.CoreV1().Secrets("").List(ctx, sel); err == nil {
+			for _, s := range secs.Items {
+				d.enqueueGC(s.Namespace)
+			}
 		}
 	}
 	// Delegates that exist (after a restart) keep their copies followed.

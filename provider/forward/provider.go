@@ -59,7 +59,10 @@ type Config struct {
 	// owner until a time (optional).
 	Avoid   func(ownerUID types.UID, until time.Time)
 	Metrics *Metrics
-	Clock   clock.WithDelayedExecution
+	// New says no delegate and no copy of this Target can exist yet (its
+	// first run): the scan for unused copies at start is skipped.
+	New   bool
+	Clock clock.WithDelayedExecution
 }
 
 // Provider implements node.PodLifecycleHandler and node.PodNotifier.

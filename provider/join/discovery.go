@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -34,6 +33,9 @@ type Parent struct {
 	// ClusterName is the parent's own name, when it publishes one
 	// (kube-public/nestlet-info); empty otherwise.
 	ClusterName string
+	// Info is what kube-public/nestlet-info held at discovery (nil when
+	// the parent has none), for the join that follows it.
+	Info map[string]string
 }
 
 // DiscoveryOptions say how to find and trust the parent.
@@ -81,18 +83,22 @@ func Discover(ctx context.Context, o DiscoveryOptions) (*Parent, error) {
 	if err != nil {
 		return nil, Errorf(v1alpha1.ReasonInvalidSpec, err, "cannot build a client for %s", o.ParentURL)
 	}
-	review, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-	if err != nil {
-		return nil, classify(err, o.ParentURL)
-	}
-	if !strings.HasPrefix(review.Status.UserInfo.Username, bootstrapapi.BootstrapUserPrefix) {
-		return nil, Errorf(v1alpha1.ReasonTokenRejected, nil, "the parent took the token for %q, not a bootstrap token user", review.Status.UserInfo.Username)
-	}
-
+	// One read, with the token, over a connection that trusts only the
+	// parent's CA: it checks both (a token the parent does not know is
+	// refused here, 401), and it learns what the parent publishes about
+	// itself. The certificate request that follows is made with the same
+	// token, so no separate review of the token is needed.
 	p := &Parent{URL: o.ParentURL, CAData: caData}
 	cm, err := client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
-	if err == nil {
+	switch {
+	case err == nil:
 		p.ClusterName = cm.Data[api.ClusterInfoNameKey]
+		p.Info = cm.Data
+	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+		// A parent that publishes nothing about itself (or not to
+		// bootstrappers).
+	default:
+		return nil, classify(err, o.ParentURL)
 	}
 	return p, nil
 }
