@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
@@ -110,9 +111,9 @@ func (r *runner) setReady(ctx context.Context, status metav1.ConditionStatus, re
 		mutations = append(mutations, func(st *v1alpha1.TargetStatus) {
 			st.NodeName = name
 			st.LastReportTime = &ts
-			if c := s.cidr; c != nil && findCondition(st.Conditions, v1alpha1.ConditionPodCIDRsDistinct) == nil {
+			if c := s.cidr; c != nil && meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionPodCIDRsDistinct) == nil {
 				c.ObservedGeneration = r.generation
-				st.Conditions = append(st.Conditions, *c)
+				meta.SetStatusCondition(&st.Conditions, *c)
 			}
 		})
 	}
@@ -159,13 +160,4 @@ func (r *runner) reported(ctx context.Context, at time.Time) {
 	s.mu.Unlock()
 	ts := metav1.NewTime(at)
 	r.a.setConditions(ctx, r.target.Name, r.generation, func(st *v1alpha1.TargetStatus) { st.LastReportTime = &ts })
-}
-
-func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == typ {
-			return &conds[i]
-		}
-	}
-	return nil
 }
