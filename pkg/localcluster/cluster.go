@@ -47,6 +47,9 @@ type ClusterOptions struct {
 	// KwokPortForwardTarget is the host:port kwok connects every pod
 	// port-forward to (none when empty).
 	KwokPortForwardTarget string
+	// KwokArgs are added to kwok's command line (the last of a repeated
+	// flag wins).
+	KwokArgs []string
 	// OwnEtcd gives the cluster an etcd member of its own (process "etcd"
 	// of the cluster, Cluster.Process) instead of a prefix of the
 	// Environment's shared one, so that a test can stop and restart this

@@ -143,24 +143,24 @@ func (c *Cluster) startKwok(bins *Binaries, pki *clusterPKI, opts ClusterOptions
 	if err != nil {
 		return nil, err
 	}
-	kwok, err := startProcess(c.Dir, "kwok", bins.Kwok,
-		"--kubeconfig="+kwokKubeconfig,
-		"--config="+bins.KwokStages,
-		"--config="+extraStages,
-		"--config="+debugging,
+	kwok, err := startProcess(c.Dir, "kwok", bins.Kwok, append([]string{
+		"--kubeconfig=" + kwokKubeconfig,
+		"--config=" + bins.KwokStages,
+		"--config=" + extraStages,
+		"--config=" + debugging,
 		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector="+KwokNodeAnnotation+"=fake",
+		"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=fake",
 		// Node leases, renewed every 10 s as a kubelet does: without
 		// them kwok (whose default here is none) refreshes a node's status
 		// only every 10 minutes, so every kwok node went NotReady for a few
 		// seconds once per grace period of the controller manager.
 		"--node-lease-duration-seconds=40",
 		"--node-ip=127.0.0.1",
-		"--node-port="+strconv.Itoa(c.KwokNodePort),
-		"--tls-cert-file="+pki.kwokServing.CertPath,
-		"--tls-private-key-file="+pki.kwokServing.KeyPath,
+		"--node-port=" + strconv.Itoa(c.KwokNodePort),
+		"--tls-cert-file=" + pki.kwokServing.CertPath,
+		"--tls-private-key-file=" + pki.kwokServing.KeyPath,
 		"--cidr=10.244.0.0/16",
-	)
+	}, opts.KwokArgs...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -21,9 +21,12 @@ import (
 func (r *runner) identity(ctx context.Context) (*join.Identity, error) {
 	t := r.target
 	store := join.Store{Client: r.a.client, Namespace: r.a.cfg.Namespace}
-	id, err := store.Load(ctx, t.Name, t.Spec.ParentURL, t.Spec.ClusterName, r.a.cfg.Clock.Now())
-	if err != nil || id != nil {
-		return id, err
+	// A Target that never held an identity has none stored: no read.
+	if t.Status.CertificateExpiry != nil || r.heldIdentity() {
+		id, err := store.Load(ctx, t.Name, t.Spec.ParentURL, t.Spec.ClusterName, r.a.cfg.Clock.Now())
+		if err != nil || id != nil {
+			return id, err
+		}
 	}
 	if r.isSelf(t.Spec.ParentURL, nil) {
 		return nil, selfTarget()
@@ -47,7 +50,7 @@ func (r *runner) identity(ctx context.Context) (*join.Identity, error) {
 	if err != nil {
 		return nil, err
 	}
-	id, err = r.requestIdentity(ctx, bootstrap, parent)
+	id, err := r.requestIdentity(ctx, bootstrap, parent)
 	if err != nil {
 		return nil, err
 	}

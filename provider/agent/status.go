@@ -43,6 +43,13 @@ func (r *runner) setPodCIDRs(own []string) {
 	r.status.mu.Unlock()
 }
 
+// heldIdentity reports whether a run of this runner held an identity.
+func (r *runner) heldIdentity() bool {
+	r.status.mu.Lock()
+	defer r.status.mu.Unlock()
+	return r.status.id != nil
+}
+
 // setIdentity records the identity the run holds.
 func (r *runner) setIdentity(id *join.Identity) {
 	r.status.mu.Lock()

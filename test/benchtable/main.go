@@ -63,6 +63,17 @@ var baselines = map[string]string{
 	"ep-2hop-p50-ms": "ep-leaf-p50-ms",
 	"ep-2hop-p99-ms": "ep-leaf-p99-ms",
 
+	"tree-root-all-running-ms":            "flat-all-running-ms",
+	"tree-root-sched-p50-ms":              "flat-sched-p50-ms",
+	"tree-root-sched-p99-ms":              "flat-sched-p99-ms",
+	"tree-root-apiserver-idle-rss-MiB":    "flat-apiserver-idle-rss-MiB",
+	"tree-root-apiserver-peak-rss-MiB":    "flat-apiserver-peak-rss-MiB",
+	"tree-root-cpu-ms-per-pod":            "flat-cpu-ms-per-pod",
+	"tree-busiest-field-cpu-ms-per-pod":   "flat-cpu-ms-per-pod",
+	"tree-root-requests-per-pod":          "flat-requests-per-pod",
+	"tree-busiest-field-requests-per-pod": "flat-requests-per-pod",
+	"tree-whole-machine-cpu-ms-per-pod":   "flat-whole-machine-cpu-ms-per-pod",
+
 	"deploy1000-3level-ms":     "deploy1000-flat-ms",
 	"deploy1000-3level-pods/s": "deploy1000-flat-pods/s",
 }

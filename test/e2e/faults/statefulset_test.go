@@ -17,24 +17,28 @@ import (
 	"github.com/nestlet/nestlet/api"
 )
 
-// statefulSet runs replicas spread over both regions, evicted 5 s after
-// their node becomes unreachable.
-func statefulSet(ns, name string, replicas int32) *appsv1.StatefulSet {
-	d := deployment(ns, name, replicas)
+// statefulSet runs one replica in region east, updated only when its pod
+// is deleted (OnDelete), evicted 5 s after its node becomes unreachable.
+func statefulSet(ns, name string) *appsv1.StatefulSet {
+	d := deployment(ns, name, 1)
 	spec := d.Spec.Template.Spec
-	// A tainted (unreachable) region is no domain of the spread: a pod
-	// made again while east is cut off may go to west.
-	spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "topology.kubernetes.io/region",
-		WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: d.Spec.Selector, NodeTaintsPolicy: ptr.To(corev1.NodeInclusionPolicyHonor)}}
+	spec.Affinity = regions("east")
 	return &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: appsv1.StatefulSetSpec{
-			Replicas:            ptr.To(replicas),
-			Selector:            d.Spec.Selector,
-			PodManagementPolicy: appsv1.ParallelPodManagement,
-			Template:            corev1.PodTemplateSpec{ObjectMeta: d.Spec.Template.ObjectMeta, Spec: spec},
+			Replicas:       ptr.To[int32](1),
+			Selector:       d.Spec.Selector,
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
+			Template:       corev1.PodTemplateSpec{ObjectMeta: d.Spec.Template.ObjectMeta, Spec: spec},
 		},
 	}
+}
+
+// regions requires one of the regions.
+func regions(values ...string) *corev1.Affinity {
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+			Key: "topology.kubernetes.io/region", Operator: corev1.NodeSelectorOpIn, Values: values}}}}}}}
 }
 
 // runningDelegates maps each root pod name of ns to the origins
@@ -61,27 +65,20 @@ func runningDelegates(ctx context.Context, ns string) (map[string][]string, erro
 // unreachable (it stays Terminating at the root, as on a partitioned node),
 // so it runs once. Force-deleting it at the root opens the window that
 // Kubernetes documents for a partitioned node: the StatefulSet makes it
-// again elsewhere while the cut-off child still runs the old one. After the
-// heal the child deletes the old one: every ordinal runs exactly once, as
-// the root's pod of that name.
+// again elsewhere (west, once allowed) while the cut-off child still runs
+// the old one. After the heal the child deletes the old one: the ordinal
+// runs exactly once, as the root's pod of that name.
 func TestStatefulSetRunsOnceAfterHeal(t *testing.T) {
 	ctx := t.Context()
 	ns := namespace(t)
-	const replicas = 2
+	const replicas = 1
 	root := env.Cluster("root").Client
-	_, err := root.AppsV1().StatefulSets(ns).Create(ctx, statefulSet(ns, "db", replicas), metav1.CreateOptions{})
+	_, err := root.AppsV1().StatefulSets(ns).Create(ctx, statefulSet(ns, "db"), metav1.CreateOptions{})
 	require.NoError(t, err)
 	byNode := settle(t, ns, replicas, 2*time.Minute)
-	require.Equal(t, map[string]int{"east": 1, "west": 1}, byNode, "one replica per region")
-	var inEast *corev1.Pod
-	pods, err := root.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	require.Equal(t, map[string]int{"east": 1}, byNode)
+	inEast, err := root.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
 	require.NoError(t, err)
-	for i := range pods.Items {
-		if pods.Items[i].Spec.NodeName == "east" {
-			inEast = &pods.Items[i]
-		}
-	}
-	require.NotNil(t, inEast)
 
 	link := tree.Link("east", "root")
 	link.Cut()
@@ -102,7 +99,13 @@ func TestStatefulSetRunsOnceAfterHeal(t *testing.T) {
 		time.Sleep(2 * time.Second)
 	}
 
-	// The documented window: an operator force-deletes it.
+	// The documented window: an operator lets it run in west too and
+	// force-deletes it (the new template applies to the pod made again).
+	sts, err := root.AppsV1().StatefulSets(ns).Get(ctx, "db", metav1.GetOptions{})
+	require.NoError(t, err)
+	sts.Spec.Template.Spec.Affinity = regions("east", "west")
+	_, err = root.AppsV1().StatefulSets(ns).Update(ctx, sts, metav1.UpdateOptions{})
+	require.NoError(t, err)
 	require.NoError(t, root.CoreV1().Pods(ns).Delete(ctx, inEast.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
 	var twice []string
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -119,7 +122,7 @@ func TestStatefulSetRunsOnceAfterHeal(t *testing.T) {
 	t.Logf("converged %s after the heal", time.Since(healed).Round(time.Millisecond))
 	running, err := runningDelegates(ctx, ns)
 	require.NoError(t, err)
-	pods, err = root.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	pods, err := root.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, pods.Items, replicas)
 	for _, p := range pods.Items {

@@ -13,8 +13,7 @@
 // parents sign node certificates for 2 minutes only
 // (--cluster-signing-duration; with the signer's 5 minutes of backdating,
 // agents renew them about every 36 s), so every test of the package runs
-// across renewals. Mid declares the leaf unreachable 20 s after its last
-// heartbeat, the root keeps the default 40 s.
+// across renewals.
 package recovery
 
 import (
@@ -36,18 +35,17 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	// The root keeps the default 40 s grace period, which mid's restarts
-	// stay under; mid declares the leaf unreachable after 20 s.
-	rootArgs := []string{"--cluster-signing-duration=2m"}
-	midArgs := []string{"--cluster-signing-duration=2m", "--node-monitor-grace-period=20s"}
+	// Both keep the default 40 s grace period, which mid's restarts stay
+	// under.
+	parentArgs := []string{"--cluster-signing-duration=2m"}
 	kwokNode := func(name string) localcluster.NodeOptions {
 		return localcluster.NodeOptions{Name: name, Labels: map[string]string{
 			"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": "kwok"}}
 	}
 	os.Exit(framework.RunRealTreeMain(m, framework.Tree{
 		Clusters: []localcluster.ClusterOptions{
-			{Name: "root", ControllerManagerArgs: rootArgs},
-			{Name: "mid", ControllerManagerArgs: midArgs, OwnEtcd: true},
+			{Name: "root", ControllerManagerArgs: parentArgs},
+			{Name: "mid", ControllerManagerArgs: parentArgs, OwnEtcd: true},
 			{Name: "leaf", Nodes: []localcluster.NodeOptions{kwokNode("leaf-a"), kwokNode("leaf-b")},
 				ControllerManagerArgs: []string{"--node-monitor-grace-period=2m"},
 				RealNodes: []localcluster.RealNodeOptions{{Name: realNode, Labels: map[string]string{

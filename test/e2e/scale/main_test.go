@@ -1,52 +1,31 @@
-// Package scale benchmarks the Gaia paper's topology: one root, two field
-// clusters and 120 leaf clusters. Root and fields are real control planes
-// from pkg/localcluster, each with a real nestlet agent; the 120 leaves are
-// hollow children (test/hollow): real agents, in this process, against the
-// fields' real API servers, over simulated clusters.
+// Package scale benchmarks Nestlet at the size of a fleet: by default one
+// root, 10 field clusters and 1,000 leaf clusters of 10 nodes each (10,000
+// nodes), against the same 10,000 nodes as one flat cluster, in the same
+// run (BenchmarkFleet).
 //
-//	root <- field-a, field-b          (real)
-//	field-a <- 60 hollow leaves       (region field-a, one zone per leaf)
-//	field-b <- 60 hollow leaves       (region field-b, one zone per leaf)
+//	root <- field-00 ... field-09       (real control planes)
+//	field-NN <- 100 hollow leaves       (region field-NN, one zone per leaf)
+//	hollow leaf: 10 simulated nodes
 //
-//	go test ./test/e2e/scale -run '^$' -bench . -benchtime 1x -timeout 30m
+//	flat: one real control plane with 10,000 kwok nodes (same labels)
 //
-// The clusters start only when the benchmark is selected (-test.bench
-// matches it): `go test ./test/...` without -bench starts nothing here.
+// The leaves are hollow children (test/hollow): real agents, in this
+// process, against the fields' real API servers, over simulated clusters.
+// NESTLET_FLEET=<fields>x<leaves per field>x<nodes per leaf> and
+// NESTLET_FLEET_REPLICAS change the shape (e.g. 2x60x2 and 1000 for the
+// Gaia paper's 1 + 2 + 120):
+//
+//	go test ./test/e2e/scale -run '^$' -bench Fleet -benchtime 1x -timeout 60m
+//
+// The benchmark starts and stops its clusters itself, one topology at a
+// time: the flat cluster first, then the tree.
 package scale
 
 import (
-	"flag"
 	"os"
-	"regexp"
-	"strings"
 	"testing"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
-// env is the started root and fields (nil when only tests run).
-var env *framework.TreeEnv
-
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if !benchSelected("BenchmarkHollow120") {
-		os.Exit(m.Run())
-	}
-	os.Exit(framework.RunTreeMain(m, framework.Tree{
-		Clusters: []localcluster.ClusterOptions{{Name: "root"}, {Name: "field-a"}, {Name: "field-b"}},
-		Edges:    [][2]string{{"field-a", "root"}, {"field-b", "root"}},
-		JoinArgs: []string{"--report-frequency=3s"},
-	}, func(te *framework.TreeEnv) { env = te }))
-}
-
-// benchSelected reports whether -test.bench selects benchmark name.
-func benchSelected(name string) bool {
-	f := flag.Lookup("test.bench")
-	if f == nil || f.Value.String() == "" {
-		return false
-	}
-	pattern, _, _ := strings.Cut(f.Value.String(), "/")
-	ok, err := regexp.MatchString(pattern, name)
-	return err == nil && ok
-}
+func TestMain(m *testing.M) { os.Exit(framework.Main(m)) }

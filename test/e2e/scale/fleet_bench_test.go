@@ -1,0 +1,426 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/test/framework"
+	"github.com/nestlet/nestlet/test/hollow"
+)
+
+// fleet is the shape of BenchmarkFleet.
+type fleet struct {
+	Fields, LeavesPerField, NodesPerLeaf, Replicas int
+}
+
+func (f fleet) leaves() int { return f.Fields * f.LeavesPerField }
+func (f fleet) nodes() int  { return f.leaves() * f.NodesPerLeaf }
+
+func (f fleet) fieldName(i int) string { return fmt.Sprintf("field-%02d", i) }
+func (f fleet) leafName(field, i int) string {
+	return fmt.Sprintf("leaf-%02d-%03d", field, i)
+}
+
+// fleetFromEnv reads NESTLET_FLEET (FxLxN) and NESTLET_FLEET_REPLICAS;
+// the default is the scale issue's goal, 10 x 100 x 10 and 10,000.
+func fleetFromEnv(b *testing.B) fleet {
+	f := fleet{Fields: 10, LeavesPerField: 100, NodesPerLeaf: 10, Replicas: 10_000}
+	if v := os.Getenv("NESTLET_FLEET"); v != "" {
+		parts := strings.Split(v, "x")
+		var nums []int
+		for _, p := range parts {
+			n, err := strconv.Atoi(p)
+			if err != nil || n <= 0 {
+				b.Fatalf("NESTLET_FLEET=%q: want <fields>x<leaves per field>x<nodes per leaf>", v)
+			}
+			nums = append(nums, n)
+		}
+		if len(nums) != 3 {
+			b.Fatalf("NESTLET_FLEET=%q: want <fields>x<leaves per field>x<nodes per leaf>", v)
+		}
+		f.Fields, f.LeavesPerField, f.NodesPerLeaf = nums[0], nums[1], nums[2]
+	}
+	if v := os.Getenv("NESTLET_FLEET_REPLICAS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			b.Fatalf("NESTLET_FLEET_REPLICAS=%q", v)
+		}
+		f.Replicas = n
+	}
+	return f
+}
+
+var nodeCapacity = corev1.ResourceList{
+	corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("110"),
+}
+
+// scaleDeployment is the benchmark's Deployment: small pods, no
+// nodeSelector (every scheduler spreads over what it has).
+func scaleDeployment(replicas int) *appsv1.Deployment {
+	labels := map[string]string{"app": "scale"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "scale", Namespace: "scale"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(replicas)), //nolint:gosec // a replica count
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10",
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+						corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}}}}},
+			},
+		},
+	}
+}
+
+// deployResult is what a topology did with the Deployment.
+type deployResult struct {
+	allRunning       time.Duration // -1 when not all ran within the limit
+	sched            []time.Duration
+	apiserverRSSIdle int64
+	apiserverRSSPeak int64
+	cpuPerPodMs      float64 // the cluster's every component
+	requestsPerPod   float64
+	// machineCPUPerPodMs is every process of the topology, this one
+	// (hollow leaves) included.
+	machineCPUPerPodMs float64
+	costs              framework.Costs
+}
+
+// BenchmarkFleet measures the fleet (see the package) and, in the same
+// run, the same nodes as one flat cluster.
+//
+// Flat: 10,000 kwok nodes in one cluster (nestlet-scheduler, the same
+// profile as every tree cluster), then the Deployment of 10,000 replicas:
+// created -> all Running, scheduling latency (created -> bound), its API
+// server's RSS idle with the nodes and at peak, CPU and API requests per
+// pod of the whole cluster. Its nodes send no heartbeats (kwok without
+// leases, a 15-minute grace period): a real 10,000-node cluster would also
+// renew 10,000 leases every 10 s, which this machine could not serve
+// beside the rest; the baseline is flattered, not the tree.
+//
+// Tree: root and fields start, then all 1,000 hollow leaves join at once
+// (Target created -> virtual node Ready in its field, p50/p99/max, and
+// when the last was Ready; the CSR's approval seen in the field); the
+// summary annotations' sizes (every leaf's in its field, every field's at
+// the root); the Deployment at the root: the same figures for the root,
+// and per cluster CPU and requests per pod for the root and the busiest
+// field (what each cluster would need of its own machine), beside the
+// whole machine's. Ratios against the flat cluster: root memory, CPU per
+// pod, scheduling p99, time to all Running.
+//
+// Figures only, no timed assertion; everything started is stopped.
+func BenchmarkFleet(b *testing.B) {
+	f := fleetFromEnv(b)
+	b.Logf("fleet: %d fields x %d leaves x %d nodes = %d nodes, %d replicas", f.Fields, f.LeavesPerField, f.NodesPerLeaf, f.nodes(), f.Replicas)
+	for b.Loop() {
+		flat := runFlat(b, f)
+		tree := runTree(b, f)
+		for name, r := range map[string]deployResult{"flat": flat, "tree-root": tree} {
+			b.ReportMetric(float64(r.allRunning.Milliseconds()), name+"-all-running-ms")
+			b.ReportMetric(framework.Quantile(r.sched, 0.5), name+"-sched-p50-ms")
+			b.ReportMetric(framework.Quantile(r.sched, 0.99), name+"-sched-p99-ms")
+			b.ReportMetric(float64(r.apiserverRSSIdle)/(1<<20), name+"-apiserver-idle-rss-MiB")
+			b.ReportMetric(float64(r.apiserverRSSPeak)/(1<<20), name+"-apiserver-peak-rss-MiB")
+			b.ReportMetric(r.cpuPerPodMs, name+"-cpu-ms-per-pod")
+			b.ReportMetric(r.requestsPerPod, name+"-requests-per-pod")
+			b.ReportMetric(r.machineCPUPerPodMs, strings.TrimSuffix(name, "-root")+"-whole-machine-cpu-ms-per-pod")
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// runFlat starts the flat cluster, deploys, measures and stops it.
+func runFlat(b *testing.B, f fleet) deployResult {
+	ctx := b.Context()
+	env, err := localcluster.Start(ctx, localcluster.Config{}, localcluster.Spec{Clusters: []localcluster.ClusterOptions{{
+		Name:                  "flat",
+		ControllerManagerArgs: []string{"--node-monitor-grace-period=15m"},
+		KwokArgs:              []string{"--node-lease-duration-seconds=0"},
+	}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer env.Cleanup(b.Failed(), b.Logf)
+	c := env.Cluster("flat")
+	start := time.Now()
+	addNodes(ctx, b, c, f)
+	b.ReportMetric(float64(time.Since(start).Milliseconds()), "flat-add-nodes-ms")
+	return deployAndMeasure(ctx, b, env, c, f.Replicas)
+}
+
+// addNodes creates the fleet's nodes in c (16 at a time), with the labels
+// the hollow leaves give theirs, and waits until kwok has them all Ready.
+func addNodes(ctx context.Context, b *testing.B, c *localcluster.Cluster, f fleet) {
+	names := make(chan localcluster.NodeOptions)
+	errs := make(chan error, 16)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for o := range names {
+				if _, err := c.AddNode(ctx, o); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	go func() {
+		defer close(names)
+		for field := range f.Fields {
+			for leaf := range f.LeavesPerField {
+				zone := f.leafName(field, leaf)
+				for n := range f.NodesPerLeaf {
+					o := localcluster.NodeOptions{Name: fmt.Sprintf("%s-%02d", zone, n), Capacity: nodeCapacity,
+						Labels: map[string]string{corev1.LabelTopologyRegion: f.fieldName(field), corev1.LabelTopologyZone: zone}}
+					select {
+					case names <- o:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		ready := 0
+		for i := range nodes.Items {
+			if localcluster.NodeReady(&nodes.Items[i]) {
+				ready++
+			}
+		}
+		return ready >= f.nodes(), nil
+	})
+	if err != nil {
+		b.Fatalf("the flat cluster's %d nodes are not all Ready: %v", f.nodes(), err)
+	}
+}
+
+// deployAndMeasure creates the Deployment in c and measures it until every
+// replica is Running in c (at most 20 minutes): c's cost per pod, and the
+// whole environment's (the caller adds what runs in this process).
+func deployAndMeasure(ctx context.Context, b *testing.B, env *localcluster.Environment, c *localcluster.Cluster, replicas int) deployResult {
+	apiserver := c.Process("kube-apiserver")
+	var r deployResult
+	var err error
+	if r.apiserverRSSIdle, err = framework.RSSBytes(apiserver); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.EnsureNamespace(ctx, "scale"); err != nil {
+		b.Fatal(err)
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stamps := framework.NewPodTimes()
+	stamps.Follow(fctx, b, c.Client, "scale")
+	peaks := sampleRSS(fctx, map[string]*localcluster.Process{"apiserver": apiserver})
+	costs0, err := framework.MeasureCosts(ctx, env)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := c.Client.AppsV1().Deployments("scale").Create(ctx, scaleDeployment(replicas), metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 20*time.Minute, true, func(context.Context) (bool, error) {
+		return stamps.CountRunning() >= replicas, nil
+	})
+	r.allRunning = time.Since(start)
+	if err != nil {
+		b.Logf("%s: %d of %d replicas Running after 20 minutes: it did not keep up", c.Name, stamps.CountRunning(), replicas)
+		r.allRunning = -time.Millisecond
+	}
+	costs1, err := framework.MeasureCosts(ctx, env)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cancel()
+	r.apiserverRSSPeak = peaks()["apiserver"]
+	d := costs1.Sub(costs0)
+	r.costs = d
+	r.cpuPerPodMs = float64(d[c.Name].TotalCPU().Milliseconds()) / float64(replicas)
+	r.requestsPerPod = d[c.Name].Requests / float64(replicas)
+	var machine time.Duration
+	for _, cost := range d {
+		machine += cost.TotalCPU()
+	}
+	r.machineCPUPerPodMs = float64(machine.Milliseconds()) / float64(replicas)
+	stamps.Lock()
+	r.sched = framework.Diffs(stamps.Added, stamps.Bound)
+	stamps.Unlock()
+	return r
+}
+
+// runTree starts the root and the fields, joins the hollow leaves, deploys
+// at the root, measures and stops everything.
+func runTree(b *testing.B, f fleet) deployResult {
+	ctx := b.Context()
+	clusters := []localcluster.ClusterOptions{{Name: "root"}}
+	var edges [][2]string
+	var fieldNames []string
+	for i := range f.Fields {
+		name := f.fieldName(i)
+		fieldNames = append(fieldNames, name)
+		clusters = append(clusters, localcluster.ClusterOptions{Name: name})
+		edges = append(edges, [2]string{name, "root"})
+	}
+	start := time.Now()
+	te, err := framework.StartTree(ctx, localcluster.Config{}, framework.Tree{Clusters: clusters, Edges: edges})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer te.Cleanup(b.Failed(), b.Logf)
+	b.ReportMetric(float64(time.Since(start).Milliseconds()), "tree-start-ms")
+
+	children := joinLeaves(b, te, f)
+	defer func() {
+		var wg sync.WaitGroup
+		for _, c := range children {
+			wg.Go(c.Stop)
+		}
+		wg.Wait()
+	}()
+	summarySizes(b, te, f)
+
+	root := te.Cluster("root")
+	self0 := selfCPU()
+	r := deployAndMeasure(ctx, b, te.Environment, root, f.Replicas)
+	self := selfCPU() - self0
+	r.machineCPUPerPodMs += float64(self.Milliseconds()) / float64(f.Replicas)
+	// The busiest field, as if each cluster had its own machine, and this
+	// process (the hollow leaves and their simulations) per leaf.
+	busiest := r.costs.Busiest(fieldNames)
+	b.Logf("busiest field during the deployment: %s", busiest)
+	b.ReportMetric(float64(r.costs[busiest].TotalCPU().Milliseconds())/float64(f.Replicas), "tree-busiest-field-cpu-ms-per-pod")
+	b.ReportMetric(r.costs[busiest].Requests/float64(f.Replicas), "tree-busiest-field-requests-per-pod")
+	if r.allRunning > 0 {
+		b.ReportMetric(float64(self.Milliseconds())/r.allRunning.Seconds()/float64(f.leaves()), "tree-hollow-leaf-cpu-millicores")
+	}
+	if rss, err := framework.SelfRSSBytes(); err == nil {
+		b.ReportMetric(float64(rss)/(1<<20)/float64(f.leaves()), "tree-hollow-leaf-rss-MiB")
+	}
+	fieldFigures(b, te, fieldNames)
+	b.ReportMetric(load1(), "machine-load1-after-deploy")
+	return r
+}
+
+// joinLeaves starts every hollow leaf at once and reports how long each
+// took to be a Ready node of its field, and when the last one was.
+func joinLeaves(b *testing.B, te *framework.TreeEnv, f fleet) []*hollow.Child {
+	ctx := b.Context()
+	logger := hollowLogger(b)
+	readyAt := &stampSet{at: map[string]time.Time{}}
+	parents := make([]hollow.Parent, f.Fields)
+	for i := range f.Fields {
+		field := te.Cluster(f.fieldName(i))
+		followNodes(ctx, b, field.Client, readyAt)
+		p, err := hollow.ParentOf(ctx, field)
+		if err != nil {
+			b.Fatal(err)
+		}
+		parents[i] = p
+	}
+	children := make([]*hollow.Child, f.leaves())
+	errs := make([]error, f.leaves())
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range f.leaves() {
+		field, n := i%f.Fields, i/f.Fields
+		name := f.leafName(field, n)
+		wg.Go(func() {
+			children[i], errs[i] = hollow.Start(ctx, hollow.Config{
+				Name: name, Parent: parents[field], Nodes: f.NodesPerLeaf, NodeCapacity: nodeCapacity,
+				Labels: map[string]string{corev1.LabelTopologyRegion: f.fieldName(field), corev1.LabelTopologyZone: name},
+				Logger: &logger,
+			})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			for _, c := range children[:i] {
+				if c != nil {
+					c.Stop()
+				}
+			}
+			b.Fatal(err)
+		}
+	}
+	joins := waitJoined(ctx, b, children, readyAt)
+	b.ReportMetric(framework.Quantile(joins, 0.5), "tree-join-p50-ms")
+	b.ReportMetric(framework.Quantile(joins, 0.99), "tree-join-p99-ms")
+	b.ReportMetric(framework.Quantile(joins, 1), "tree-join-max-ms")
+	var last time.Time
+	for _, c := range children {
+		if at, ok := readyAt.get(c.Name); ok && at.After(last) {
+			last = at
+		}
+	}
+	b.ReportMetric(float64(last.Sub(start).Milliseconds()), "tree-all-joined-ms")
+	b.ReportMetric(load1(), "machine-load1-after-joins")
+	return children
+}
+
+// summarySizes waits until every field's summary at the root covers its
+// leaves and reports the largest summary annotation at each level.
+func summarySizes(b *testing.B, te *framework.TreeEnv, f fleet) {
+	ctx := b.Context()
+	root := te.Cluster("root")
+	var fieldMax int
+	for i := range f.Fields {
+		size, _ := waitSummary(ctx, b, root.Client, f.fieldName(i), f.LeavesPerField)
+		fieldMax = max(fieldMax, size)
+	}
+	var leafMax int
+	for i := range f.Fields {
+		nodes, err := te.Cluster(f.fieldName(i)).Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range nodes.Items {
+			leafMax = max(leafMax, len(n.Annotations["nestlet.io/summary"]))
+		}
+	}
+	b.ReportMetric(float64(fieldMax), "tree-field-summary-max-bytes")
+	b.ReportMetric(float64(leafMax), "tree-leaf-summary-max-bytes")
+}
+
+// fieldFigures reports the fields' API servers' RSS (largest) and every
+// field's and the root's CPU and requests over the whole run, and the
+// busiest field's.
+func fieldFigures(b *testing.B, te *framework.TreeEnv, fieldNames []string) {
+	var rss []float64
+	for _, name := range fieldNames {
+		if v, err := framework.RSSBytes(te.Cluster(name).Process("kube-apiserver")); err == nil {
+			rss = append(rss, float64(v)/(1<<20))
+		}
+	}
+	if len(rss) > 0 {
+		b.ReportMetric(slices.Max(rss), "tree-field-apiserver-rss-max-MiB")
+	}
+}
