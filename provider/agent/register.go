@@ -81,7 +81,7 @@ func (r *runner) newProvider(ctx context.Context, id *join.Identity, nodeClient 
 // registered. The node is registered here, not by the node controller, so
 // that it carries its summary from the start (the node controller never
 // applies the summary: PatchSummary writes it).
-func (r *runner) register(ctx context.Context, nodeClient kubernetes.Interface, prov *vnode.Provider, existing *corev1.Node) (*corev1.Node, error) {
+func (r *runner) register(ctx context.Context, nodeClient kubernetes.Interface, prov *vnode.Provider, existing *corev1.Node, reg *registration) (*corev1.Node, error) {
 	t := r.target
 	nodes := nodeClient.CoreV1().Nodes()
 	initial, err := prov.InitialNode()
@@ -89,7 +89,11 @@ func (r *runner) register(ctx context.Context, nodeClient kubernetes.Interface, 
 		return nil, err
 	}
 	if existing == nil {
-		_, err = nodes.Create(ctx, initial, metav1.CreateOptions{FieldManager: fieldManager})
+		var created *corev1.Node
+		created, err = nodes.Create(ctx, initial, metav1.CreateOptions{FieldManager: fieldManager})
+		if err == nil {
+			reg.created(created)
+		}
 		if apierrors.IsAlreadyExists(err) {
 			// Ours from before (adopted), or another cluster's.
 			if existing, err = r.ownNode(ctx, nodeClient); err != nil {
@@ -112,10 +116,10 @@ func (r *runner) register(ctx context.Context, nodeClient kubernetes.Interface, 
 // newNodeController returns virtual-kubelet's node controller for the
 // registered node: status and lease, and a node deleted in the parent
 // registered again.
-func (r *runner) newNodeController(nodeClient kubernetes.Interface, prov *vnode.Provider, initial *corev1.Node) (*node.NodeController, error) {
+func (r *runner) newNodeController(nodeClient kubernetes.Interface, prov *vnode.Provider, initial *corev1.Node, reg *registration) (*node.NodeController, error) {
 	nodes := nodeClient.CoreV1().Nodes()
-	return node.NewNodeController(prov, prov.ControllerNode(initial), nodes,
-		node.WithNodeEnableLeaseV1(nodeClient.CoordinationV1().Leases(corev1.NamespaceNodeLease), r.a.cfg.LeaseDurationSeconds),
+	return node.NewNodeController(prov, prov.ControllerNode(initial), nodesClient{NodeInterface: nodes, r: reg},
+		node.WithNodeEnableLeaseV1(leasesClient{LeaseInterface: nodeClient.CoordinationV1().Leases(corev1.NamespaceNodeLease), r: reg}, r.a.cfg.LeaseDurationSeconds),
 		node.WithNodeStatusUpdateErrorHandler(func(ctx context.Context, err error) error {
 			if !apierrors.IsNotFound(err) {
 				return err

@@ -162,11 +162,12 @@ func (r *runner) once(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	initial, err := r.register(ctx, nodeClient, prov, existing)
+	reg := &registration{clock: r.a.cfg.Clock}
+	initial, err := r.register(ctx, nodeClient, prov, existing, reg)
 	if err != nil {
 		return err
 	}
-	nc, err := r.newNodeController(nodeClient, prov, initial)
+	nc, err := r.newNodeController(nodeClient, prov, initial, reg)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ import (
 // progressDelay is how long a join may take before its progress (joining,
 // awaiting approval) is written to the Target's status: a quick join
 // writes its outcome only, one status write instead of one per step.
-const progressDelay = time.Second
+const progressDelay = 2 * time.Second
 
 // runnerStatus is what a runner has to write to its Target's status.
 type runnerStatus struct {
