@@ -297,7 +297,12 @@ func runTree(b *testing.B, f fleet) deployResult {
 	defer te.Cleanup(b.Failed(), b.Logf)
 	b.ReportMetric(float64(time.Since(start).Milliseconds()), "tree-start-ms")
 
+	req0 := fieldRequests(b, te, fieldNames)
 	children := joinLeaves(b, te, f)
+	// Every request the fields served while the leaves joined (watches
+	// included), per join: the parents' side of a join (the leaves'
+	// clusters are simulated).
+	b.ReportMetric((fieldRequests(b, te, fieldNames)-req0)/float64(f.leaves()), "tree-join-field-requests-per-join")
 	defer func() {
 		var wg sync.WaitGroup
 		for _, c := range children {
@@ -423,4 +428,19 @@ func fieldFigures(b *testing.B, te *framework.TreeEnv, fieldNames []string) {
 	if len(rss) > 0 {
 		b.ReportMetric(slices.Max(rss), "tree-field-apiserver-rss-max-MiB")
 	}
+}
+
+// fieldRequests sums the requests the fields' API servers have served.
+func fieldRequests(b *testing.B, te *framework.TreeEnv, fieldNames []string) float64 {
+	var n float64
+	for _, name := range fieldNames {
+		reqs, err := framework.Requests(b.Context(), te.Cluster(name))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, v := range reqs {
+			n += v
+		}
+	}
+	return n
 }
