@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/pkg/localcluster"
@@ -128,9 +129,10 @@ type deployResult struct {
 func BenchmarkFleet(b *testing.B) {
 	f := fleetFromEnv(b)
 	b.Logf("fleet: %d fields x %d leaves x %d nodes = %d nodes, %d replicas", f.Fields, f.LeavesPerField, f.NodesPerLeaf, f.nodes(), f.Replicas)
+	logger := hollowLogger(b)
 	for b.Loop() {
 		flat := runFlat(b, f)
-		tree := runTree(b, f)
+		tree := runTree(b, f, &logger)
 		for name, r := range map[string]deployResult{"flat": flat, "tree-root": tree} {
 			b.ReportMetric(float64(r.allRunning.Milliseconds()), name+"-all-running-ms")
 			b.ReportMetric(framework.Quantile(r.sched, 0.5), name+"-sched-p50-ms")
@@ -278,7 +280,7 @@ func deployAndMeasure(ctx context.Context, b *testing.B, env *localcluster.Envir
 
 // runTree starts the root and the fields, joins the hollow leaves, deploys
 // at the root, measures and stops everything.
-func runTree(b *testing.B, f fleet) deployResult {
+func runTree(b *testing.B, f fleet, logger *klog.Logger) deployResult {
 	ctx := b.Context()
 	clusters := []localcluster.ClusterOptions{{Name: "root"}}
 	var edges [][2]string
@@ -298,7 +300,7 @@ func runTree(b *testing.B, f fleet) deployResult {
 	b.ReportMetric(float64(time.Since(start).Milliseconds()), "tree-start-ms")
 
 	req0 := fieldRequests(b, te, fieldNames)
-	children := joinLeaves(b, te, f)
+	children := joinLeaves(b, te, f, logger)
 	// Every request the fields served while the leaves joined (watches
 	// included), per join: the parents' side of a join (the leaves'
 	// clusters are simulated).
@@ -347,9 +349,8 @@ func runTree(b *testing.B, f fleet) deployResult {
 
 // joinLeaves starts every hollow leaf at once and reports how long each
 // took to be a Ready node of its field, and when the last one was.
-func joinLeaves(b *testing.B, te *framework.TreeEnv, f fleet) []*hollow.Child {
+func joinLeaves(b *testing.B, te *framework.TreeEnv, f fleet, logger *klog.Logger) []*hollow.Child {
 	ctx := b.Context()
-	logger := hollowLogger(b)
 	readyAt := &stampSet{at: map[string]time.Time{}}
 	parents := make([]hollow.Parent, f.Fields)
 	for i := range f.Fields {
@@ -372,7 +373,7 @@ func joinLeaves(b *testing.B, te *framework.TreeEnv, f fleet) []*hollow.Child {
 			children[i], errs[i] = hollow.Start(ctx, hollow.Config{
 				Name: name, Parent: parents[field], Nodes: f.NodesPerLeaf, NodeCapacity: nodeCapacity,
 				Labels: map[string]string{corev1.LabelTopologyRegion: f.fieldName(field), corev1.LabelTopologyZone: name},
-				Logger: &logger,
+				Logger: logger,
 			})
 		})
 	}
