@@ -3,6 +3,7 @@ package scale
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -48,7 +49,14 @@ func hollowLogger(b *testing.B) klog.Logger {
 	if err != nil {
 		b.Fatal(err)
 	}
-	klog.LogToStderr(false)
+	// Errors too: klog copies them to stderr unless told otherwise.
+	flags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(flags)
+	for k, v := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL"} {
+		if err := flags.Set(k, v); err != nil {
+			b.Fatal(err)
+		}
+	}
 	klog.SetOutput(f)
 	b.Cleanup(func() {
 		klog.Flush()
