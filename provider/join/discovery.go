@@ -46,7 +46,7 @@ type DiscoveryOptions struct {
 	// Exactly one of CACertHash (sha256:<hex>) and CABundle is set.
 	CACertHash string
 	CABundle   []byte
-	// Timeout bounds each request (default 10s).
+	// Timeout bounds each request (default 30s).
 	Timeout time.Duration
 }
 
@@ -59,7 +59,9 @@ type DiscoveryOptions struct {
 // is contacted again, trusting only that CA.
 func Discover(ctx context.Context, o DiscoveryOptions) (*Parent, error) {
 	if o.Timeout == 0 {
-		o.Timeout = 10 * time.Second
+		// A parent busy with many joins at once answers slowly: a request
+		// given up and made again costs it more than waiting.
+		o.Timeout = 30 * time.Second
 	}
 	if !bootstraputil.IsValidBootstrapToken(o.Token) {
 		return nil, Errorf(v1alpha1.ReasonTokenSecretError, nil,

@@ -158,7 +158,7 @@ func runFlat(b *testing.B, f fleet) deployResult {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer env.Cleanup(b.Failed(), b.Logf)
+	defer func() { env.Cleanup(b.Failed(), b.Logf) }()
 	c := env.Cluster("flat")
 	start := time.Now()
 	addNodes(ctx, b, c, f)
@@ -296,7 +296,7 @@ func runTree(b *testing.B, f fleet, logger *klog.Logger) deployResult {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer te.Cleanup(b.Failed(), b.Logf)
+	defer func() { te.Cleanup(b.Failed(), b.Logf) }()
 	b.ReportMetric(float64(time.Since(start).Milliseconds()), "tree-start-ms")
 
 	req0 := fieldRequests(b, te, fieldNames)
@@ -399,6 +399,13 @@ func joinLeaves(b *testing.B, te *framework.TreeEnv, f fleet, logger *klog.Logge
 		}
 	}
 	b.ReportMetric(float64(last.Sub(start).Milliseconds()), "tree-all-joined-ms")
+	within := 0
+	for _, d := range joins {
+		if d <= time.Minute {
+			within++
+		}
+	}
+	b.ReportMetric(float64(within), "tree-joined-within-60s")
 	b.ReportMetric(load1(), "machine-load1-after-joins")
 	return children
 }
