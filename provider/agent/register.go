@@ -113,6 +113,10 @@ func (r *runner) register(ctx context.Context, nodeClient kubernetes.Interface, 
 	return initial, nil
 }
 
+// statusRefresh is how often the node's status is posted when nothing
+// changed.
+const statusRefresh = 5 * time.Minute
+
 // newNodeController returns virtual-kubelet's node controller for the
 // registered node: status and lease, and a node deleted in the parent
 // registered again.
@@ -120,6 +124,11 @@ func (r *runner) newNodeController(nodeClient kubernetes.Interface, prov *vnode.
 	nodes := nodeClient.CoreV1().Nodes()
 	return node.NewNodeController(prov, prov.ControllerNode(initial), nodesClient{NodeInterface: nodes, r: reg},
 		node.WithNodeEnableLeaseV1(leasesClient{LeaseInterface: nodeClient.CoordinationV1().Leases(corev1.NamespaceNodeLease), r: reg}, r.a.cfg.LeaseDurationSeconds),
+		// The lease carries liveness, and every change of the node is
+		// posted when it happens (and a status the parent marked unknown,
+		// watchOwnNode): the full status is refreshed every 5 minutes, as
+		// a kubelet's (nodeStatusReportFrequency), not every minute.
+		node.WithNodeStatusUpdateInterval(statusRefresh),
 		node.WithNodeStatusUpdateErrorHandler(func(ctx context.Context, err error) error {
 			if !apierrors.IsNotFound(err) {
 				return err

@@ -185,6 +185,7 @@ func (r *runner) once(ctx context.Context) error {
 		r.setPodCIDRs(own)
 	}
 	go r.checkPodCIDRs(runCtx, nodeClient, prov)
+	watchOwnNode(runCtx, nodeClient, r.target.Spec.ClusterName, r.a.cfg.Clock, prov.PostStatus)
 	t := r.target
 	r.setReady(ctx, metav1.ConditionTrue, v1alpha1.ReasonReporting,
 		fmt.Sprintf("virtual node %s is registered in the parent and reports every %s; %s", t.Spec.ClusterName, reportFrequency(t), kapi.describe()))

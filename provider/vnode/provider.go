@@ -132,6 +132,10 @@ func (p *Provider) Avoid(owner types.UID, until time.Time) {
 	p.kickReport()
 }
 
+// PostStatus has the node's status posted at once (the node controller
+// posts it only if this cluster is ready).
+func (p *Provider) PostStatus() { p.kickReport() }
+
 // kickReport has the report loop send the node to the node controller,
 // which posts its status, at once.
 func (p *Provider) kickReport() {

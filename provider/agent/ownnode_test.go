@@ -1,0 +1,43 @@
+package agent
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// A virtual node that the parent marked unknown has its status posted
+// again, at most once per repostEvery; a node Ready, or NotReady for a
+// reason of its own, is left alone.
+func TestWatchOwnNodeReposts(t *testing.T) {
+	ready := func(status corev1.ConditionStatus, reason string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "child"}, Status: corev1.NodeStatus{
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, Reason: reason}}}}
+	}
+	client := fake.NewClientset(ready(corev1.ConditionTrue, "ChildClusterReady"))
+	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var posts atomic.Int32
+	watchOwnNode(t.Context(), client, "child", clock, func() { posts.Add(1) })
+	update := func(n *corev1.Node) {
+		t.Helper()
+		_, err := client.CoreV1().Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	update(ready(corev1.ConditionFalse, "NoReadyNodeInChildCluster"))
+	update(ready(corev1.ConditionUnknown, reasonStatusUnknown))
+	require.Eventually(t, func() bool { return posts.Load() == 1 }, 5*time.Second, 10*time.Millisecond)
+	update(ready(corev1.ConditionUnknown, reasonStatusUnknown+" "))
+	update(ready(corev1.ConditionUnknown, reasonStatusUnknown))
+	time.Sleep(100 * time.Millisecond) // the handler would have run
+	require.Equal(t, int32(1), posts.Load(), "not again within repostEvery")
+	clock.Step(repostEvery)
+	update(ready(corev1.ConditionTrue, "ChildClusterReady"))
+	update(ready(corev1.ConditionUnknown, reasonStatusUnknown))
+	require.Eventually(t, func() bool { return posts.Load() == 2 }, 5*time.Second, 10*time.Millisecond)
+}
