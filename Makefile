@@ -33,7 +33,7 @@ test: binaries
 test-unit:
 	hack/test.sh unit
 
-## bench: benchmarks against real local control planes (cluster start, join latency), printed
+## bench: every benchmark against real local control planes, one table of figures (BENCH="scale faults" runs only those packages)
 .PHONY: bench
 bench: binaries
 	hack/bench.sh
