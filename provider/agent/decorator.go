@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -138,6 +139,21 @@ func (d *decorator) sync(ctx context.Context, name string) error {
 	if reflect.DeepEqual(want.Labels, n.Labels) && reflect.DeepEqual(want.Spec.Taints, n.Spec.Taints) && reflect.DeepEqual(want.Annotations, n.Annotations) {
 		return nil
 	}
+	if reflect.DeepEqual(want.Spec.Taints, n.Spec.Taints) {
+		// Labels and annotations only: a merge patch of those keys, which
+		// the child's own patches of its summary cannot conflict with.
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"labels":      map[string]string{api.LabelNodeRoleCluster: ""},
+			"annotations": map[string]string{api.AnnotationPodCIDROverlap: want.Annotations[api.AnnotationPodCIDROverlap]},
+		}})
+		if err != nil {
+			return err
+		}
+		_, err = d.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+		return err
+	}
+	// Taints: the whole node, from this version (a concurrent change of
+	// its taints, by the node lifecycle controller, is retried).
 	_, err = d.client.CoreV1().Nodes().Update(ctx, want, metav1.UpdateOptions{FieldManager: fieldManager})
 	return err
 }
