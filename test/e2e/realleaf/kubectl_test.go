@@ -83,8 +83,14 @@ func TestCrashLoop(t *testing.T) {
 	out := mustKubectl(t, "", "-n", ns, "logs", "crash", "--previous")
 	require.Contains(t, out, "demo-app: exiting with code 3 after 1s")
 
-	out = mustKubectl(t, "", "-n", ns, "get", "pod", "crash")
-	require.Regexp(t, regexp.MustCompile(`crash\s+0/1\s+CrashLoopBackOff\s+[1-9]`), out)
+	// The container runs again for a second after each back-off (10 s, then
+	// 20 s, ...), and shows Running or Error then: kubectl shows
+	// CrashLoopBackOff again once it has exited.
+	backOff := regexp.MustCompile(`crash\s+0/1\s+CrashLoopBackOff\s+[1-9]`)
+	eventually(t, 2*time.Minute, "kubectl get at the root shows CrashLoopBackOff", func() (bool, string) {
+		out, _, _ := kubectl(t.Context(), "", "-n", ns, "get", "pod", "crash")
+		return backOff.MatchString(out), out
+	})
 }
 
 // TestExec: `kubectl exec` at the root runs real commands in the container:
