@@ -13,9 +13,10 @@ import (
 	"github.com/nestlet/nestlet/test/framework"
 )
 
-// outage is how long the root's API server stays down: longer than its
-// controller manager's grace period, and than the agents' lease.
-const outage = 45 * time.Second
+// outage is how long the root's API server stays down: several minutes,
+// far longer than its controller manager's grace period and the agents'
+// lease, and than their longest backoff (2 minutes).
+const outage = 3 * time.Minute
 
 func agent(t testing.TB, cluster string) *localcluster.Process {
 	t.Helper()
