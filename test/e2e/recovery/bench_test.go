@@ -114,7 +114,10 @@ func BenchmarkControlPlaneFaults(b *testing.B) {
 				}
 				r.orphans += o
 				r.dups += d
-				r.phaseMoves += len(rec.Changes())
+				if changes := rec.Changes(); len(changes) > 0 {
+					r.phaseMoves += len(changes)
+					b.Logf("%s: pods at the root changed: %s", f.name, strings.Join(changes, "; "))
+				}
 				rec.stop()
 			}
 		}

@@ -172,7 +172,7 @@ func recordPhases(t testing.TB, ns string) *phaseRecorder {
 			}
 			r.mu.Lock()
 			if r.last[p.Name] != state {
-				r.changes = append(r.changes, fmt.Sprintf("%s: %s -> %s", p.Name, r.last[p.Name], state))
+				r.changes = append(r.changes, fmt.Sprintf("%s %s: %s -> %s", time.Now().Format("15:04:05.000"), p.Name, r.last[p.Name], state))
 				r.last[p.Name] = state
 			}
 			r.mu.Unlock()
