@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
@@ -62,6 +63,10 @@ func (r *runner) startPods(ctx context.Context, nodeClient kubernetes.Interface,
 	}
 	podFactory.Start(ctx.Done())
 	if err := fwd.Run(ctx); err != nil {
+		return nil, err
+	}
+	// After Run: the handler logs with its context.
+	if _, err := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: fwd.ParentUpdated}); err != nil {
 		return nil, err
 	}
 	delegates.set(fwd)

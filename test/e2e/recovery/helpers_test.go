@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,8 +99,24 @@ func livePods(ctx context.Context, cluster, ns string) (map[string]string, int, 
 	return live, len(list.Items), nil
 }
 
+// notReadyPods returns the pods of ns in cluster whose Ready condition is
+// not True.
+func notReadyPods(ctx context.Context, cluster, ns string) ([]string, error) {
+	list, err := env.Cluster(cluster).Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for i := range list.Items {
+		if !strings.HasSuffix(podState(&list.Items[i]), "/ready=True/deleting=false") {
+			out = append(out, list.Items[i].Name)
+		}
+	}
+	return out, nil
+}
+
 // settle waits until every level holds exactly want pods of ns, all
-// Running, and returns them by level.
+// Running and Ready, and returns them by level.
 func settle(t testing.TB, ns string, want int, timeout time.Duration) map[string]map[string]string {
 	t.Helper()
 	var why string
@@ -114,6 +131,10 @@ func settle(t testing.TB, ns string, want int, timeout time.Duration) map[string
 			}
 			if len(live) != want || all != want {
 				why = fmt.Sprintf("%s holds %d pods, %d of them Running and not terminating, want %d", c, all, len(live), want)
+				return false, nil
+			}
+			if notReady, err := notReadyPods(ctx, c, ns); err != nil || len(notReady) > 0 {
+				why = fmt.Sprintf("%s: pods not Ready: %v %v", c, notReady, err)
 				return false, nil
 			}
 			out[c] = live

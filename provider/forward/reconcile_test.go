@@ -1,0 +1,85 @@
+package forward
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+func readyStatus(ready corev1.ConditionStatus) corev1.PodStatus {
+	return corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7", Conditions: []corev1.PodCondition{
+		{Type: corev1.PodReady, Status: ready}, {Type: corev1.ContainersReady, Status: corev1.ConditionTrue},
+	}}
+}
+
+// The parent's node lifecycle controller marked a pod NotReady (its node's
+// lease lapsed) while its delegate stayed Ready: the delegate's status is
+// sent again, keeping the conditions only the parent has. A status that
+// says what the delegate says, or a pod being deleted, sends nothing.
+func TestParentUpdatedPutsBackTheDelegatesStatus(t *testing.T) {
+	ready := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "app", UID: "u1", ResourceVersion: "5"},
+		Spec: corev1.PodSpec{NodeName: "leaf"}, Status: readyStatus(corev1.ConditionTrue)}
+	parentPods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	require.NoError(t, parentPods.Add(ready))
+	child := fake.NewClientset(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "app", Labels: map[string]string{api.LabelTargetUID: testTargetUID},
+			Annotations: map[string]string{api.AnnotationParentPod: "app/web", api.AnnotationOrigin: "mid/app/web/u1"}},
+		Status: readyStatus(corev1.ConditionTrue),
+	})
+	p, err := New(Config{TargetName: "to-mid", TargetUID: testTargetUID, ClusterName: "leaf", ParentName: "mid",
+		Parent: fake.NewClientset(ready), ParentPods: corelisters.NewPodLister(parentPods), Child: child,
+		Recorder: record.NewFakeRecorder(10), ChildRecorder: record.NewFakeRecorder(10)})
+	require.NoError(t, err)
+	require.NoError(t, p.Run(t.Context()))
+	got := make(chan *corev1.Pod, 10)
+	p.NotifyPods(t.Context(), func(pod *corev1.Pod) { got <- pod })
+	none := func(what string) {
+		t.Helper()
+		select {
+		case pod := <-got:
+			t.Fatalf("%s: sent %v", what, pod.Status)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+
+	marked := ready.DeepCopy()
+	marked.ResourceVersion = "6"
+	marked.Status = readyStatus(corev1.ConditionFalse)
+	marked.Status.Conditions = append(marked.Status.Conditions, corev1.PodCondition{Type: "DisruptionTarget", Status: corev1.ConditionTrue})
+	p.ParentUpdated(ready, marked)
+	select {
+	case pod := <-got:
+		require.Equal(t, "6", pod.ResourceVersion, "built from the parent pod as it is now")
+		require.Equal(t, corev1.ConditionTrue, conditionStatus(pod.Status, corev1.PodReady))
+		require.Equal(t, corev1.ConditionTrue, conditionStatus(pod.Status, "DisruptionTarget"), "the parent's own condition kept")
+		require.Equal(t, "10.0.0.7", pod.Status.PodIP)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the delegate's status was not sent again")
+	}
+
+	// virtual-kubelet's write of it: the status agrees, nothing to do.
+	p.ParentUpdated(marked, ready)
+	none("a status that says what the delegate says")
+	// Only metadata changed.
+	p.ParentUpdated(marked, marked.DeepCopy())
+	none("an update without a status change")
+	// Being deleted: its status is the deletion's business.
+	deleting := marked.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	p.ParentUpdated(ready, deleting)
+	none("a pod being deleted")
+	// Another pod of the same name (a new UID): not this delegate's.
+	other := marked.DeepCopy()
+	other.UID = "u2"
+	p.ParentUpdated(ready, other)
+	none("another pod of the same name")
+}
