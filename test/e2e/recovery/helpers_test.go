@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
