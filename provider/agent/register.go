@@ -117,6 +117,14 @@ func (r *runner) register(ctx context.Context, nodeClient kubernetes.Interface, 
 // changed.
 const statusRefresh = 5 * time.Minute
 
+// pingInterval is how often the node controller checks this cluster's
+// readiness (Ping; one check serves every Target for a second). The lease
+// is renewed only after a good ping, so after this cluster's API server
+// comes back the lease waits for the next ping: virtual-kubelet's 10 s
+// made a 25 s restart of the API server look, to the parent, like a node
+// lost for its whole 40 s grace period.
+const pingInterval = 2 * time.Second
+
 // newNodeController returns virtual-kubelet's node controller for the
 // registered node: status and lease, and a node deleted in the parent
 // registered again.
@@ -129,6 +137,7 @@ func (r *runner) newNodeController(nodeClient kubernetes.Interface, prov *vnode.
 		// watchOwnNode): the full status is refreshed every 5 minutes, as
 		// a kubelet's (nodeStatusReportFrequency), not every minute.
 		node.WithNodeStatusUpdateInterval(statusRefresh),
+		node.WithNodePingInterval(pingInterval),
 		node.WithNodeStatusUpdateErrorHandler(func(ctx context.Context, err error) error {
 			if !apierrors.IsNotFound(err) {
 				return err
