@@ -23,21 +23,7 @@ import (
 func TestNotifyPodsReplaysExistingDelegates(t *testing.T) {
 	parentPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "app", UID: "u1"},
 		Spec: corev1.PodSpec{NodeName: "leaf"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
-	parentPods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	require.NoError(t, parentPods.Add(parentPod))
-	child := fake.NewClientset(&corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "app", Labels: map[string]string{api.LabelTargetUID: testTargetUID},
-			Annotations: map[string]string{api.AnnotationParentPod: "app/web", api.AnnotationOrigin: "mid/app/web/u1"}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7"},
-	})
-	p, err := New(Config{TargetName: "to-mid", TargetUID: testTargetUID, ClusterName: "leaf", ParentName: "mid",
-		Parent: fake.NewClientset(parentPod), ParentPods: corelisters.NewPodLister(parentPods), Child: child,
-		Recorder: record.NewFakeRecorder(10), ChildRecorder: record.NewFakeRecorder(10)})
-	require.NoError(t, err)
-	require.NoError(t, p.Run(t.Context()))
-
-	got := make(chan *corev1.Pod, 10)
-	p.NotifyPods(t.Context(), func(pod *corev1.Pod) { got <- pod })
+	p, got := runWithDelegate(t, parentPod, corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7"})
 	for range 3 {
 		_, err := p.GetPod(t.Context(), "app", "web")
 		require.NoError(t, err)
@@ -55,4 +41,26 @@ func TestNotifyPodsReplaysExistingDelegates(t *testing.T) {
 		t.Fatalf("sent again: %v", pod.Status.Phase)
 	case <-time.After(200 * time.Millisecond):
 	}
+}
+
+// runWithDelegate runs a Provider of cluster leaf under mid whose parent
+// holds parentPod (app/web, UID u1) and this cluster its delegate with
+// status st, and returns it with the channel of what it sends up.
+func runWithDelegate(t *testing.T, parentPod *corev1.Pod, st corev1.PodStatus) (*Provider, chan *corev1.Pod) {
+	t.Helper()
+	parentPods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	require.NoError(t, parentPods.Add(parentPod))
+	child := fake.NewClientset(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "app", Labels: map[string]string{api.LabelTargetUID: testTargetUID},
+			Annotations: map[string]string{api.AnnotationParentPod: "app/web", api.AnnotationOrigin: "mid/app/web/u1"}},
+		Status: st,
+	})
+	p, err := New(Config{TargetName: "to-mid", TargetUID: testTargetUID, ClusterName: "leaf", ParentName: "mid",
+		Parent: fake.NewClientset(parentPod), ParentPods: corelisters.NewPodLister(parentPods), Child: child,
+		Recorder: record.NewFakeRecorder(10), ChildRecorder: record.NewFakeRecorder(10)})
+	require.NoError(t, err)
+	require.NoError(t, p.Run(t.Context()))
+	got := make(chan *corev1.Pod, 10)
+	p.NotifyPods(t.Context(), func(pod *corev1.Pod) { got <- pod })
+	return p, got
 }

@@ -1,10 +1,9 @@
 package forward
 
 import (
-	"slices"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 )
 
 // ParentUpdated is the handler of updates of the parent pods bound to the
@@ -43,7 +42,7 @@ func (p *Provider) ParentUpdated(oldObj, newObj any) {
 	// Conditions only the parent has (DisruptionTarget, set before an
 	// eviction) are kept, as a kubelet keeps the conditions it does not own.
 	for _, c := range cur.Status.Conditions {
-		if !slices.ContainsFunc(up.Status.Conditions, func(u corev1.PodCondition) bool { return u.Type == c.Type }) {
+		if i, _ := podutil.GetPodConditionFromList(up.Status.Conditions, c.Type); i < 0 {
 			up.Status.Conditions = append(up.Status.Conditions, c)
 		}
 	}
@@ -62,10 +61,8 @@ func drifted(parent, delegate corev1.PodStatus) bool {
 }
 
 func conditionStatus(st corev1.PodStatus, t corev1.PodConditionType) corev1.ConditionStatus {
-	for _, c := range st.Conditions {
-		if c.Type == t {
-			return c.Status
-		}
+	if _, c := podutil.GetPodConditionFromList(st.Conditions, t); c != nil {
+		return c.Status
 	}
 	return ""
 }

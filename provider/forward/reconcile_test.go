@@ -7,12 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-
-	"github.com/nestlet/nestlet/api"
 )
 
 func readyStatus(ready corev1.ConditionStatus) corev1.PodStatus {
@@ -28,20 +22,7 @@ func readyStatus(ready corev1.ConditionStatus) corev1.PodStatus {
 func TestParentUpdatedPutsBackTheDelegatesStatus(t *testing.T) {
 	ready := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "app", UID: "u1", ResourceVersion: "5"},
 		Spec: corev1.PodSpec{NodeName: "leaf"}, Status: readyStatus(corev1.ConditionTrue)}
-	parentPods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	require.NoError(t, parentPods.Add(ready))
-	child := fake.NewClientset(&corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "app", Labels: map[string]string{api.LabelTargetUID: testTargetUID},
-			Annotations: map[string]string{api.AnnotationParentPod: "app/web", api.AnnotationOrigin: "mid/app/web/u1"}},
-		Status: readyStatus(corev1.ConditionTrue),
-	})
-	p, err := New(Config{TargetName: "to-mid", TargetUID: testTargetUID, ClusterName: "leaf", ParentName: "mid",
-		Parent: fake.NewClientset(ready), ParentPods: corelisters.NewPodLister(parentPods), Child: child,
-		Recorder: record.NewFakeRecorder(10), ChildRecorder: record.NewFakeRecorder(10)})
-	require.NoError(t, err)
-	require.NoError(t, p.Run(t.Context()))
-	got := make(chan *corev1.Pod, 10)
-	p.NotifyPods(t.Context(), func(pod *corev1.Pod) { got <- pod })
+	p, got := runWithDelegate(t, ready, readyStatus(corev1.ConditionTrue))
 	none := func(what string) {
 		t.Helper()
 		select {

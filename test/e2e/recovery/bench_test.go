@@ -20,7 +20,7 @@ import (
 // live delegates of one parent pod (duplicates).
 func delegateCensus(ctx context.Context, ns string) (orphans, duplicates int, err error) {
 	for _, e := range [][2]string{{"mid", "root"}, {"leaf", "mid"}} {
-		parents, _, err := livePods(ctx, e[1], ns)
+		parents, _, _, err := livePods(ctx, e[1], ns)
 		if err != nil {
 			return 0, 0, err
 		}

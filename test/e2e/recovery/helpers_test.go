@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/pkg/localcluster"
@@ -84,35 +84,24 @@ func deployment(ns, name string, replicas int32) *appsv1.Deployment {
 }
 
 // livePods returns the Running, not terminating pods of ns in cluster, by
-// name and UID, and how many pods it holds in all.
-func livePods(ctx context.Context, cluster, ns string) (map[string]string, int, error) {
+// name and UID, how many pods it holds in all, and the names of those not
+// Ready.
+func livePods(ctx context.Context, cluster, ns string) (live map[string]string, all int, notReady []string, err error) {
 	list, err := env.Cluster(cluster).Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
-	live := map[string]string{}
-	for _, p := range list.Items {
+	live = map[string]string{}
+	for i := range list.Items {
+		p := &list.Items[i]
 		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
 			live[p.Name] = string(p.UID)
 		}
-	}
-	return live, len(list.Items), nil
-}
-
-// notReadyPods returns the pods of ns in cluster whose Ready condition is
-// not True.
-func notReadyPods(ctx context.Context, cluster, ns string) ([]string, error) {
-	list, err := env.Cluster(cluster).Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for i := range list.Items {
-		if !strings.HasSuffix(podState(&list.Items[i]), "/ready=True/deleting=false") {
-			out = append(out, list.Items[i].Name)
+		if !podutil.IsPodReady(p) {
+			notReady = append(notReady, p.Name)
 		}
 	}
-	return out, nil
+	return live, len(list.Items), notReady, nil
 }
 
 // settle waits until every level holds exactly want pods of ns, all
@@ -124,7 +113,7 @@ func settle(t testing.TB, ns string, want int, timeout time.Duration) map[string
 	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		out = map[string]map[string]string{}
 		for _, c := range levels {
-			live, all, err := livePods(ctx, c, ns)
+			live, all, notReady, err := livePods(ctx, c, ns)
 			if err != nil {
 				why = err.Error()
 				return false, nil
@@ -133,8 +122,8 @@ func settle(t testing.TB, ns string, want int, timeout time.Duration) map[string
 				why = fmt.Sprintf("%s holds %d pods, %d of them Running and not terminating, want %d", c, all, len(live), want)
 				return false, nil
 			}
-			if notReady, err := notReadyPods(ctx, c, ns); err != nil || len(notReady) > 0 {
-				why = fmt.Sprintf("%s: pods not Ready: %v %v", c, notReady, err)
+			if len(notReady) > 0 {
+				why = fmt.Sprintf("%s: pods not Ready: %v", c, notReady)
 				return false, nil
 			}
 			out[c] = live
@@ -213,7 +202,7 @@ func (r *phaseRecorder) Changes() []string {
 func sameAs(t *testing.T, ns string, before map[string]map[string]string) {
 	t.Helper()
 	for _, c := range levels {
-		live, _, err := livePods(t.Context(), c, ns)
+		live, _, _, err := livePods(t.Context(), c, ns)
 		require.NoError(t, err)
 		require.True(t, maps.Equal(before[c], live), "%s: the same pods as before: %v, now %v", c, before[c], live)
 	}

@@ -45,7 +45,7 @@ func TestMidControlPlaneRestart(t *testing.T) {
 			}()
 			deadline := time.Now().Add(midDown)
 			for time.Now().Before(deadline) {
-				live, _, err := livePods(ctx, "leaf", ns)
+				live, _, _, err := livePods(ctx, "leaf", ns)
 				require.NoError(t, err)
 				require.Equal(t, before["leaf"], live, "the leaf keeps running its pods while mid's %s is down", process)
 				time.Sleep(2 * time.Second)
