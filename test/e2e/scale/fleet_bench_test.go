@@ -3,6 +3,7 @@ package scale
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -168,7 +169,17 @@ func runFlat(b *testing.B, f fleet) deployResult {
 	start := time.Now()
 	addNodes(ctx, b, c, f)
 	b.ReportMetric(float64(time.Since(start).Milliseconds()), "flat-add-nodes-ms")
-	return deployAndMeasure(ctx, b, env, c, f.Replicas)
+	req0, err := framework.Requests(ctx, c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := deployAndMeasure(ctx, b, env, c, f.Replicas)
+	req1, err := framework.Requests(ctx, c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	logPerPod(b, "flat", req1, req0, r.costs["flat"], f.Replicas)
+	return r
 }
 
 // addNodes creates the fleet's nodes in c (16 at a time), with the labels
@@ -332,8 +343,20 @@ func runTree(b *testing.B, f fleet, logger *klog.Logger) deployResult {
 
 	root := te.Cluster("root")
 	self0 := selfCPU()
+	rootReq0 := fieldRequests(b, te, []string{"root"})
+	fieldReq0 := fieldRequests(b, te, fieldNames)
 	r := deployAndMeasure(ctx, b, te.Environment, root, f.Replicas)
 	self := selfCPU() - self0
+	logPerPod(b, "root", fieldRequests(b, te, []string{"root"}), rootReq0, r.costs["root"], f.Replicas)
+	fieldCost := framework.ClusterCost{CPU: map[string]time.Duration{}}
+	for _, n := range fieldNames {
+		for k, t := range r.costs[n].CPU {
+			fieldCost.CPU[k] += t
+		}
+	}
+	logPerPod(b, "all fields", fieldRequests(b, te, fieldNames), fieldReq0, fieldCost, f.Replicas)
+	b.Logf("during the deployment, per pod: shared etcd %.1f ms of CPU, this process (the hollow leaves) %.1f ms",
+		float64(r.costs[framework.SharedEtcd].TotalCPU().Microseconds())/1000/float64(f.Replicas), float64(self.Microseconds())/1000/float64(f.Replicas))
 	r.machineCPUPerPodMs += float64(self.Milliseconds()) / float64(f.Replicas)
 	// The busiest field, as if each cluster had its own machine, and this
 	// process (the hollow leaves and their simulations) per leaf.
@@ -457,6 +480,22 @@ func fieldFigures(b *testing.B, te *framework.TreeEnv, fieldNames []string) {
 	if len(rss) > 0 {
 		b.ReportMetric(slices.Max(rss), "tree-field-apiserver-rss-max-MiB")
 	}
+}
+
+// logPerPod logs, per pod of the deployment, what a cluster (or the
+// fields together) spent: CPU by component and API requests by resource
+// and verb (the frequent ones), to show where the tree's cost goes.
+func logPerPod(b *testing.B, what string, req1, req0 map[string]float64, cost framework.ClusterCost, pods int) {
+	var cpu, reqs []string
+	for _, k := range slices.Sorted(maps.Keys(cost.CPU)) {
+		cpu = append(cpu, fmt.Sprintf("%s %.1f", k, float64(cost.CPU[k].Microseconds())/1000/float64(pods)))
+	}
+	for _, k := range slices.Sorted(maps.Keys(req1)) {
+		if per := (req1[k] - req0[k]) / float64(pods); per >= 0.05 {
+			reqs = append(reqs, fmt.Sprintf("%s %.2f", k, per))
+		}
+	}
+	b.Logf("during the deployment, per pod, %s: CPU ms %s; requests %s", what, strings.Join(cpu, ", "), strings.Join(reqs, ", "))
 }
 
 // fieldRequests sums the fields' requests by resource and verb.
