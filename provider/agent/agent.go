@@ -76,6 +76,7 @@ type Agent struct {
 	nodes        corelisters.NodeLister
 	pods         corelisters.PodLister
 	targetLister cache.Indexer
+	secrets      *ownSecrets
 	// statusWritten holds, by Target name, the resourceVersion our last
 	// status write returned.
 	statusWritten sync.Map
@@ -180,8 +181,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.secrets = newOwnSecrets(a.client, a.cfg.Namespace)
 	a.factory.Start(ctx.Done())
 	go tc.informer.RunWithContext(ctx)
+	// Not waited for: without it every Secret is read from the API server.
+	go a.secrets.run(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), nodeInformer.Informer().HasSynced, podInformer.Informer().HasSynced, tc.informer.HasSynced) {
 		return fmt.Errorf("waiting for caches to sync: %w", ctx.Err())
 	}

@@ -20,7 +20,7 @@ import (
 // identity returns the stored node identity, or joins to get one.
 func (r *runner) identity(ctx context.Context) (*join.Identity, error) {
 	t := r.target
-	store := join.Store{Client: r.a.client, Namespace: r.a.cfg.Namespace}
+	store := r.a.store()
 	// A Target that never held an identity has none stored: no read.
 	if t.Status.CertificateExpiry != nil || r.heldIdentity() {
 		id, err := store.Load(ctx, t.Name, t.Spec.ParentURL, t.Spec.ClusterName, r.a.cfg.Clock.Now())
@@ -102,8 +102,7 @@ func (r *runner) renew(ctx context.Context, old *join.Identity) (*join.Identity,
 			return nil, err
 		}
 	}
-	store := join.Store{Client: r.a.client, Namespace: r.a.cfg.Namespace}
-	if err := store.Save(ctx, r.target.Name, id); err != nil {
+	if err := r.a.store().Save(ctx, r.target.Name, id); err != nil {
 		return nil, err
 	}
 	logger.Info("Renewed node certificate", "notAfter", id.NotAfter())
@@ -113,7 +112,11 @@ func (r *runner) renew(ctx context.Context, old *join.Identity) (*join.Identity,
 // token reads the bootstrap token from the Secret the Target names.
 func (r *runner) token(ctx context.Context) (string, error) {
 	ref := r.target.Spec.BootstrapTokenSecretRef
-	sec, err := r.a.client.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	sec := r.a.secrets.get(ref.Namespace, ref.Name)
+	var err error
+	if sec == nil {
+		sec, err = r.a.client.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	}
 	if err != nil {
 		return "", join.Errorf(v1alpha1.ReasonTokenSecretError, err,
 			"cannot read the bootstrap token Secret %s/%s: create it with 'nestctl join' or 'kubectl create secret generic %s -n %s --from-literal=token=<token>'",

@@ -170,7 +170,7 @@ const (
 // leave removes the virtual node from the parent and forgets the identity.
 func (a *Agent) leave(ctx context.Context, t *v1alpha1.Target) error {
 	logger := klog.FromContext(ctx).WithValues("target", t.Name)
-	store := join.Store{Client: a.client, Namespace: a.cfg.Namespace}
+	store := a.store()
 	id, err := store.Load(ctx, t.Name, t.Spec.ParentURL, t.Spec.ClusterName, a.cfg.Clock.Now())
 	if err != nil {
 		return err

@@ -102,6 +102,10 @@ func (id *Identity) RESTConfig() *rest.Config {
 type Store struct {
 	Client    kubernetes.Interface
 	Namespace string
+	// Cached (optional) returns the Secret of that name in Namespace as a
+	// watch of the namespace last saw it, nil when it has none (or has not
+	// listed the namespace yet): Load then reads it from the API server.
+	Cached func(name string) *corev1.Secret
 }
 
 // SecretName is the Secret holding the identity of Target target.
@@ -111,12 +115,19 @@ func SecretName(target string) string { return "nestlet-identity-" + target }
 // cluster name and has not expired; nil otherwise. The caller renews it
 // from RenewAt on.
 func (s *Store) Load(ctx context.Context, target, parentURL, clusterName string, now time.Time) (*Identity, error) {
-	sec, err := s.Client.CoreV1().Secrets(s.Namespace).Get(ctx, SecretName(target), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
+	var sec *corev1.Secret
+	if s.Cached != nil {
+		sec = s.Cached(SecretName(target))
 	}
-	if err != nil {
-		return nil, fmt.Errorf("reading identity secret: %w", err)
+	if sec == nil {
+		var err error
+		sec, err = s.Client.CoreV1().Secrets(s.Namespace).Get(ctx, SecretName(target), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading identity secret: %w", err)
+		}
 	}
 	if sec.Annotations[annotationParentURL] != parentURL || sec.Annotations[annotationClusterName] != clusterName {
 		return nil, nil

@@ -59,6 +59,8 @@ func TestTemplateObjects(t *testing.T) {
 		"ServiceAccount nestlet-system/nestlet-agent",
 		"ClusterRole nestlet-agent",
 		"ClusterRoleBinding nestlet-agent",
+		"Role nestlet-system/nestlet-agent-secrets",
+		"RoleBinding nestlet-system/nestlet-agent-secrets",
 		"Deployment nestlet-system/nestlet-agent",
 	}
 	scheduler := []string{
