@@ -38,6 +38,30 @@ func DefaultNodeCapacity() corev1.ResourceList {
 
 // AddNode creates a kwok-managed node and waits until kwok reports it Ready.
 func (c *Cluster) AddNode(ctx context.Context, o NodeOptions) (*corev1.Node, error) {
+	if err := c.CreateNode(ctx, o); err != nil {
+		return nil, err
+	}
+	var ready *corev1.Node
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, o.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		if NodeReady(n) {
+			ready = n
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for node %s to become Ready: %w", o.Name, err)
+	}
+	return ready, nil
+}
+
+// CreateNode creates a kwok-managed node without waiting for it: callers
+// that add many wait for them all at once.
+func (c *Cluster) CreateNode(ctx context.Context, o NodeOptions) error {
 	capacity := o.Capacity
 	if capacity == nil {
 		capacity = DefaultNodeCapacity()
@@ -56,7 +80,7 @@ func (c *Cluster) AddNode(ctx context.Context, o NodeOptions) (*corev1.Node, err
 	var err error
 	if podCIDR == "" {
 		if podCIDR, err = nextPodCIDR(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	node := &corev1.Node{
@@ -72,24 +96,9 @@ func (c *Cluster) AddNode(ctx context.Context, o NodeOptions) (*corev1.Node, err
 		},
 	}
 	if _, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{FieldManager: "nestlet-test"}); err != nil {
-		return nil, fmt.Errorf("creating node %s: %w", o.Name, err)
+		return fmt.Errorf("creating node %s: %w", o.Name, err)
 	}
-	var ready *corev1.Node
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		n, err := c.Client.CoreV1().Nodes().Get(ctx, o.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout
-		}
-		if NodeReady(n) {
-			ready = n
-			return true, nil
-		}
-		return false, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("waiting for node %s to become Ready: %w", o.Name, err)
-	}
-	return ready, nil
+	return nil
 }
 
 // NodeReady reports whether node has condition Ready=True.

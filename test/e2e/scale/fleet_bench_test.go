@@ -191,7 +191,7 @@ func addNodes(ctx context.Context, b *testing.B, c *localcluster.Cluster, f flee
 	for range 16 {
 		wg.Go(func() {
 			for o := range names {
-				if _, err := c.AddNode(ctx, o); err != nil {
+				if err := c.CreateNode(ctx, o); err != nil {
 					errs <- err
 					return
 				}
