@@ -317,8 +317,8 @@ func runTree(b *testing.B, f fleet, logger *klog.Logger) deployResult {
 
 	req0 := fieldRequests(b, te, fieldNames)
 	children := joinLeaves(b, te, f, logger)
-	// Every request the fields served while the leaves joined (watches
-	// included), per join: the parents' side of a join (the leaves'
+	// Every request the fields served while the leaves joined (a watch
+	// once it ended), per join: the parents' side of a join (the leaves'
 	// clusters are simulated).
 	req1 := fieldRequests(b, te, fieldNames)
 	var total float64
