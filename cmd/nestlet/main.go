@@ -82,8 +82,12 @@ func run(ctx context.Context, o options) error {
 			_ = srv.Close()
 		}()
 	}
+	outage := o.outage
+	if outage <= 0 {
+		outage = -1 // none (0 in Config is the default)
+	}
 	acfg := agent.Config{
-		RESTConfig: cfg, Namespace: o.namespace, GroupKeys: o.groupKeys, LeaseDurationSeconds: o.lease,
+		RESTConfig: cfg, Namespace: o.namespace, GroupKeys: o.groupKeys, LeaseDurationSeconds: o.lease, OutageTolerance: outage,
 		PodWorkers: o.podWorkers, BounceTimeout: o.bounceTimeout,
 		KubeletAPI: o.kubeletAPI, DirectAddress: o.directAddress,
 	}

@@ -15,6 +15,7 @@ type options struct {
 	namespace     string
 	groupKeys     []string
 	lease         int32
+	outage        time.Duration
 	podWorkers    int
 	profiling     bool
 	bounceTimeout time.Duration
@@ -29,6 +30,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.namespace, "namespace", api.DefaultNamespace, "namespace of this cluster where node identities are kept")
 	fs.StringSliceVar(&o.groupKeys, "group-keys", api.DefaultGroupKeys, "node label keys that group nodes in the summary sent to parents")
 	fs.Int32Var(&o.lease, "lease-duration", 40, "lease duration of virtual nodes, in seconds")
+	fs.DurationVar(&o.outage, "apiserver-outage-tolerance", agent.DefaultOutageTolerance, "how long this cluster's API server may be unready while its virtual nodes keep renewing their leases in the parents (its pods keep running meanwhile); past it the parents mark the nodes lost after their grace period. 0: not at all")
 	fs.IntVar(&o.podWorkers, "pod-workers", 50, "pods forwarded concurrently per parent")
 	fs.DurationVar(&o.bounceTimeout, "bounce-timeout", 30*time.Second, "how long a forwarded pod may stay unschedulable here before it is bounced back to the parent")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "", "address serving Prometheus metrics at /metrics, e.g. :9090 (off when empty: a child in tunnel mode listens on nothing)")

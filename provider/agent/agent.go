@@ -39,6 +39,13 @@ type Config struct {
 	GroupKeys []string
 	// LeaseDurationSeconds of the virtual nodes' leases. Default 40.
 	LeaseDurationSeconds int32
+	// OutageTolerance is how long this cluster's API server may fail its
+	// readiness check while the virtual nodes still renew their leases and
+	// post their status in the parents, as a kubelet keeps renewing while
+	// its container runtime is briefly down: the pods here keep running
+	// meanwhile. Past it the nodes stop renewing, and each parent marks its
+	// node lost after its own grace period. Default 30s; negative: none.
+	OutageTolerance time.Duration
 	// Workers reconciling Targets. Default 8 (a sync is a few requests at
 	// most; the joins themselves run apart from the workers).
 	Workers int
@@ -92,7 +99,15 @@ type Agent struct {
 	readyMu  sync.Mutex
 	readyAt  time.Time
 	readyErr error
+	// The last check that passed, and the first that failed since then
+	// (zero while the API server is ready).
+	readyOK, failingSince time.Time
+	outageLogged          bool // past the tolerance, said once
 }
+
+// DefaultOutageTolerance is Config.OutageTolerance's default: a restart of
+// the API server (its graceful stop, its start and its caches) fits in it.
+const DefaultOutageTolerance = 30 * time.Second
 
 // readyTTL is how long one check of this cluster's readiness answers the
 // pings of every Target: a cluster with many parents asks once.
@@ -122,6 +137,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.LeaseDurationSeconds == 0 {
 		cfg.LeaseDurationSeconds = 40
+	}
+	if cfg.OutageTolerance == 0 {
+		cfg.OutageTolerance = DefaultOutageTolerance
 	}
 	if cfg.Workers == 0 {
 		cfg.Workers = 8

@@ -290,20 +290,56 @@ func reportFrequency(t *v1alpha1.Target) time.Duration {
 	return d
 }
 
-// ready fails when this cluster's API server is not ready. One answer
-// serves every Target for readyTTL.
+// ready fails when this cluster's API server is not ready, and has not
+// been for longer than Config.OutageTolerance since its last good check.
+// One answer serves every Target for readyTTL.
 func (a *Agent) ready(ctx context.Context) error {
-	if a.cfg.Ready != nil {
-		return a.cfg.Ready(ctx)
-	}
 	a.readyMu.Lock()
 	defer a.readyMu.Unlock()
 	if now := a.cfg.Clock.Now(); !a.readyAt.IsZero() && now.Sub(a.readyAt) < readyTTL {
 		return a.readyErr
 	}
-	a.readyErr = a.checkReady(ctx)
+	check := a.checkReady
+	if a.cfg.Ready != nil {
+		check = a.cfg.Ready
+	}
+	err := check(ctx)
 	a.readyAt = a.cfg.Clock.Now()
+	a.readyErr = a.tolerate(ctx, err, a.readyAt)
 	return a.readyErr
+}
+
+// tolerate returns err, or nil while this cluster's API server has been
+// failing for less than the outage tolerance after a good check; it logs
+// when an outage starts, when it is no longer tolerated and when it ends.
+// Called with readyMu held.
+func (a *Agent) tolerate(ctx context.Context, err error, now time.Time) error {
+	logger := klog.FromContext(ctx)
+	if err == nil {
+		if !a.failingSince.IsZero() {
+			logger.Info("This cluster's API server is ready again", "outage", now.Sub(a.failingSince).Round(time.Millisecond))
+		}
+		a.readyOK, a.failingSince, a.outageLogged = now, time.Time{}, false
+		return nil
+	}
+	tol := a.cfg.OutageTolerance
+	if a.failingSince.IsZero() {
+		a.failingSince = now
+		if tol > 0 && !a.readyOK.IsZero() {
+			logger.Info("This cluster's API server is not ready; the virtual nodes stay Ready in the parents meanwhile, for at most the outage tolerance", "err", err, "tolerance", tol)
+		}
+	}
+	if tol <= 0 || a.readyOK.IsZero() {
+		return err
+	}
+	if now.Sub(a.readyOK) < tol {
+		return nil
+	}
+	if !a.outageLogged {
+		a.outageLogged = true
+		logger.Info("This cluster's API server has not been ready for longer than the outage tolerance: the virtual nodes stop renewing their leases, and the parents will mark them lost", "err", err, "tolerance", tol)
+	}
+	return err
 }
 
 func (a *Agent) checkReady(ctx context.Context) error {

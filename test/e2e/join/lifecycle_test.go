@@ -135,8 +135,9 @@ func hasTaint(n *corev1.Node, key string) bool {
 	return false
 }
 
-// A child whose API server dies goes NotReady in the parent: its agent's
-// Ping fails, so the lease is no longer renewed (LESSONS.md, item 3).
+// A child whose API server dies goes NotReady in the parent: once the
+// agent's outage tolerance (30 s, for restarts) is over its Ping fails, so
+// the lease is no longer renewed (LESSONS.md, item 3).
 func TestDeadChildGoesNotReady(t *testing.T) {
 	ctx := t.Context()
 	require.NoError(t, env.AddClusters(ctx, localcluster.ClusterOptions{Name: "doomed",
@@ -155,7 +156,7 @@ func TestDeadChildGoesNotReady(t *testing.T) {
 	}
 	start := time.Now()
 	waitNode(t, "root", "doomed", 3*time.Minute, func(n *corev1.Node) bool { return !localcluster.NodeReady(n) })
-	t.Logf("root saw the dead child NotReady after %s (node monitor grace period 50s)", time.Since(start).Round(time.Second))
+	t.Logf("root saw the dead child NotReady after %s (the agent's 30 s outage tolerance, then the node monitor grace period, 50 s)", time.Since(start).Round(time.Second))
 	// The parent's node lifecycle controller then taints it, so its pods
 	// are evicted and replaced elsewhere; the parent's agent keeps that taint.
 	waitNode(t, "root", "doomed", time.Minute, func(n *corev1.Node) bool { return hasTaint(n, corev1.TaintNodeUnreachable) })
