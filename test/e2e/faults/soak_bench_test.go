@@ -21,12 +21,12 @@ import (
 	"github.com/nestlet/nestlet/test/framework"
 )
 
-// soakSettings reads NESTLET_SOAK (how long, default 5m, so that the whole
+// soakSettings reads NESTLET_SOAK (how long, default 4m, so that the whole
 // make bench stays under 40 minutes; longer soaks set it) and
 // NESTLET_SOAK_SEED (default: from the clock, printed so a run can be
 // replayed).
 func soakSettings(b *testing.B) (time.Duration, uint64) {
-	d := 5 * time.Minute
+	d := 4 * time.Minute
 	if v := os.Getenv("NESTLET_SOAK"); v != "" {
 		var err error
 		if d, err = time.ParseDuration(v); err != nil {
@@ -128,7 +128,7 @@ func orphanCopies(ctx context.Context, ns string) (int, error) {
 // BenchmarkSoak scales a Deployment at the root (with a ConfigMap, a Secret
 // and a Service) to a random size every 3 s while cutting and restoring the
 // links of east and west at random (seeded, printed), for NESTLET_SOAK
-// (5 minutes by default). Then it heals everything and measures how long
+// (4 minutes by default). Then it heals everything and measures how long
 // the tree takes to converge, pods lost, orphans and duplicates among the
 // delegates, copies left in leaves without delegates, and the agents' RSS
 // and goroutines before and after.

@@ -106,6 +106,30 @@ func livePods(ctx context.Context, cluster, ns string) (live map[string]string, 
 
 // settle waits until every level holds exactly want pods of ns, all
 // Running and Ready, and returns them by level.
+// waitLeasesRenewed waits until both virtual nodes' leases (mid's in root,
+// leaf's in mid) have been renewed after since: an agent renews only after
+// its cluster's API server has passed a readiness check, so a fault that
+// follows before then would find the outage tolerance already spent.
+func waitLeasesRenewed(t testing.TB, since time.Time) {
+	t.Helper()
+	var why string
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, e := range [][2]string{{"mid", "root"}, {"leaf", "mid"}} {
+			l, err := env.Cluster(e[1]).Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, e[0], metav1.GetOptions{})
+			if err != nil {
+				why = err.Error()
+				return false, nil
+			}
+			if l.Spec.RenewTime == nil || !l.Spec.RenewTime.After(since) {
+				why = fmt.Sprintf("%s's lease in %s was last renewed at %v", e[0], e[1], l.Spec.RenewTime)
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	require.NoError(t, err, "leases not renewed: %s", why)
+}
+
 func settle(t testing.TB, ns string, want int, timeout time.Duration) map[string]map[string]string {
 	t.Helper()
 	var why string
