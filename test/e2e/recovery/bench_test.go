@@ -19,7 +19,7 @@ import (
 // live delegates whose parent pod is not live (orphans) and the second
 // live delegates of one parent pod (duplicates).
 func delegateCensus(ctx context.Context, ns string) (orphans, duplicates int, err error) {
-	for _, e := range [][2]string{{"mid", "root"}, {"leaf", "mid"}} {
+	for _, e := range edges {
 		parents, _, _, err := livePods(ctx, e[1], ns)
 		if err != nil {
 			return 0, 0, err

@@ -42,7 +42,7 @@ func watchReadiness(ctx context.Context) func() []string {
 	var seen []string
 	go func() {
 		for ctx.Err() == nil {
-			for _, e := range [][2]string{{"mid", "root"}, {"leaf", "mid"}} {
+			for _, e := range edges {
 				n, err := env.Cluster(e[1]).Client.CoreV1().Nodes().Get(ctx, e[0], metav1.GetOptions{})
 				if err != nil {
 					continue // a restart test's outage, or the end

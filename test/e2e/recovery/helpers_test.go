@@ -25,6 +25,10 @@ import (
 
 var levels = []string{"root", "mid", "leaf"}
 
+// edges are the tree's joins, {child, parent}: the child's virtual node
+// and lease live in the parent.
+var edges = [][2]string{{"mid", "root"}, {"leaf", "mid"}}
+
 // namespace makes a namespace at the root for the test once mid is Ready
 // at the root and leaf at mid, without a taint of the node lifecycle.
 func namespace(t *testing.T) string {
@@ -42,7 +46,7 @@ func waitWhole(t testing.TB) {
 	t.Helper()
 	var why string
 	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		for _, e := range [][2]string{{"mid", "root"}, {"leaf", "mid"}} {
+		for _, e := range edges {
 			n, err := env.Cluster(e[1]).Client.CoreV1().Nodes().Get(ctx, e[0], metav1.GetOptions{})
 			if err != nil {
 				why = err.Error()
@@ -104,8 +108,6 @@ func livePods(ctx context.Context, cluster, ns string) (live map[string]string, 
 	return live, len(list.Items), notReady, nil
 }
 
-// settle waits until every level holds exactly want pods of ns, all
-// Running and Ready, and returns them by level.
 // waitLeasesRenewed waits until both virtual nodes' leases (mid's in root,
 // leaf's in mid) have been renewed after since: an agent renews only after
 // its cluster's API server has passed a readiness check, so a fault that
@@ -114,7 +116,7 @@ func waitLeasesRenewed(t testing.TB, since time.Time) {
 	t.Helper()
 	var why string
 	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		for _, e := range [][2]string{{"mid", "root"}, {"leaf", "mid"}} {
+		for _, e := range edges {
 			l, err := env.Cluster(e[1]).Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, e[0], metav1.GetOptions{})
 			if err != nil {
 				why = err.Error()
@@ -130,6 +132,8 @@ func waitLeasesRenewed(t testing.TB, since time.Time) {
 	require.NoError(t, err, "leases not renewed: %s", why)
 }
 
+// settle waits until every level holds exactly want pods of ns, all
+// Running and Ready, and returns them by level.
 func settle(t testing.TB, ns string, want int, timeout time.Duration) map[string]map[string]string {
 	t.Helper()
 	var why string

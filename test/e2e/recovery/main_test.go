@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 				RealNodes: []localcluster.RealNodeOptions{{Name: realNode, Labels: map[string]string{
 					"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": "real"}}}},
 		},
-		Edges:    [][2]string{{"mid", "root"}, {"leaf", "mid"}},
+		Edges:    edges,
 		JoinArgs: []string{"--report-frequency=2s"},
 		Proxies:  []string{"root", "mid"},
 		Links:    true,

@@ -315,12 +315,12 @@ func runTree(b *testing.B, f fleet, logger *klog.Logger) deployResult {
 	defer func() { te.Cleanup(b.Failed(), b.Logf) }()
 	b.ReportMetric(float64(time.Since(start).Milliseconds()), "tree-start-ms")
 
-	req0 := fieldRequests(b, te, fieldNames)
+	req0 := requestsOf(b, te, fieldNames)
 	children := joinLeaves(b, te, f, logger)
 	// Every request the fields served while the leaves joined (a watch
 	// once it ended), per join: the parents' side of a join (the leaves'
 	// clusters are simulated).
-	req1 := fieldRequests(b, te, fieldNames)
+	req1 := requestsOf(b, te, fieldNames)
 	var total float64
 	var keys []string
 	for k, n := range req1 {
@@ -343,18 +343,18 @@ func runTree(b *testing.B, f fleet, logger *klog.Logger) deployResult {
 
 	root := te.Cluster("root")
 	self0 := selfCPU()
-	rootReq0 := fieldRequests(b, te, []string{"root"})
-	fieldReq0 := fieldRequests(b, te, fieldNames)
+	rootReq0 := requestsOf(b, te, []string{"root"})
+	fieldReq0 := requestsOf(b, te, fieldNames)
 	r := deployAndMeasure(ctx, b, te.Environment, root, f.Replicas)
 	self := selfCPU() - self0
-	logPerPod(b, "root", fieldRequests(b, te, []string{"root"}), rootReq0, r.costs["root"], f.Replicas)
+	logPerPod(b, "root", requestsOf(b, te, []string{"root"}), rootReq0, r.costs["root"], f.Replicas)
 	fieldCost := framework.ClusterCost{CPU: map[string]time.Duration{}}
 	for _, n := range fieldNames {
 		for k, t := range r.costs[n].CPU {
 			fieldCost.CPU[k] += t
 		}
 	}
-	logPerPod(b, "all fields", fieldRequests(b, te, fieldNames), fieldReq0, fieldCost, f.Replicas)
+	logPerPod(b, "all fields", requestsOf(b, te, fieldNames), fieldReq0, fieldCost, f.Replicas)
 	b.Logf("during the deployment, per pod: shared etcd %.1f ms of CPU, this process (the hollow leaves) %.1f ms",
 		float64(r.costs[framework.SharedEtcd].TotalCPU().Microseconds())/1000/float64(f.Replicas), float64(self.Microseconds())/1000/float64(f.Replicas))
 	r.machineCPUPerPodMs += float64(self.Milliseconds()) / float64(f.Replicas)
@@ -498,10 +498,10 @@ func logPerPod(b *testing.B, what string, req1, req0 map[string]float64, cost fr
 	b.Logf("during the deployment, per pod, %s: CPU ms %s; requests %s", what, strings.Join(cpu, ", "), strings.Join(reqs, ", "))
 }
 
-// fieldRequests sums the fields' requests by resource and verb.
-func fieldRequests(b *testing.B, te *framework.TreeEnv, fieldNames []string) map[string]float64 {
+// requestsOf sums the requests of the named clusters by resource and verb.
+func requestsOf(b *testing.B, te *framework.TreeEnv, names []string) map[string]float64 {
 	out := map[string]float64{}
-	for _, name := range fieldNames {
+	for _, name := range names {
 		reqs, err := framework.Requests(b.Context(), te.Cluster(name))
 		if err != nil {
 			b.Fatal(err)
