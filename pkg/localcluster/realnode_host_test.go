@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
 )
 
 // A record is stale once nobody will undo it but whoever finds it: its
@@ -43,4 +44,13 @@ clusters:
     cpu: "2"
 `))
 	require.ErrorContains(t, err, "clusters[0].nodes[0].cpu: Forbidden: a real node has the machine's resources")
+}
+
+// A veth the kernel already deleted with its peer is not a teardown error.
+func TestLinkGone(t *testing.T) {
+	err := netlink.LinkDel(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "nestlet-gone0", Index: 1 << 30}})
+	require.Error(t, err)
+	require.True(t, linkGone(err), "deleting a missing link: %v", err)
+	require.False(t, linkGone(os.ErrPermission))
+	require.NoError(t, deleteBridge("nestlet-gone0"))
 }

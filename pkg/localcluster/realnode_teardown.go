@@ -183,15 +183,24 @@ func deleteBridge(name string) error {
 	var errs []error
 	for _, l := range links {
 		if l.Attrs().MasterIndex == br.Attrs().Index {
-			if err := netlink.LinkDel(l); err != nil {
+			if err := netlink.LinkDel(l); err != nil && !linkGone(err) {
 				errs = append(errs, fmt.Errorf("deleting %s: %w", l.Attrs().Name, err))
 			}
 		}
 	}
-	if err := netlink.LinkDel(br); err != nil {
+	if err := netlink.LinkDel(br); err != nil && !linkGone(err) {
 		errs = append(errs, fmt.Errorf("deleting bridge %s: %w", name, err))
 	}
 	return errors.Join(errs...)
+}
+
+// linkGone tells whether deleting a link failed because it is already
+// gone: a veth goes with its peer when the kernel destroys a pod's network
+// namespace, which a dying runtime's last shim can do between the listing
+// and the deletion.
+func linkGone(err error) bool {
+	var notFound netlink.LinkNotFoundError
+	return errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT) || errors.As(err, &notFound)
 }
 
 // removeContainerLogLinks removes the links kubelet made in
