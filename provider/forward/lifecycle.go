@@ -19,8 +19,13 @@ const fieldManager = "nestlet"
 
 // CreatePod creates the delegate of pod in this cluster, after the objects
 // it references. It is idempotent: a pod that already has its delegate is
-// left alone, so an agent restarted at any point creates no second one.
+// left alone, so an agent restarted at any point creates no second one. A
+// passing error of this cluster's API server is retried (retry.go).
 func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
+	return p.orRetry(pod, p.createPod(ctx, pod))
+}
+
+func (p *Provider) createPod(ctx context.Context, pod *corev1.Pod) error {
 	start := p.cfg.Clock.Now()
 	if d := p.delegateOf(pod.Namespace, pod.Name); d != nil && originUID(d) == pod.UID {
 		return nil
@@ -77,11 +82,16 @@ func (p *Provider) ensureNamespace(ctx context.Context, name string) error {
 }
 
 // UpdatePod carries what may change on a running pod (labels, annotations,
-// images, active deadline, added tolerations) to its delegate.
+// images, active deadline, added tolerations) to its delegate, or creates
+// it when there is none. A passing error is retried, as in CreatePod.
 func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
+	return p.orRetry(pod, p.updatePod(ctx, pod))
+}
+
+func (p *Provider) updatePod(ctx context.Context, pod *corev1.Pod) error {
 	d := p.delegateOf(pod.Namespace, pod.Name)
 	if d == nil || originUID(d) != pod.UID {
-		return p.CreatePod(ctx, pod)
+		return p.createPod(ctx, pod)
 	}
 	want := d.DeepCopy()
 	want.Labels = maps.Clone(pod.Labels)
@@ -125,6 +135,7 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 // parent pod gets its terminal status once the delegate is gone.
 func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	p.cancelBounce(pod.UID)
+	p.forgetRetry(pod.UID)
 	d := p.delegateOf(pod.Namespace, pod.Name)
 	if d == nil || (pod.UID != "" && originUID(d) != pod.UID) {
 		return errdefs.NotFoundf("pod %s/%s has no delegate in %s", pod.Namespace, pod.Name, p.cfg.ClusterName)

@@ -84,6 +84,7 @@ type Provider struct {
 	deleting map[types.UID]bool        // parent pods whose delegate we delete
 	failed   map[types.UID]*corev1.Pod // parent pods failed here (loop, bounce, delegate lost)
 	timers   map[types.UID]clock.Timer // bounce timers
+	retries  map[types.UID]*retryState // delegate writes to retry (retry.go)
 	// looked are the parent pods virtual-kubelet has asked about since
 	// this provider started (see GetPod).
 	looked map[types.UID]bool
@@ -145,6 +146,7 @@ func New(cfg Config) (*Provider, error) {
 		deleting:  map[types.UID]bool{},
 		failed:    map[types.UID]*corev1.Pod{},
 		timers:    map[types.UID]clock.Timer{},
+		retries:   map[types.UID]*retryState{},
 		looked:    map[types.UID]bool{},
 	}
 	p.deps = newDependencies(p)

@@ -2,14 +2,18 @@ package faults
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/provider/forward"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -105,4 +109,71 @@ func TestParentAPIServerDown(t *testing.T) {
 		require.NoError(t, err, "%s not Ready at the root after the outage", c)
 	}
 	t.Logf("children Ready at the root %s after the restart", time.Since(back).Round(time.Millisecond))
+}
+
+// Pods sent to a child while its API server restarts are not failed, not
+// even with restartPolicy Never: the child's agent retries their delegates
+// (its virtual node stays Ready at the root meanwhile, the outage being
+// shorter than the agent's tolerance), says so in an event on each, and
+// they run once the child's API server is back.
+func TestChildAPIServerRestartKeepsNewPods(t *testing.T) {
+	ctx := t.Context()
+	ns := namespace(t)
+	spec := deployment(ns, "once", 1).Spec.Template.Spec
+	spec.RestartPolicy = corev1.RestartPolicyNever
+	spec.Affinity = nil
+	spec.NodeSelector = map[string]string{"topology.kubernetes.io/region": "east"}
+	rootPods := env.Cluster("root").Client.CoreV1().Pods(ns)
+
+	apiserver := env.Cluster("east").Process("kube-apiserver")
+	require.NotNil(t, apiserver)
+	apiserver.Stop(10 * time.Second)
+	restarted := false
+	defer func() {
+		if !restarted {
+			_ = apiserver.Restart()
+		}
+	}()
+	const n = 3
+	for i := range n {
+		_, err := rootPods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("once-%d", i)}, Spec: *spec.DeepCopy()}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	// Bound to east at the root, and some retries later, still not failed.
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := rootPods.List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == n && !slices.ContainsFunc(list.Items, func(p corev1.Pod) bool { return p.Spec.NodeName != "east" }), nil
+	})
+	require.NoError(t, err, "the pods were not bound to east")
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		events, err := env.Cluster("root").Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + forward.ReasonDelegateRetry})
+		return err == nil && len(events.Items) >= n, nil
+	})
+	require.NoError(t, err, "no %s event on each pod", forward.ReasonDelegateRetry)
+	list, err := rootPods.List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, p := range list.Items {
+		require.NotEqual(t, corev1.PodFailed, p.Status.Phase, "%s failed while east's API server was down: %s", p.Name, p.Status.Message)
+	}
+
+	require.NoError(t, apiserver.Restart())
+	restarted = true
+	back := time.Now()
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := rootPods.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		for _, p := range list.Items {
+			if p.Status.Phase == corev1.PodFailed {
+				return false, fmt.Errorf("%s failed: %s", p.Name, p.Status.Message)
+			}
+			if p.Status.Phase != corev1.PodRunning {
+				return false, nil
+			}
+		}
+		return len(list.Items) == n, nil
+	})
+	require.NoError(t, err, "the pods did not run once east's API server was back")
+	t.Logf("all %d Running at the root %s after east's API server restarted", n, time.Since(back).Round(time.Millisecond))
 }

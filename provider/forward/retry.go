@@ -1,0 +1,139 @@
+package forward
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// A write of a delegate that fails because this cluster's API server is
+// out for a moment (restarting, unreachable, overloaded) is retried here,
+// and virtual-kubelet is told it went well. Told of the error, virtual-
+// kubelet would mark the parent pod Failed if its restartPolicy is Never
+// (and Pending if it is running), for an outage the agent tolerates
+// (--apiserver-outage-tolerance) and the parent does not see: the virtual
+// node stays Ready meanwhile. The parent pod stays as it is, with a
+// Warning event that says why its delegate is late.
+
+const (
+	// ReasonDelegateRetry is the reason of the event on a parent pod
+	// whose delegate could not be written for a passing reason.
+	ReasonDelegateRetry = "DelegateRetry"
+	// ReasonProviderFailed is virtual-kubelet's reason for a pod whose
+	// delegate could not be written, used for those retried here.
+	ReasonProviderFailed = "ProviderFailed"
+)
+
+// Backoff of the retries: retryBase doubled per attempt up to retryCap.
+const (
+	retryBase = time.Second
+	retryCap  = 30 * time.Second
+)
+
+// retryState is the retry of one parent pod's delegate.
+type retryState struct {
+	attempts int
+	timer    clock.Timer
+}
+
+// transient reports whether err passes by itself: the API server
+// unreachable, restarting, timing out or shedding load.
+func transient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var netErr net.Error
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) ||
+		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+		errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout())
+}
+
+// orRetry returns err to virtual-kubelet unless it is transient, in which
+// case the write of pod's delegate is retried later and nil is returned.
+func (p *Provider) orRetry(pod *corev1.Pod, err error) error {
+	if err == nil || !transient(err) || p.ctx.Err() != nil {
+		p.forgetRetry(pod.UID)
+		return err
+	}
+	p.retryLater(pod, err)
+	return nil
+}
+
+// retryLater schedules the next attempt for pod, unless one is scheduled.
+func (p *Provider) retryLater(pod *corev1.Pod, err error) {
+	p.mu.Lock()
+	r := p.retries[pod.UID]
+	if r == nil {
+		r = &retryState{}
+		p.retries[pod.UID] = r
+	}
+	if r.timer != nil {
+		p.mu.Unlock()
+		return
+	}
+	r.attempts++
+	delay := min(retryBase<<min(r.attempts-1, 10), retryCap)
+	ns, name, uid := pod.Namespace, pod.Name, pod.UID
+	r.timer = p.cfg.Clock.AfterFunc(delay, func() { go p.retryNow(ns, name, uid) })
+	first := r.attempts == 1
+	p.mu.Unlock()
+	p.cfg.Metrics.errors.WithLabelValues(p.cfg.TargetName, "transient").Inc()
+	klog.FromContext(p.ctx).V(2).Info("Writing a delegate failed for a passing reason; retrying", "pod", klog.KObj(pod), "in", delay, "err", err)
+	if first {
+		p.cfg.Recorder.Event(pod, corev1.EventTypeWarning, ReasonDelegateRetry,
+			fmt.Sprintf("%v: cluster %s's API server is out for now; retrying until it is back", err, p.cfg.ClusterName))
+	}
+}
+
+// retryNow writes the delegate of the parent pod ns/name again, if that
+// pod is still the one (uid) and still wants it.
+func (p *Provider) retryNow(ns, name string, uid types.UID) {
+	p.mu.Lock()
+	if r := p.retries[uid]; r != nil {
+		r.timer = nil
+	}
+	p.mu.Unlock()
+	pod, err := p.cfg.ParentPods.Pods(ns).Get(name)
+	if err != nil || pod.UID != uid || pod.DeletionTimestamp != nil || terminal(pod) || p.ctx.Err() != nil {
+		p.forgetRetry(uid)
+		return
+	}
+	err = p.updatePod(p.ctx, pod.DeepCopy())
+	switch {
+	case err == nil:
+		p.forgetRetry(uid)
+	case transient(err):
+		p.retryLater(pod, err)
+	case p.delegateOf(ns, name) == nil && pod.Spec.RestartPolicy == corev1.RestartPolicyNever:
+		// No longer a passing error: what virtual-kubelet does with it,
+		// for a pod it will not look at again.
+		p.forgetRetry(uid)
+		p.fail(pod, nil, ReasonProviderFailed, err.Error())
+	default:
+		// virtual-kubelet would retry this too, at its own pace.
+		p.cfg.Recorder.Event(pod, corev1.EventTypeWarning, ReasonProviderFailed, err.Error())
+		p.retryLater(pod, err)
+	}
+}
+
+// forgetRetry cancels what is scheduled for the parent pod uid.
+func (p *Provider) forgetRetry(uid types.UID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.retries[uid]; r != nil {
+		if r.timer != nil {
+			r.timer.Stop()
+		}
+		delete(p.retries, uid)
+	}
+}
