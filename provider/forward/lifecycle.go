@@ -77,6 +77,17 @@ func (p *Provider) ensureNamespace(ctx context.Context, name string) error {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
+	if err == nil {
+		// A namespace just made has no default service account until
+		// this cluster's controller manager makes one, and a pod created
+		// before that is refused: make it now. Should this fail, the
+		// refusal is retried (transient).
+		_, err := p.cfg.Child.CoreV1().ServiceAccounts(name).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}},
+			metav1.CreateOptions{FieldManager: fieldManager})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			klog.FromContext(ctx).V(2).Info("Creating the default service account of a new namespace", "namespace", name, "err", err)
+		}
+	}
 	p.namespaces.Store(name, true)
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,10 +47,15 @@ type retryState struct {
 }
 
 // transient reports whether err passes by itself: the API server
-// unreachable, restarting, timing out or shedding load.
+// unreachable, restarting, timing out or shedding load, or a pod refused
+// because its namespace's default service account is not made yet (this
+// cluster's controller manager makes it, once it is back too).
 func transient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
+	}
+	if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "error looking up service account") {
+		return true
 	}
 	var netErr net.Error
 	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||

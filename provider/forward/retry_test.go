@@ -1,6 +1,8 @@
 package forward
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -86,6 +88,10 @@ func TestCreateRetriesWhileTheAPIServerIsDown(t *testing.T) {
 		_, err := child.CoreV1().Pods("app").Get(t.Context(), "job-1", metav1.GetOptions{})
 		return err == nil
 	}, 5*time.Second, 10*time.Millisecond, "delegate never created")
+	// The namespace was made here, with its default service account (a
+	// pod is refused until there is one).
+	_, err = child.CoreV1().ServiceAccounts("app").Get(t.Context(), "default", metav1.GetOptions{})
+	require.NoError(t, err)
 	select {
 	case sent := <-got:
 		require.NotEqual(t, corev1.PodFailed, sent.Status.Phase, "the parent pod was failed: %s", sent.Status.Message)
@@ -129,4 +135,9 @@ func TestTransient(t *testing.T) {
 	require.False(t, transient(apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "x", nil)))
 	require.False(t, transient(apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "x", nil)))
 	require.False(t, transient(nil))
+	// kube-apiserver's ServiceAccount admission, in a namespace made
+	// moments ago.
+	noSA := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "x",
+		errors.New(`error looking up service account app/default: serviceaccount "default" not found`))
+	require.True(t, transient(fmt.Errorf("creating delegate: %w", noSA)))
 }
