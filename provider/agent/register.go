@@ -90,7 +90,7 @@ func (r *runner) register(ctx context.Context, nodeClient kubernetes.Interface, 
 	}
 	if existing == nil {
 		var created *corev1.Node
-		created, err = nodes.Create(ctx, initial, metav1.CreateOptions{FieldManager: fieldManager})
+		created, err = nodes.Create(ctx, withTTL(initial), metav1.CreateOptions{FieldManager: fieldManager})
 		if err == nil {
 			reg.created(created)
 		}
@@ -111,6 +111,25 @@ func (r *runner) register(ctx context.Context, nodeClient kubernetes.Interface, 
 		return nil, nodeError(err, t)
 	}
 	return initial, nil
+}
+
+// withTTL returns n with the object TTL annotation that the parent's TTL
+// controller sets on every node of a cluster of up to 100 nodes (a parent
+// of clusters usually is one): "0". It tells a kubelet how long it may
+// cache the Secrets and ConfigMaps of its pods, and a virtual node caches
+// none, so the value is harmless; created with it, the node saves the
+// parent the controller's write. In a bigger parent the controller sets
+// its own value, as before. It is not in what the node controller applies
+// (n's last-applied annotations), so nothing ever puts "0" back.
+func withTTL(n *corev1.Node) *corev1.Node {
+	out := n.DeepCopy()
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	if _, ok := out.Annotations[corev1.ObjectTTLAnnotationKey]; !ok {
+		out.Annotations[corev1.ObjectTTLAnnotationKey] = "0"
+	}
+	return out
 }
 
 // statusRefresh is how often the node's status is posted when nothing

@@ -91,3 +91,16 @@ func TestRegistrationSparesRepeats(t *testing.T) {
 		require.Len(t, client.Actions(), 2, "nothing answered for a node not created by this run")
 	})
 }
+
+// The node is created with the TTL controller's value for a small parent,
+// which the controller then leaves alone; a value already there is kept.
+func TestWithTTL(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "east", Annotations: map[string]string{"a": "b"}}}
+	out := withTTL(n)
+	require.Equal(t, "0", out.Annotations[corev1.ObjectTTLAnnotationKey])
+	require.Equal(t, "b", out.Annotations["a"])
+	require.NotContains(t, n.Annotations, corev1.ObjectTTLAnnotationKey, "the node given was changed")
+	out.Annotations[corev1.ObjectTTLAnnotationKey] = "15"
+	require.Equal(t, "15", withTTL(out).Annotations[corev1.ObjectTTLAnnotationKey])
+	require.Equal(t, "0", withTTL(&corev1.Node{}).Annotations[corev1.ObjectTTLAnnotationKey])
+}
