@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -230,6 +232,36 @@ func TestPodCIDROverlap(t *testing.T) {
 	moved := summaryNode("east", []string{"east", "shared"}, []string{"10.9.0.0/16"})
 	require.NoError(t, indexer.Update(moved))
 	require.Equal(t, api.PodCIDROverlapNone, podCIDROverlap(moved, lister, cache))
+}
+
+// Children with the same pod CIDR joining one after another: the oldest
+// clashes are named, so a description that is full does not change when
+// another joins (each join would otherwise rewrite every other child).
+func TestPodCIDROverlapIsStableAsChildrenJoin(t *testing.T) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	lister := corelisters.NewNodeLister(indexer)
+	cidrs := &cidrCache{}
+	base := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
+	child := func(i int) *corev1.Node {
+		name := fmt.Sprintf("kind-%d", i)
+		raw, err := api.FormatSummary(api.Summary{Cluster: name, Covered: []string{name}, PodCIDRs: []string{"10.244.0.0/16"}})
+		require.NoError(t, err)
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{api.LabelCluster: name},
+			Annotations: map[string]string{api.AnnotationSummary: raw}, CreationTimestamp: metav1.NewTime(base.Add(time.Duration(i) * time.Second))}}
+	}
+	first := child(0)
+	var before string
+	for i := range 12 {
+		require.NoError(t, indexer.Add(child(i)))
+		got := podCIDROverlap(first, lister, cidrs)
+		if i > maxClashes+1 { // from the second past the named ones
+			require.Equal(t, before, got, "joining kind-%d changed kind-0's description", i)
+			require.True(t, strings.HasSuffix(got, "; and more"), got)
+			require.Equal(t, maxClashes+1, len(strings.Split(got, "; ")))
+			require.True(t, strings.HasPrefix(got, "10.244.0.0/16 overlaps 10.244.0.0/16 of cluster kind-1;"), got)
+		}
+		before = got
+	}
 }
 
 func TestDecoratorSyncMissingNode(t *testing.T) {

@@ -29,6 +29,9 @@ import (
 // (api.AnnotationPodCIDROverlap). The child reads it back from its own
 // node and reports it as ConditionPodCIDRsDistinct on its Target.
 
+// maxClashes is how many overlaps a description names.
+const maxClashes = 5
+
 // podCIDROverlap returns what the pod CIDRs of node n (a child's virtual
 // node) overlap among the other nodes of this cluster: api.PodCIDROverlapNone,
 // or a description. Children that share a cluster with n (a diamond) run
@@ -42,7 +45,17 @@ func podCIDROverlap(n *corev1.Node, nodes corelisters.NodeLister, cache *cidrCac
 	if err != nil {
 		return api.PodCIDROverlapNone
 	}
-	slices.SortFunc(all, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	// The oldest first, and at most maxClashes of them with no count of
+	// the rest: a node that joins later changes no description that is
+	// full already. Many children with the same default pod CIDR (kind's,
+	// say) joining one after another would otherwise each rewrite every
+	// other's.
+	slices.SortFunc(all, func(a, b *corev1.Node) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
 	var clashes []string
 	for _, o := range all {
 		if o.Name == n.Name {
@@ -63,8 +76,8 @@ func podCIDROverlap(n *corev1.Node, nodes corelisters.NodeLister, cache *cidrCac
 	if len(clashes) == 0 {
 		return api.PodCIDROverlapNone
 	}
-	if len(clashes) > 5 {
-		clashes = append(clashes[:5], fmt.Sprintf("and %d more", len(clashes)-5))
+	if len(clashes) > maxClashes {
+		clashes = append(clashes[:maxClashes], "and more")
 	}
 	return strings.Join(clashes, "; ")
 }
