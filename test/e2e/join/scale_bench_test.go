@@ -13,10 +13,12 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/pkg/localcluster"
 	"github.com/nestlet/nestlet/test/framework"
@@ -206,8 +208,12 @@ func BenchmarkJoin60AtOnce(b *testing.B) {
 			b.ReportMetric(total/wall, "join60-cores-all")
 			// API requests per join, by cluster, resource and verb (the
 			// frequent ones), and all of them, in each cluster and in
-			// both. A watch counts once it ends: the CSR's does, the
-			// agent's watches of its pods, node and Services stay open.
+			// both, once every join is done, including what follows a
+			// node's readiness (its lease, its role label, the removal
+			// of the taint every new node gets). A watch counts once it
+			// ends: the CSR's does, the agent's watches of its pods, node
+			// and Services stay open.
+			joinsDone(b, "bench-60", 60)
 			totals := map[string]float64{}
 			for key, n := range requests(b) {
 				per := (n - req0[key]) / 60
@@ -226,6 +232,52 @@ func BenchmarkJoin60AtOnce(b *testing.B) {
 		b.ReportMetric(quantileMS(ready, 0.99), "join60-p99-ms")
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// joinsDone waits until the n nodes prefix-* in root are done with their
+// joins: a lease, the cluster role label, no not-ready taint, the TTL
+// annotation, and their Targets' Ready condition written in west.
+func joinsDone(b *testing.B, prefix string, n int) {
+	ctx := b.Context()
+	root := env.Cluster("root").Client
+	westTargets, _ := westTarget(b)
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		nodes, err := root.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		leases, err := root.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		targets, err := westTargets.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		leased := map[string]bool{}
+		for _, l := range leases.Items {
+			leased[l.Name] = true
+		}
+		done := 0
+		for _, node := range nodes.Items {
+			_, role := node.Labels[api.LabelNodeRoleCluster]
+			_, ttl := node.Annotations[corev1.ObjectTTLAnnotationKey]
+			tainted := slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady })
+			if strings.HasPrefix(node.Name, prefix+"-") && leased[node.Name] && role && ttl && !tainted {
+				done++
+			}
+		}
+		reported := 0
+		for _, t := range targets.Items {
+			if strings.HasPrefix(t.Name, prefix+"-") && meta.IsStatusConditionTrue(t.Status.Conditions, v1alpha1.ConditionReady) {
+				reported++
+			}
+		}
+		return done == n && reported == n, nil
+	})
+	if err != nil {
+		b.Fatalf("the %d joins %s-* are not all done: %v", n, prefix, err)
+	}
 }
 
 // requests returns root's and west's API request counts, keyed
