@@ -166,6 +166,11 @@ func runFlat(b *testing.B, f fleet) deployResult {
 	}
 	defer func() { env.Cleanup(b.Failed(), b.Logf) }()
 	c := env.Cluster("flat")
+	// An API server with nothing in it yet: what any cluster costs before
+	// it holds anything, the root included.
+	if empty, err := framework.RSSBytes(c.Process("kube-apiserver")); err == nil {
+		b.ReportMetric(float64(empty)/(1<<20), "empty-apiserver-rss-MiB")
+	}
 	start := time.Now()
 	addNodes(ctx, b, c, f)
 	b.ReportMetric(float64(time.Since(start).Milliseconds()), "flat-add-nodes-ms")
