@@ -124,6 +124,13 @@ func TestChildAPIServerRestartKeepsNewPods(t *testing.T) {
 	spec.Affinity = nil
 	spec.NodeSelector = map[string]string{"topology.kubernetes.io/region": "east"}
 	rootPods := env.Cluster("root").Client.CoreV1().Pods(ns)
+	// Pods, unlike a Deployment's, are not retried: wait for the new
+	// namespace's service account at the root.
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := env.Cluster("root").Client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	require.NoError(t, err, "no default service account in %s at the root", ns)
 
 	apiserver := env.Cluster("east").Process("kube-apiserver")
 	require.NotNil(t, apiserver)
@@ -140,7 +147,7 @@ func TestChildAPIServerRestartKeepsNewPods(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// Bound to east at the root, and some retries later, still not failed.
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		list, err := rootPods.List(ctx, metav1.ListOptions{})
 		return err == nil && len(list.Items) == n && !slices.ContainsFunc(list.Items, func(p corev1.Pod) bool { return p.Spec.NodeName != "east" }), nil
 	})
