@@ -125,8 +125,10 @@ func TestChildAPIServerRestartKeepsNewPods(t *testing.T) {
 	spec.NodeSelector = map[string]string{"topology.kubernetes.io/region": "east"}
 	rootPods := env.Cluster("root").Client.CoreV1().Pods(ns)
 	// Pods, unlike a Deployment's, are not retried: wait for the new
-	// namespace's service account at the root.
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	// namespace's service account at the root (its controller manager's
+	// informers may still be backing off, up to a minute, after the
+	// root's outage in TestParentAPIServerDown).
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := env.Cluster("root").Client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	})
