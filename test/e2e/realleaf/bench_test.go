@@ -16,19 +16,19 @@ import (
 )
 
 const (
-	startupPods = 40
+	startupPods = 30
 	// One pod a second: at 5/s one real kubelet on this 2-core machine
 	// queued them (p50 22 s in the leaf itself), which measured its
 	// throughput, not a pod's start-up.
 	startupEvery = time.Second
 )
 
-// BenchmarkRealStartup creates 40 pods of the demo app, paced at 1/s, in
+// BenchmarkRealStartup creates 30 pods of the demo app, paced at 1/s, in
 // the leaf (0 hops: the baseline), in mid (1 hop) and at the root (2 hops)
 // in turn, and reports created -> Running where created (seen by an
 // informer there), p50 and p99, and what each hop adds at p99 (the goal:
 // at most 300 ms per hop; the Kubernetes pod start-up SLO is p99 <= 5 s).
-// Then the memory of the real node (kubelet, containerd) running the 40
+// Then the memory of the real node (kubelet, containerd) running the 30
 // pods of the last run, beside the leaf's kwok process.
 //
 //	go test ./test/e2e/realleaf -run '^$' -bench RealStartup -benchtime 1x
