@@ -33,6 +33,27 @@ func agent(t testing.TB, cluster string) *localcluster.Process {
 	return nil
 }
 
+// stopAPIServer stops cluster's API server (gracefully, as a restart does)
+// and returns what starts it again; the test's cleanup starts it if the
+// test did not.
+func stopAPIServer(t *testing.T, cluster string) (restart func() error) {
+	t.Helper()
+	apiserver := env.Cluster(cluster).Process("kube-apiserver")
+	require.NotNil(t, apiserver)
+	apiserver.Stop(10 * time.Second)
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = apiserver.Restart()
+		}
+	})
+	return func() error {
+		err := apiserver.Restart()
+		restarted = err == nil
+		return err
+	}
+}
+
 // The root's API server down (its etcd kept): the children keep running
 // every delegate, their agents wait without crashing, and once it is back
 // the tree is what it was within seconds: the same pods at both levels.
@@ -58,15 +79,7 @@ func TestParentAPIServerDown(t *testing.T) {
 		t.Logf("%s agent before: RSS %d MiB", c, rss>>20)
 	}
 
-	apiserver := env.Cluster("root").Process("kube-apiserver")
-	require.NotNil(t, apiserver)
-	apiserver.Stop(10 * time.Second)
-	restarted := false
-	defer func() {
-		if !restarted {
-			_ = apiserver.Restart()
-		}
-	}()
+	restart := stopAPIServer(t, "root")
 	deadline := time.Now().Add(outage)
 	for time.Now().Before(deadline) {
 		for _, c := range []string{"east", "west"} {
@@ -77,8 +90,7 @@ func TestParentAPIServerDown(t *testing.T) {
 		}
 		time.Sleep(5 * time.Second)
 	}
-	require.NoError(t, apiserver.Restart())
-	restarted = true
+	require.NoError(t, restart())
 	back := time.Now()
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		body, err := env.Cluster("root").Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
@@ -134,15 +146,7 @@ func TestChildAPIServerRestartKeepsNewPods(t *testing.T) {
 	})
 	require.NoError(t, err, "no default service account in %s at the root", ns)
 
-	apiserver := env.Cluster("east").Process("kube-apiserver")
-	require.NotNil(t, apiserver)
-	apiserver.Stop(10 * time.Second)
-	restarted := false
-	defer func() {
-		if !restarted {
-			_ = apiserver.Restart()
-		}
-	}()
+	restart := stopAPIServer(t, "east")
 	const n = 3
 	for i := range n {
 		_, err := rootPods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("once-%d", i)}, Spec: *spec.DeepCopy()}, metav1.CreateOptions{})
@@ -165,8 +169,7 @@ func TestChildAPIServerRestartKeepsNewPods(t *testing.T) {
 		require.NotEqual(t, corev1.PodFailed, p.Status.Phase, "%s failed while east's API server was down: %s", p.Name, p.Status.Message)
 	}
 
-	require.NoError(t, apiserver.Restart())
-	restarted = true
+	require.NoError(t, restart())
 	back := time.Now()
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		list, err := rootPods.List(ctx, metav1.ListOptions{})
