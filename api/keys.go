@@ -75,6 +75,13 @@ const (
 	// the parent's cluster name (key ClusterInfoNameKey).
 	ClusterInfoConfigMap = "nestlet-info"
 	ClusterInfoNameKey   = "clusterName"
+	// ClusterInfoExtension names the extension of the cluster in
+	// kube-public/cluster-info's kubeconfig that holds a copy of
+	// ClusterInfoConfigMap's data (a JSON object of strings), written by
+	// whoever writes nestlet-info. The bootstrapsigner's signature of that
+	// kubeconfig covers it, so a joining child takes it from the read that
+	// pins the parent's CA instead of reading nestlet-info as well.
+	ClusterInfoExtension = "nestlet.io/info"
 
 	// Keys of ClusterInfoConfigMap written by nestlet-proxy, so that the
 	// agents of children find it (trusting the parent's API server, which

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"strings"
@@ -12,9 +14,11 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	certutil "k8s.io/client-go/util/cert"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	"k8s.io/cluster-bootstrap/token/jws"
@@ -71,9 +75,18 @@ func Discover(ctx context.Context, o DiscoveryOptions) (*Parent, error) {
 
 	caData := o.CABundle
 	if o.CACertHash != "" {
+		var signed map[string]string
 		var err error
-		if caData, err = discoverCA(ctx, o, tokenID, tokenSecret); err != nil {
+		if caData, signed, err = discoverCA(ctx, o, tokenID, tokenSecret); err != nil {
 			return nil, err
+		}
+		if signed != nil {
+			// What the parent publishes about itself came with the
+			// pinned CA, under the signature that proves the token: no
+			// second read. The certificate request that follows is made
+			// with the token over the pinned CA, and says so if the
+			// parent refuses either.
+			return &Parent{URL: o.ParentURL, CAData: caData, ClusterName: signed[api.ClusterInfoNameKey], Info: signed}, nil
 		}
 	} else if len(caData) == 0 {
 		return nil, Errorf(v1alpha1.ReasonInvalidSpec, nil, "set caCertHash or caBundle")
@@ -106,55 +119,102 @@ func Discover(ctx context.Context, o DiscoveryOptions) (*Parent, error) {
 }
 
 // discoverCA reads cluster-info without trusting the server and returns the
-// CA it names once its signature and pin are checked.
-func discoverCA(ctx context.Context, o DiscoveryOptions, tokenID, tokenSecret string) ([]byte, error) {
+// CA it names once its signature and pin are checked, with the copy of
+// nestlet-info the signed kubeconfig carries (nil when it has none).
+func discoverCA(ctx context.Context, o DiscoveryOptions, tokenID, tokenSecret string) ([]byte, map[string]string, error) {
 	pins := pubkeypin.NewSet()
 	if err := pins.Allow(o.CACertHash); err != nil {
-		return nil, Errorf(v1alpha1.ReasonInvalidSpec, err, "caCertHash %q is not a sha256:<hex> pin", o.CACertHash)
+		return nil, nil, Errorf(v1alpha1.ReasonInvalidSpec, err, "caCertHash %q is not a sha256:<hex> pin", o.CACertHash)
 	}
 	insecure := &rest.Config{Host: o.ParentURL, Timeout: o.Timeout, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
 	client, err := kubernetes.NewForConfig(insecure)
 	if err != nil {
-		return nil, Errorf(v1alpha1.ReasonInvalidSpec, err, "cannot build a client for %s", o.ParentURL)
+		return nil, nil, Errorf(v1alpha1.ReasonInvalidSpec, err, "cannot build a client for %s", o.ParentURL)
 	}
-	cm, err := client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, bootstrapapi.ConfigMapClusterInfo, metav1.GetOptions{})
-	if err != nil {
-		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-			return nil, Errorf(v1alpha1.ReasonTokenRejected, err,
-				"the parent publishes no readable kube-public/cluster-info: run 'nestctl token create' on the parent, which sets it up")
+	var kubeconfig string
+	for attempt := 0; ; attempt++ {
+		cm, err := client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, bootstrapapi.ConfigMapClusterInfo, metav1.GetOptions{})
+		if err != nil {
+			if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+				return nil, nil, Errorf(v1alpha1.ReasonTokenRejected, err,
+					"the parent publishes no readable kube-public/cluster-info: run 'nestctl token create' on the parent, which sets it up")
+			}
+			return nil, nil, classify(err, o.ParentURL)
 		}
-		return nil, classify(err, o.ParentURL)
-	}
-	kubeconfig, ok := cm.Data[bootstrapapi.KubeConfigKey]
-	if !ok {
-		return nil, Errorf(v1alpha1.ReasonTokenRejected, nil, "the parent's cluster-info has no kubeconfig: run 'nestctl token create' on the parent")
-	}
-	sig, ok := cm.Data[bootstrapapi.JWSSignatureKeyPrefix+tokenID]
-	if !ok {
-		return nil, Errorf(v1alpha1.ReasonTokenRejected, nil,
-			"the parent knows no bootstrap token with id %q (wrong, expired or deleted): create a new one with 'nestctl token create' on the parent and update the token Secret", tokenID)
-	}
-	if !jws.DetachedTokenIsValid(sig, kubeconfig, tokenID, tokenSecret) {
-		return nil, Errorf(v1alpha1.ReasonTokenRejected, nil,
-			"the secret part of bootstrap token %q does not match the parent's: check the token Secret, or create a new token with 'nestctl token create'", tokenID)
+		var ok bool
+		kubeconfig, ok = cm.Data[bootstrapapi.KubeConfigKey]
+		if !ok {
+			return nil, nil, Errorf(v1alpha1.ReasonTokenRejected, nil, "the parent's cluster-info has no kubeconfig: run 'nestctl token create' on the parent")
+		}
+		sig, ok := cm.Data[bootstrapapi.JWSSignatureKeyPrefix+tokenID]
+		if !ok {
+			return nil, nil, Errorf(v1alpha1.ReasonTokenRejected, nil,
+				"the parent knows no bootstrap token with id %q (wrong, expired or deleted): create a new one with 'nestctl token create' on the parent and update the token Secret", tokenID)
+		}
+		if jws.DetachedTokenIsValid(sig, kubeconfig, tokenID, tokenSecret) {
+			break
+		}
+		// Either the secret is wrong, or the kubeconfig has just changed
+		// (nestlet-proxy copying its endpoints in) and the parent's
+		// bootstrapsigner has not signed it again yet, which takes it
+		// milliseconds: look again before saying the secret is wrong.
+		if attempt == resignAttempts {
+			return nil, nil, Errorf(v1alpha1.ReasonTokenRejected, nil,
+				"the secret part of bootstrap token %q does not match the parent's: check the token Secret, or create a new token with 'nestctl token create'", tokenID)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, classify(ctx.Err(), o.ParentURL)
+		case <-time.After(resignWait << attempt):
+		}
 	}
 	cfg, err := clientcmd.Load([]byte(kubeconfig))
 	if err != nil || len(cfg.Clusters) != 1 {
-		return nil, Errorf(v1alpha1.ReasonTokenRejected, err, "the parent's cluster-info kubeconfig does not name exactly one cluster")
+		return nil, nil, Errorf(v1alpha1.ReasonTokenRejected, err, "the parent's cluster-info kubeconfig does not name exactly one cluster")
 	}
-	var caData []byte
+	var cluster *clientcmdapi.Cluster
 	for _, c := range cfg.Clusters {
-		caData = c.CertificateAuthorityData
+		cluster = c
 	}
-	certs, err := certutil.ParseCertsPEM(caData)
+	certs, err := certutil.ParseCertsPEM(cluster.CertificateAuthorityData)
 	if err != nil {
-		return nil, Errorf(v1alpha1.ReasonCAMismatch, err, "the parent's cluster-info holds no valid CA certificate")
+		return nil, nil, Errorf(v1alpha1.ReasonCAMismatch, err, "the parent's cluster-info holds no valid CA certificate")
 	}
 	if err := pins.CheckAny(certs); err != nil {
-		return nil, Errorf(v1alpha1.ReasonCAMismatch, err,
+		return nil, nil, Errorf(v1alpha1.ReasonCAMismatch, err,
 			"the parent's CA does not match caCertHash %s: check the hash printed by 'nestctl token create' on the parent (a man in the middle would also look like this)", o.CACertHash)
 	}
-	return caData, nil
+	// A copy that cannot be read is ignored: nestlet-info is read instead.
+	info, _ := signedInfo(cluster)
+	return cluster.CertificateAuthorityData, info, nil
+}
+
+// How long discoverCA waits for the parent to sign a changed cluster-info
+// again: 100 ms, doubled, 4 times (1.5 s in all).
+const (
+	resignWait     = 100 * time.Millisecond
+	resignAttempts = 4
+)
+
+// signedInfo returns the copy of nestlet-info in a cluster of cluster-info's
+// kubeconfig (api.ClusterInfoExtension; nil when there is none).
+func signedInfo(c *clientcmdapi.Cluster) (map[string]string, error) {
+	ext, ok := c.Extensions[api.ClusterInfoExtension]
+	if !ok {
+		return nil, nil
+	}
+	u, ok := ext.(*runtime.Unknown)
+	if !ok {
+		return nil, fmt.Errorf("extension %s is a %T", api.ClusterInfoExtension, ext)
+	}
+	var info map[string]string
+	if err := json.Unmarshal(u.Raw, &info); err != nil {
+		return nil, fmt.Errorf("extension %s: %w", api.ClusterInfoExtension, err)
+	}
+	if info == nil {
+		info = map[string]string{}
+	}
+	return info, nil
 }
 
 // classify maps a transport or API error to a condition reason.

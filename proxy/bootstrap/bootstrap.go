@@ -7,8 +7,10 @@
 package bootstrap
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -27,6 +30,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kubeadm/app/util/pubkeypin"
 
 	"github.com/nestlet/nestlet/api"
@@ -220,10 +224,13 @@ func Certificates(pemData []byte) ([]*x509.Certificate, error) {
 
 // SetClusterInfo sets keys of kube-public/nestlet-info, creating it if
 // needed and keeping the keys others wrote (the cluster name comes from
-// nestctl, the proxy's endpoints from nestlet-proxy).
+// nestctl, the proxy's endpoints from nestlet-proxy), then copies the whole
+// of it into cluster-info (SignInfo), where a joining child finds it with
+// the read that pins the CA.
 func SetClusterInfo(ctx context.Context, client kubernetes.Interface, manager string, data map[string]string) error {
 	cms := client.CoreV1().ConfigMaps(metav1.NamespacePublic)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	var all map[string]string
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := cms.Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			_, err = cms.Create(ctx, &corev1.ConfigMap{
@@ -236,6 +243,7 @@ func SetClusterInfo(ctx context.Context, client kubernetes.Interface, manager st
 			if err != nil {
 				return fmt.Errorf("creating kube-public/%s: %w", api.ClusterInfoConfigMap, err)
 			}
+			all = data
 			return nil
 		}
 		if err != nil {
@@ -245,6 +253,7 @@ func SetClusterInfo(ctx context.Context, client kubernetes.Interface, manager st
 		if next.Data == nil {
 			next.Data = map[string]string{}
 		}
+		all = next.Data
 		changed := false
 		for k, v := range data {
 			if next.Data[k] != v {
@@ -257,4 +266,64 @@ func SetClusterInfo(ctx context.Context, client kubernetes.Interface, manager st
 		_, err = cms.Update(ctx, next, metav1.UpdateOptions{FieldManager: manager})
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	return SignInfo(ctx, client, manager, all)
+}
+
+// SignInfo copies info (what kube-public/nestlet-info holds) into the
+// kubeconfig of kube-public/cluster-info, as the extension
+// api.ClusterInfoExtension of its cluster. The parent's bootstrapsigner
+// signs that kubeconfig with every bootstrap token, so a joining child that
+// reads cluster-info to pin the parent's CA gets the parent's name and
+// proxy with it, covered by the same signature, and does not read
+// nestlet-info too: one request less per join.
+//
+// It is best effort: without cluster-info, or without the right to update
+// it, children read nestlet-info as before (one request more), and the
+// reason is logged. A writer of cluster-info can change what joining
+// children are told, but not whom they trust: they pin the CA.
+func SignInfo(ctx context.Context, client kubernetes.Interface, manager string, info map[string]string) error {
+	logger := klog.FromContext(ctx)
+	raw, err := json.Marshal(info) // sorted keys: the same info, the same bytes
+	if err != nil {
+		return err
+	}
+	cms := client.CoreV1().ConfigMaps(metav1.NamespacePublic)
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := cms.Get(ctx, bootstrapapi.ConfigMapClusterInfo, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cfg, err := clientcmd.Load([]byte(cm.Data[bootstrapapi.KubeConfigKey]))
+		if err != nil {
+			return fmt.Errorf("reading its kubeconfig: %w", err)
+		}
+		if len(cfg.Clusters) != 1 {
+			return fmt.Errorf("its kubeconfig names %d clusters, not one", len(cfg.Clusters))
+		}
+		for _, c := range cfg.Clusters {
+			if ext, ok := c.Extensions[api.ClusterInfoExtension].(*runtime.Unknown); ok && bytes.Equal(ext.Raw, raw) {
+				return nil
+			}
+			if c.Extensions == nil {
+				c.Extensions = map[string]runtime.Object{}
+			}
+			c.Extensions[api.ClusterInfoExtension] = &runtime.Unknown{Raw: raw, ContentType: runtime.ContentTypeJSON}
+		}
+		kubeconfig, err := clientcmd.Write(*cfg)
+		if err != nil {
+			return err
+		}
+		next := cm.DeepCopy()
+		next.Data[bootstrapapi.KubeConfigKey] = string(kubeconfig)
+		_, err = cms.Update(ctx, next, metav1.UpdateOptions{FieldManager: manager})
+		return err
+	})
+	if err != nil {
+		logger.Info("Not copying nestlet-info into cluster-info: joining children will read nestlet-info separately, one request more per join",
+			"reason", err.Error())
+	}
+	return nil
 }

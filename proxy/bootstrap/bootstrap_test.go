@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	certutil "k8s.io/client-go/util/cert"
 )
 
@@ -136,6 +138,14 @@ func TestEnsurePlumbing(t *testing.T) {
 				for _, c := range cfg.Clusters {
 					assert.Equal(t, server, c.Server)
 					assert.Equal(t, caPEM, c.CertificateAuthorityData)
+					// The signed copy of nestlet-info, when there is one.
+					if tt.wantInfoName == "" {
+						assert.Empty(t, c.Extensions)
+						continue
+					}
+					ext, ok := c.Extensions["nestlet.io/info"].(*runtime.Unknown)
+					require.True(t, ok, "no nestlet.io/info extension: %v", c.Extensions)
+					assert.JSONEq(t, `{"clusterName":"`+tt.wantInfoName+`"}`, string(ext.Raw))
 				}
 			}
 
@@ -292,4 +302,58 @@ func TestCAHash(t *testing.T) {
 			assert.Equal(t, tt.want, got)
 		})
 	}
+}
+
+// SignInfo copies nestlet-info into the kubeconfig of an existing
+// cluster-info, keeps what else it holds, writes nothing when the copy is
+// current, and gives up quietly where it may not write.
+func TestSignInfo(t *testing.T) {
+	caPEM, _ := newCA(t, "parent-ca")
+	kubeconfig := clientcmdapi.NewConfig()
+	c := clientcmdapi.NewCluster()
+	c.Server, c.CertificateAuthorityData = "https://kubeadm.example:6443", caPEM
+	kubeconfig.Clusters[""] = c
+	raw, err := clientcmd.Write(*kubeconfig)
+	require.NoError(t, err)
+	existing := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "cluster-info", Namespace: "kube-public"},
+		Data:       map[string]string{"kubeconfig": string(raw), "jws-kws-abcdef": "signature"},
+	}
+	info := map[string]string{"clusterName": "root", "proxyTunnelURL": "wss://proxy.example/connect"}
+
+	t.Run("copied", func(t *testing.T) {
+		client := fake.NewClientset(existing.DeepCopy())
+		require.NoError(t, SignInfo(t.Context(), client, "test", info))
+		cm, err := client.CoreV1().ConfigMaps("kube-public").Get(t.Context(), "cluster-info", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, "signature", cm.Data["jws-kws-abcdef"], "the signer's keys are the signer's")
+		cfg, err := clientcmd.Load([]byte(cm.Data["kubeconfig"]))
+		require.NoError(t, err)
+		got := cfg.Clusters[""]
+		require.NotNil(t, got)
+		assert.Equal(t, c.Server, got.Server)
+		assert.Equal(t, caPEM, got.CertificateAuthorityData)
+		ext, ok := got.Extensions["nestlet.io/info"].(*runtime.Unknown)
+		require.True(t, ok)
+		assert.JSONEq(t, `{"clusterName":"root","proxyTunnelURL":"wss://proxy.example/connect"}`, string(ext.Raw))
+
+		client.ClearActions()
+		require.NoError(t, SignInfo(t.Context(), client, "test", maps.Clone(info)))
+		for _, a := range client.Actions() {
+			assert.Equal(t, "get", a.GetVerb(), "a current copy is not written again")
+		}
+	})
+	t.Run("not allowed", func(t *testing.T) {
+		client := fake.NewClientset(existing.DeepCopy())
+		client.PrependReactor("update", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "cluster-info", errors.New("no"))
+		})
+		require.NoError(t, SignInfo(t.Context(), client, "test", info))
+		cm, err := client.CoreV1().ConfigMaps("kube-public").Get(t.Context(), "cluster-info", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, existing.Data, cm.Data)
+	})
+	t.Run("no cluster-info", func(t *testing.T) {
+		require.NoError(t, SignInfo(t.Context(), fake.NewClientset(), "test", info))
+	})
 }
