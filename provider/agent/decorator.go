@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/provider/summary"
 	"github.com/nestlet/nestlet/provider/vnode"
 )
 
@@ -47,9 +48,9 @@ func newDecorator(client kubernetes.Interface, nodes coreinformers.NodeInformer)
 			d.queue.Add(n.Name)
 		}
 	}
-	// A node whose pod CIDRs come, change or go may change what every
-	// child's overlap.
-	everyChild := func(obj any, deleted bool) {
+	// A node whose pod CIDRs come, change or go may change the overlap of
+	// the children whose pod CIDRs overlap them, and only theirs.
+	overlapping := func(obj any, deleted bool) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
 		}
@@ -58,31 +59,38 @@ func newDecorator(client kubernetes.Interface, nodes coreinformers.NodeInformer)
 			if deleted {
 				d.cidrs.m.Delete(n.Name)
 			}
-			if len(own) > 0 {
-				d.enqueueChildren()
-			}
+			d.enqueueOverlapping(n.Name, own)
 		}
 	}
 	_, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { enqueue(obj); everyChild(obj, false) },
+		AddFunc: func(obj any) { enqueue(obj); overlapping(obj, false) },
 		UpdateFunc: func(old, obj any) {
 			enqueue(obj)
 			a, _ := d.cidrs.of(old.(*corev1.Node))
 			b, _ := d.cidrs.of(obj.(*corev1.Node))
 			if !slices.Equal(a, b) {
-				d.enqueueChildren()
+				d.enqueueOverlapping(obj.(*corev1.Node).Name, append(slices.Clone(a), b...))
 			}
 		},
-		DeleteFunc: func(obj any) { everyChild(obj, true) },
+		DeleteFunc: func(obj any) { overlapping(obj, true) },
 	})
 	return d, err
 }
 
-// enqueueChildren queues every virtual node of this cluster.
-func (d *decorator) enqueueChildren() {
+// enqueueOverlapping queues every virtual node of this cluster but name
+// whose pod CIDRs overlap cidrs: a join costs the decorator one look at
+// each node, not a new description of every child (which compares it with
+// every node again).
+func (d *decorator) enqueueOverlapping(name string, cidrs []string) {
+	if len(cidrs) == 0 {
+		return
+	}
 	nodes, _ := d.nodes.List(labels.Everything())
 	for _, n := range nodes {
-		if n.Labels[api.LabelCluster] != "" {
+		if n.Name == name || n.Labels[api.LabelCluster] == "" {
+			continue
+		}
+		if theirs, _ := d.cidrs.of(n); len(summary.Overlaps(cidrs, theirs)) > 0 {
 			d.queue.Add(n.Name)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 )
 
 var (
@@ -290,4 +291,34 @@ func actionSummaries(actions []k8stesting.Action) []actionSummary {
 		out = append(out, s)
 	}
 	return out
+}
+
+// A node whose pod CIDRs come, change or go queues the children whose
+// descriptions it may change, those it overlaps, and no other.
+func TestEnqueueOverlapping(t *testing.T) {
+	child := func(name string, cidrs ...string) *corev1.Node {
+		raw, err := api.FormatSummary(api.Summary{Cluster: name, Covered: []string{name}, PodCIDRs: cidrs})
+		require.NoError(t, err)
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{api.LabelCluster: name},
+			Annotations: map[string]string{api.AnnotationSummary: raw}}}
+	}
+	realNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "local"}, Spec: corev1.NodeSpec{PodCIDRs: []string{"10.244.1.0/24"}}}
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, n := range []*corev1.Node{realNode, child("a", "10.244.0.0/16"), child("b", "10.244.7.0/24"), child("c", "10.9.0.0/16"), child("d")} {
+		require.NoError(t, indexer.Add(n))
+	}
+	d := &decorator{nodes: corelisters.NewNodeLister(indexer),
+		queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())}
+	defer d.queue.ShutDown()
+
+	d.enqueueOverlapping("new", []string{"10.244.7.0/24"})
+	d.enqueueOverlapping("a", []string{"10.244.0.0/16"}) // not itself
+	d.enqueueOverlapping("e", nil)
+	var got []string
+	for d.queue.Len() > 0 {
+		name, _ := d.queue.Get()
+		got = append(got, name)
+		d.queue.Done(name)
+	}
+	assert.ElementsMatch(t, []string{"a", "b"}, got, "the real node is not decorated; c and d overlap nothing")
 }
