@@ -160,7 +160,7 @@ func discoverCA(ctx context.Context, o DiscoveryOptions, tokenID, tokenSecret st
 		// milliseconds: look again before saying the secret is wrong.
 		if attempt == resignAttempts {
 			return nil, nil, Errorf(v1alpha1.ReasonTokenRejected, nil,
-				"the secret part of bootstrap token %q does not match the parent's: check the token Secret, or create a new token with 'nestctl token create'", tokenID)
+				"the secret part of bootstrap token %q does not match the parent's: check the token Secret, or create a new token with 'nestctl token create' (if cluster-info changed just now, the parent's kube-controller-manager, whose bootstrapsigner signs it again, may be down)", tokenID)
 		}
 		select {
 		case <-ctx.Done():
