@@ -2,7 +2,6 @@ package kubelet
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
@@ -72,5 +71,4 @@ func TestClusterInfoCarriesSignedNestletInfo(t *testing.T) {
 		}
 		return true
 	}, 30*time.Second, 200*time.Millisecond, "the bootstrapsigner did not sign the kubeconfig with the copy")
-	assert.True(t, strings.Contains(cm.Data[bootstrapapi.KubeConfigKey], api.ClusterInfoExtension))
 }
