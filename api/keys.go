@@ -7,6 +7,14 @@ const (
 	// `nestctl join` stores bootstrap tokens, unless told otherwise.
 	DefaultNamespace = "nestlet-system"
 
+	// FinalizerCleanup holds a Target until the agent has removed its
+	// virtual node from the parent and forgotten its identity. `nestctl
+	// join` and the chart create Targets with it (the agent adds it to one
+	// created without it, a write more per join): a Target deleted while no
+	// agent runs in the cluster stays until one does, or until the
+	// finalizer is removed by hand.
+	FinalizerCleanup = "nestlet.io/cleanup"
+
 	// LabelCluster is set on a virtual node to the name of the child
 	// cluster it stands for.
 	LabelCluster = "nestlet.io/cluster"

@@ -24,7 +24,7 @@ import (
 
 // Finalizer lets the agent remove the virtual node from the parent before a
 // Target goes away.
-const Finalizer = "nestlet.io/cleanup"
+const Finalizer = api.FinalizerCleanup
 
 const fieldManager = "nestlet"
 
@@ -120,6 +120,8 @@ func (tc *targetController) sync(ctx context.Context, name string) error {
 		}
 		return a.removeFinalizer(ctx, name)
 	}
+	// Targets written by `nestctl join` or the chart come with the
+	// finalizer; one written by hand gets it here.
 	if !slices.Contains(t.Finalizers, Finalizer) {
 		t = t.DeepCopy()
 		t.Finalizers = append(t.Finalizers, Finalizer)

@@ -19,6 +19,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/klog/v2"
 
+	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/pkg/kubeclient"
 	"github.com/nestlet/nestlet/pkg/localcluster"
@@ -194,7 +195,7 @@ func (c *Child) apply(ctx context.Context, cfg Config, ns string) error {
 		return fmt.Errorf("creating token secret: %w", err)
 	}
 	t := &v1alpha1.Target{
-		ObjectMeta: metav1.ObjectMeta{Name: c.Target},
+		ObjectMeta: metav1.ObjectMeta{Name: c.Target, Finalizers: []string{api.FinalizerCleanup}},
 		Spec: v1alpha1.TargetSpec{
 			ParentURL:               cfg.Parent.URL,
 			ClusterName:             cfg.Name,

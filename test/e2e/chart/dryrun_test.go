@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/pkg/localcluster"
 	"github.com/nestlet/nestlet/test/framework"
@@ -92,6 +93,9 @@ func TestServerDryRun(t *testing.T) {
 		if diff := cmp.Diff(fromJoin.Spec, fromChart.Spec); diff != "" {
 			t.Errorf("Target spec (-nestctl join +chart):\n%s", diff)
 		}
+		// Both write the agent's finalizer, so that it need not.
+		require.Equal(t, []string{api.FinalizerCleanup}, fromJoin.Finalizers, "nestctl join's Target")
+		require.Equal(t, fromJoin.Finalizers, fromChart.Finalizers, "the chart's Target")
 		var secret corev1.Secret
 		into(t, find(t, objs, "Secret", fromChart.Spec.BootstrapTokenSecretRef.Name), &secret)
 		joined, err := c.Client.CoreV1().Secrets(namespace).Get(ctx, fromJoin.Spec.BootstrapTokenSecretRef.Name, metav1.GetOptions{})

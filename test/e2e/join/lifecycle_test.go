@@ -173,6 +173,9 @@ func TestLabelAtRegistrationCanBeRemoved(t *testing.T) {
 	tg.Spec.Labels = map[string]string{"example.com/tier": "gold"}
 	createTarget(t, "west", tg)
 	require.NoError(t, env.Cluster("west").WaitTargetReady(ctx, tg.Name, time.Minute))
+	// Written without the finalizer that nestctl join puts on: the agent
+	// adds it (the cleanup waits for the agent to remove it).
+	require.Contains(t, getTarget(t, "west", tg.Name).Finalizers, api.FinalizerCleanup)
 	waitNode(t, "root", "west-labelled", time.Minute, func(n *corev1.Node) bool { return n.Labels["example.com/tier"] == "gold" })
 
 	cur := getTarget(t, "west", tg.Name)

@@ -47,7 +47,8 @@ func benchTargets(b *testing.B, prefix string, n int, whileUp func()) map[string
 	for i := range n {
 		name := fmt.Sprintf("%s-%d", prefix, i)
 		wg.Go(func() {
-			tg := &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: *good.Spec.DeepCopy()}
+			// With the finalizer, as nestctl join and the chart write it.
+			tg := &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{api.FinalizerCleanup}}, Spec: *good.Spec.DeepCopy()}
 			tg.Spec.ClusterName = name
 			// A fixed share, as if each were a cluster of its own: by
 			// default the Targets of one cluster split its capacity
