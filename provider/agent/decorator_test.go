@@ -229,6 +229,18 @@ func TestPodCIDROverlap(t *testing.T) {
 	require.Equal(t, "10.1.0.0/16 overlaps 10.1.0.0/24 of node local", podCIDROverlap(local, lister, cache))
 	require.Equal(t, api.PodCIDROverlapNone, podCIDROverlap(summaryNode("far", []string{"far"}, []string{"10.9.0.0/16"}), lister, cache))
 	require.Equal(t, api.PodCIDROverlapNone, podCIDROverlap(summaryNode("none", []string{"none"}, nil), lister, cache))
+	// Two Targets of one cluster (its kube-system UID on both nodes) are
+	// one pod network under two names: no conflict between them, while
+	// a clash with another cluster is still named.
+	twin := func(name string) *corev1.Node {
+		n := summaryNode(name, []string{name}, []string{"10.244.5.0/24"})
+		n.Annotations[api.AnnotationClusterUID] = "uid-of-twins"
+		return n
+	}
+	require.NoError(t, indexer.Add(twin("twin-a")))
+	require.Equal(t, "10.244.5.0/24 overlaps 10.244.0.0/16 of cluster east; 10.244.5.0/24 overlaps 10.244.5.0/24 of cluster west; 10.244.5.0/24 overlaps 10.244.0.0/16 of cluster west2",
+		podCIDROverlap(twin("twin-b"), lister, cache))
+	require.NoError(t, indexer.Delete(twin("twin-a")))
 	// A changed summary is read again, not taken from the cache.
 	moved := summaryNode("east", []string{"east", "shared"}, []string{"10.9.0.0/16"})
 	require.NoError(t, indexer.Update(moved))

@@ -34,8 +34,9 @@ const maxClashes = 5
 
 // podCIDROverlap returns what the pod CIDRs of node n (a child's virtual
 // node) overlap among the other nodes of this cluster: api.PodCIDROverlapNone,
-// or a description. Children that share a cluster with n (a diamond) run
-// the same pods: no conflict.
+// or a description. Children that share a cluster with n (a diamond), and
+// other Targets of n's own cluster (the same cluster under another name),
+// run the same pods: no conflict.
 func podCIDROverlap(n *corev1.Node, nodes corelisters.NodeLister, cache *cidrCache) string {
 	own, ownSum := cache.of(n)
 	if len(own) == 0 {
@@ -56,9 +57,10 @@ func podCIDROverlap(n *corev1.Node, nodes corelisters.NodeLister, cache *cidrCac
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
+	uid := n.Annotations[api.AnnotationClusterUID]
 	var clashes []string
 	for _, o := range all {
-		if o.Name == n.Name {
+		if o.Name == n.Name || uid != "" && o.Annotations[api.AnnotationClusterUID] == uid {
 			continue
 		}
 		theirs, theirSum := cache.of(o)
