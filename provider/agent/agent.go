@@ -195,7 +195,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 
 	tc := newTargetController(a)
-	dc, err := newDecorator(a.client, nodeInformer)
+	dc, err := newDecorator(a.client, nodeInformer, a.cfg.Clock)
 	if err != nil {
 		return err
 	}

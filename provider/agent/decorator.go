@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/provider/summary"
@@ -34,12 +37,15 @@ type decorator struct {
 	nodes  corelisters.NodeLister
 	queue  workqueue.TypedRateLimitingInterface[string]
 	cidrs  cidrCache
+	clock  clock.PassiveClock
+	held   sync.Map // node name -> time.Time it was first held back (holdForNLC)
 }
 
-func newDecorator(client kubernetes.Interface, nodes coreinformers.NodeInformer) (*decorator, error) {
+func newDecorator(client kubernetes.Interface, nodes coreinformers.NodeInformer, clk clock.PassiveClock) (*decorator, error) {
 	d := &decorator{
 		client: client,
 		nodes:  nodes.Lister(),
+		clock:  clk,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "virtual-nodes"}),
 	}
@@ -111,22 +117,64 @@ func (d *decorator) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer d.queue.Done(name)
-	if err := d.sync(ctx, name); err != nil {
+	wait, err := d.sync(ctx, name)
+	if err != nil {
 		klog.FromContext(ctx).Error(err, "Decorating virtual node", "node", name)
 		d.queue.AddRateLimited(name)
 		return true
 	}
 	d.queue.Forget(name)
+	if wait > 0 {
+		d.queue.AddAfter(name, wait)
+	}
 	return true
 }
 
-func (d *decorator) sync(ctx context.Context, name string) error {
+// nlcGrace bounds how long a new virtual node waits for the node lifecycle
+// controller (holdForNLC) before it is decorated anyway: a parent whose
+// controller manager is down gets its role labels 5 s late.
+const nlcGrace = 5 * time.Second
+
+// holdForNLC returns how long to leave a new virtual node alone. Admission
+// gives every new node the not-ready taint, and once the node is Ready the
+// node lifecycle controller removes it with a read and a patch that
+// carries the version it read: a write of ours in between makes that
+// patch conflict, and the controller reads and patches again. So a new,
+// Ready node that still has the taint waits for the controller's patch,
+// whose update event brings it back here, for nlcGrace at most.
+func (d *decorator) holdForNLC(n *corev1.Node) time.Duration {
+	_, decorated := n.Labels[api.LabelNodeRoleCluster]
+	tainted := slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == corev1.TaintNodeNotReady && t.Effect == corev1.TaintEffectNoSchedule
+	})
+	ready := slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+		return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+	})
+	if decorated || !tainted || !ready {
+		d.held.Delete(n.Name)
+		return 0
+	}
+	now := d.clock.Now()
+	first, _ := d.held.LoadOrStore(n.Name, now)
+	if left := nlcGrace - now.Sub(first.(time.Time)); left > 0 {
+		return left
+	}
+	d.held.Delete(n.Name)
+	return 0
+}
+
+// sync decorates node name, or returns how long to wait before it does.
+func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error) {
 	n, err := d.nodes.Get(name)
 	if apierrors.IsNotFound(err) {
-		return nil
+		d.held.Delete(name)
+		return 0, nil
 	}
 	if err != nil {
-		return err
+		return 0, err
+	}
+	if wait := d.holdForNLC(n); wait > 0 {
+		return wait, nil
 	}
 	want := n.DeepCopy()
 	if want.Labels == nil {
@@ -140,12 +188,12 @@ func (d *decorator) sync(ctx context.Context, name string) error {
 	if raw, ok := n.Annotations[api.AnnotationDesiredTaints]; ok {
 		var desired []corev1.Taint
 		if err := json.Unmarshal([]byte(raw), &desired); err != nil {
-			return fmt.Errorf("parsing %s of node %s: %w", api.AnnotationDesiredTaints, name, err)
+			return 0, fmt.Errorf("parsing %s of node %s: %w", api.AnnotationDesiredTaints, name, err)
 		}
 		want.Spec.Taints = mergeTaints(n.Spec.Taints, desired)
 	}
 	if reflect.DeepEqual(want.Labels, n.Labels) && reflect.DeepEqual(want.Spec.Taints, n.Spec.Taints) && reflect.DeepEqual(want.Annotations, n.Annotations) {
-		return nil
+		return 0, nil
 	}
 	if reflect.DeepEqual(want.Spec.Taints, n.Spec.Taints) {
 		// Labels and annotations only: a merge patch of those keys, which
@@ -155,15 +203,15 @@ func (d *decorator) sync(ctx context.Context, name string) error {
 			"annotations": map[string]string{api.AnnotationPodCIDROverlap: want.Annotations[api.AnnotationPodCIDROverlap]},
 		}})
 		if err != nil {
-			return err
+			return 0, err
 		}
 		_, err = d.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
-		return err
+		return 0, err
 	}
 	// Taints: the whole node, from this version (a concurrent change of
 	// its taints, by the node lifecycle controller, is retried).
 	_, err = d.client.CoreV1().Nodes().Update(ctx, want, metav1.UpdateOptions{FieldManager: fieldManager})
-	return err
+	return 0, err
 }
 
 // mergeTaints returns the provider taint, the desired taints, and every

@@ -21,6 +21,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 var (
@@ -178,7 +179,8 @@ func TestDecoratorSync(t *testing.T) {
 			require.NoError(t, indexer.Add(tt.node))
 			d := &decorator{client: client, nodes: corelisters.NewNodeLister(indexer)}
 
-			err := d.sync(t.Context(), "child")
+			wait, err := d.sync(t.Context(), "child")
+			require.Zero(t, wait)
 			if tt.wantErr != "" {
 				require.ErrorContains(t, err, tt.wantErr)
 			} else {
@@ -280,7 +282,9 @@ func TestPodCIDROverlapIsStableAsChildrenJoin(t *testing.T) {
 func TestDecoratorSyncMissingNode(t *testing.T) {
 	client := fake.NewClientset()
 	d := &decorator{client: client, nodes: corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))}
-	require.NoError(t, d.sync(t.Context(), "gone"))
+	wait, err := d.sync(t.Context(), "gone")
+	require.NoError(t, err)
+	require.Zero(t, wait)
 	assert.Empty(t, client.Actions())
 }
 
@@ -333,4 +337,82 @@ func TestEnqueueOverlapping(t *testing.T) {
 		d.queue.Done(name)
 	}
 	assert.ElementsMatch(t, []string{"a", "b"}, got, "the real node is not decorated; c and d overlap nothing")
+}
+
+// A new virtual node that is Ready and still has admission's not-ready
+// taint is left to the node lifecycle controller, whose patch carries the
+// version it read: decorating it in between would make that patch
+// conflict. It is decorated once the taint is gone, or after nlcGrace.
+func TestDecoratorHoldsForNodeLifecycleController(t *testing.T) {
+	node := func(name string, ready corev1.ConditionStatus, labels map[string]string, taints ...corev1.Taint) *corev1.Node {
+		return &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Spec:       corev1.NodeSpec{Taints: append([]corev1.Taint{providerTaint}, taints...)},
+			Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}},
+		}
+	}
+	patched := func(client *fake.Clientset) []string {
+		var names []string
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "patch" {
+				names = append(names, a.(k8stesting.PatchAction).GetName())
+			}
+		}
+		return names
+	}
+	nodes := []*corev1.Node{
+		node("new", corev1.ConditionTrue, nil, notReady),
+		node("untainted", corev1.ConditionTrue, nil),
+		node("not-ready", corev1.ConditionFalse, nil, notReady),
+		node("decorated", corev1.ConditionTrue, map[string]string{api.LabelNodeRoleCluster: ""}, notReady),
+	}
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	objs := make([]runtime.Object, 0, len(nodes))
+	for _, n := range nodes {
+		require.NoError(t, indexer.Add(n))
+		objs = append(objs, n)
+	}
+	client := fake.NewClientset(objs...)
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC))
+	d := &decorator{client: client, nodes: corelisters.NewNodeLister(indexer), clock: clk}
+
+	for _, n := range nodes {
+		wait, err := d.sync(t.Context(), n.Name)
+		require.NoError(t, err)
+		if n.Name == "new" {
+			require.Equal(t, nlcGrace, wait, "a new Ready node with the taint waits")
+		} else {
+			require.Zero(t, wait, "node %s", n.Name)
+		}
+	}
+	// Not ready: the controller keeps the taint, nothing to wait for.
+	// Decorated already: a later taint is no join, and a no-op here.
+	require.Equal(t, []string{"untainted", "not-ready", "decorated"}, patched(client))
+
+	// Still tainted 2 s later: the rest of the grace.
+	clk.SetTime(clk.Now().Add(2 * time.Second))
+	wait, err := d.sync(t.Context(), "new")
+	require.NoError(t, err)
+	require.Equal(t, nlcGrace-2*time.Second, wait)
+	// The controller removed the taint: decorated at once.
+	untainted := node("new", corev1.ConditionTrue, nil)
+	require.NoError(t, indexer.Update(untainted))
+	wait, err = d.sync(t.Context(), "new")
+	require.NoError(t, err)
+	require.Zero(t, wait)
+	require.Equal(t, []string{"untainted", "not-ready", "decorated", "new"}, patched(client))
+
+	// No controller (its manager down): decorated after the grace.
+	require.NoError(t, indexer.Add(node("orphan", corev1.ConditionTrue, nil, notReady)))
+	require.NoError(t, client.Tracker().Add(node("orphan", corev1.ConditionTrue, nil, notReady)))
+	wait, err = d.sync(t.Context(), "orphan")
+	require.NoError(t, err)
+	require.Equal(t, nlcGrace, wait)
+	clk.SetTime(clk.Now().Add(nlcGrace))
+	wait, err = d.sync(t.Context(), "orphan")
+	require.NoError(t, err)
+	require.Zero(t, wait)
+	require.Equal(t, "orphan", patched(client)[len(patched(client))-1])
+	_, held := d.held.Load("orphan")
+	require.False(t, held)
 }
