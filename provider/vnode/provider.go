@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	kubeletapis "k8s.io/kubelet/pkg/apis"
 	"k8s.io/utils/clock"
 
 	"github.com/nestlet/nestlet/api"
@@ -240,6 +241,11 @@ func (p *Provider) Node(r summary.Result) (*corev1.Node, error) {
 		corev1.LabelOSStable:   valueOr(r.Labels[corev1.LabelOSStable], "linux"),
 		corev1.LabelArchStable: valueOr(r.Labels[corev1.LabelArchStable], "amd64"),
 	})
+	// The beta os and arch labels, equal to the stable ones, as a kubelet
+	// sets them: the node lifecycle controller otherwise reads and patches
+	// every new node that lacks them (nodes of simulated or mixed subtrees).
+	nodeLabels[kubeletapis.LabelOS] = nodeLabels[corev1.LabelOSStable]
+	nodeLabels[kubeletapis.LabelArch] = nodeLabels[corev1.LabelArchStable]
 	desired, err := json.Marshal(p.cfg.Taints)
 	if err != nil {
 		return nil, err

@@ -183,6 +183,7 @@ func TestNode(t *testing.T) {
 				Allocatable: rl("cpu", "4", "memory", "8Gi"),
 				Labels: map[string]string{
 					"kubernetes.io/arch":          "arm64",
+					"beta.kubernetes.io/arch":     "amd64", // not what the stable label says: follows it
 					"topology.kubernetes.io/zone": "from-summary",
 					"tier":                        "gold",
 				},
@@ -197,6 +198,8 @@ func TestNode(t *testing.T) {
 						"topology.kubernetes.io/zone": "from-target",
 						"kubernetes.io/arch":          "arm64",
 						"kubernetes.io/os":            "linux",
+						"beta.kubernetes.io/arch":     "arm64",
+						"beta.kubernetes.io/os":       "linux",
 						"kubernetes.io/hostname":      "child",
 						"nestlet.io/cluster":          "child",
 						"type":                        "virtual-kubelet",
@@ -224,11 +227,13 @@ func TestNode(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{
 					Name: "child",
 					Labels: map[string]string{
-						"kubernetes.io/arch":     "amd64",
-						"kubernetes.io/os":       "linux",
-						"kubernetes.io/hostname": "child",
-						"nestlet.io/cluster":     "child",
-						"type":                   "virtual-kubelet",
+						"kubernetes.io/arch":      "amd64",
+						"kubernetes.io/os":        "linux",
+						"beta.kubernetes.io/arch": "amd64",
+						"beta.kubernetes.io/os":   "linux",
+						"kubernetes.io/hostname":  "child",
+						"nestlet.io/cluster":      "child",
+						"type":                    "virtual-kubelet",
 					},
 					Annotations: map[string]string{
 						"nestlet.io/summary":        string(sumJSON),
