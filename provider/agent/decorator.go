@@ -147,10 +147,7 @@ func (d *decorator) holdForNLC(n *corev1.Node) time.Duration {
 	tainted := slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
 		return t.Key == corev1.TaintNodeNotReady && t.Effect == corev1.TaintEffectNoSchedule
 	})
-	ready := slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
-		return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
-	})
-	if decorated || !tainted || !ready {
+	if decorated || !tainted || !summary.NodeReady(n) {
 		d.held.Delete(n.Name)
 		return 0
 	}

@@ -22,10 +22,6 @@ import (
 	"github.com/nestlet/nestlet/provider/join"
 )
 
-// Finalizer lets the agent remove the virtual node from the parent before a
-// Target goes away.
-const Finalizer = api.FinalizerCleanup
-
 const fieldManager = "nestlet"
 
 // targetController starts, restarts and stops one runner per Target.
@@ -109,22 +105,22 @@ func (tc *targetController) sync(ctx context.Context, name string) error {
 	t := obj.(*v1alpha1.Target)
 	if t.DeletionTimestamp != nil {
 		a.stopRunner(name)
-		if !slices.Contains(t.Finalizers, Finalizer) {
+		if !slices.Contains(t.Finalizers, api.FinalizerCleanup) {
 			return nil
 		}
 		if err := a.leave(ctx, t); err != nil {
 			reason, msg := join.ReasonOf(err, v1alpha1.ReasonNodeError)
 			a.setConditions(ctx, name, t.Generation, nil, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason,
-				Message: "leaving the parent: " + msg + "; it is retried (remove finalizer " + Finalizer + " to give up)"})
+				Message: "leaving the parent: " + msg + "; it is retried (remove finalizer " + api.FinalizerCleanup + " to give up)"})
 			return err
 		}
 		return a.removeFinalizer(ctx, name)
 	}
 	// Targets written by `nestctl join` or the chart come with the
 	// finalizer; one written by hand gets it here.
-	if !slices.Contains(t.Finalizers, Finalizer) {
+	if !slices.Contains(t.Finalizers, api.FinalizerCleanup) {
 		t = t.DeepCopy()
-		t.Finalizers = append(t.Finalizers, Finalizer)
+		t.Finalizers = append(t.Finalizers, api.FinalizerCleanup)
 		updated, err := a.targets.Update(ctx, t, metav1.UpdateOptions{FieldManager: fieldManager})
 		if err != nil {
 			return fmt.Errorf("adding finalizer: %w", err)
@@ -224,7 +220,7 @@ func (a *Agent) removeFinalizer(ctx context.Context, name string) error {
 		if err != nil {
 			return err
 		}
-		t.Finalizers = slices.DeleteFunc(t.Finalizers, func(f string) bool { return f == Finalizer })
+		t.Finalizers = slices.DeleteFunc(t.Finalizers, func(f string) bool { return f == api.FinalizerCleanup })
 		_, err = a.targets.Update(ctx, t, metav1.UpdateOptions{FieldManager: fieldManager})
 		return err
 	})

@@ -59,11 +59,11 @@ func classify(n *corev1.Node, parent string) (counted, bool) {
 
 // schedulable reports whether n is Ready and not cordoned.
 func schedulable(n *corev1.Node) bool {
-	return !n.Spec.Unschedulable && nodeReady(n)
+	return !n.Spec.Unschedulable && NodeReady(n)
 }
 
-// nodeReady reports whether n's Ready condition is True.
-func nodeReady(n *corev1.Node) bool {
+// NodeReady reports whether n's Ready condition is True.
+func NodeReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			return c.Status == corev1.ConditionTrue

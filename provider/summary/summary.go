@@ -133,7 +133,7 @@ func readiness(nodes []*corev1.Node) (all, ready int) {
 		}
 		seen[n.Name] = true
 		all++
-		if nodeReady(n) {
+		if NodeReady(n) {
 			ready++
 		}
 	}

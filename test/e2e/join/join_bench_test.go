@@ -13,8 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/nestlet/nestlet/api"
-	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/pkg/localcluster"
 	"github.com/nestlet/nestlet/test/framework"
 )
@@ -38,9 +36,7 @@ func BenchmarkJoin(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			// With the finalizer, as nestctl join and the chart write it.
-			tg := &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{api.FinalizerCleanup}}, Spec: *good.Spec.DeepCopy()}
-			tg.Spec.ClusterName = name
+			tg := benchTarget(good, name)
 			start := time.Now()
 			if _, err := westTargets.Create(ctx, tg, metav1.CreateOptions{}); err != nil {
 				b.Fatal(err)

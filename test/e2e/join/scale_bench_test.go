@@ -47,9 +47,7 @@ func benchTargets(b *testing.B, prefix string, n int, whileUp func()) map[string
 	for i := range n {
 		name := fmt.Sprintf("%s-%d", prefix, i)
 		wg.Go(func() {
-			// With the finalizer, as nestctl join and the chart write it.
-			tg := &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{api.FinalizerCleanup}}, Spec: *good.Spec.DeepCopy()}
-			tg.Spec.ClusterName = name
+			tg := benchTarget(good, name)
 			// A fixed share, as if each were a cluster of its own: by
 			// default the Targets of one cluster split its capacity
 			// evenly, so each join would change the summary of every
@@ -116,6 +114,14 @@ func benchTargets(b *testing.B, prefix string, n int, whileUp func()) map[string
 	}
 	phases.report(b, prefix, created, ready)
 	return ready
+}
+
+// benchTarget returns a Target like good (west's own) under cluster name
+// name, with the finalizer, as nestctl join and the chart write it.
+func benchTarget(good *v1alpha1.Target, name string) *v1alpha1.Target {
+	tg := &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{api.FinalizerCleanup}}, Spec: *good.Spec.DeepCopy()}
+	tg.Spec.ClusterName = name
+	return tg
 }
 
 // backgroundWindow is how long BenchmarkJoin60AtOnce measures the
