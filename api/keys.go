@@ -1,5 +1,8 @@
 package api
 
+// Every key that two components, the chart or the tests agree on: names of
+// resources, labels, annotations, finalizers, taints and ConfigMap keys.
+// Reasons of pods and events are in reasons.go.
 const (
 	// GroupName is the API group of Nestlet's resources.
 	GroupName = "nestlet.io"
@@ -68,6 +71,9 @@ const (
 	// pod's controller (Job, ReplicaSet, ...), kept along every hop, for
 	// tools that look at delegates.
 	AnnotationOwnerKind = "nestlet.io/owner-kind"
+	// AnnotationCopiedFrom marks a ConfigMap or Secret copied from a
+	// parent into a child along with the pods that use it.
+	AnnotationCopiedFrom = "nestlet.io/copied-from"
 	// AnnotationPath is set on a delegate pod to the comma-separated cluster
 	// names it has passed through, itself last.
 	AnnotationPath = "nestlet.io/path"
@@ -106,3 +112,7 @@ const (
 	// reaches the proxy.
 	ClusterInfoProxyKubeletEndpoint = "proxyKubeletEndpoint"
 )
+
+// IdentitySecretName is the Secret, in the agent's namespace, holding the
+// node identity (key and certificate in the parent) of Target target.
+func IdentitySecretName(target string) string { return "nestlet-identity-" + target }

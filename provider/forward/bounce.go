@@ -77,7 +77,7 @@ func (p *Provider) bounce(uid types.UID, d *corev1.Pod, msg string) {
 	if parent == nil || parent.UID != uid {
 		return
 	}
-	p.fail(parent, d, ReasonBounced, fmt.Sprintf("cluster %s could not place the pod within %s: %s", p.cfg.ClusterName, p.cfg.BounceTimeout, msg))
+	p.fail(parent, d, api.ReasonBounced, fmt.Sprintf("cluster %s could not place the pod within %s: %s", p.cfg.ClusterName, p.cfg.BounceTimeout, msg))
 	err := p.cfg.Child.CoreV1().Pods(d.Namespace).Delete(p.ctx, d.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 	if err != nil && !apierrors.IsNotFound(err) {
 		klog.FromContext(p.ctx).Error(err, "Deleting bounced delegate", "pod", klog.KObj(d))

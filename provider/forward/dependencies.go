@@ -24,9 +24,6 @@ import (
 	"github.com/nestlet/nestlet/pkg/kubeclient"
 )
 
-// AnnotationCopiedFrom marks a ConfigMap or Secret copied from a parent.
-const AnnotationCopiedFrom = "nestlet.io/copied-from"
-
 // rootCAConfigMap is published in every namespace of every cluster by the
 // controller manager; each cluster keeps its own.
 const rootCAConfigMap = "kube-root-ca.crt"
@@ -123,7 +120,7 @@ func (d *dependencies) write(ctx context.Context, parent metav1.Object) error {
 	meta := metav1.ObjectMeta{
 		Name: parent.GetName(), Namespace: parent.GetNamespace(),
 		Labels:      maps.Clone(parent.GetLabels()),
-		Annotations: map[string]string{AnnotationCopiedFrom: d.p.cfg.ParentName + "/" + string(parent.GetUID())},
+		Annotations: map[string]string{api.AnnotationCopiedFrom: d.p.cfg.ParentName + "/" + string(parent.GetUID())},
 	}
 	if meta.Labels == nil {
 		meta.Labels = map[string]string{}

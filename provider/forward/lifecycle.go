@@ -32,7 +32,7 @@ func (p *Provider) createPod(ctx context.Context, pod *corev1.Pod) error {
 	}
 	path, err := nextPath(pod, p.cfg.ParentName, p.cfg.ClusterName, p.cfg.HopLimit)
 	if err != nil {
-		p.fail(pod, nil, ReasonLoop, err.Error())
+		p.fail(pod, nil, api.ReasonLoop, err.Error())
 		return nil
 	}
 	if err := p.ensureNamespace(ctx, pod.Namespace); err != nil {

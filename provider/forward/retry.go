@@ -14,6 +14,8 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/nestlet/nestlet/api"
 )
 
 // A write of a delegate that fails because this cluster's API server is
@@ -24,15 +26,6 @@ import (
 // (--apiserver-outage-tolerance) and the parent does not see: the virtual
 // node stays Ready meanwhile. The parent pod stays as it is, with a
 // Warning event that says why its delegate is late.
-
-const (
-	// ReasonDelegateRetry is the reason of the event on a parent pod
-	// whose delegate could not be written for a passing reason.
-	ReasonDelegateRetry = "DelegateRetry"
-	// ReasonProviderFailed is virtual-kubelet's reason for a pod whose
-	// delegate could not be written, used for those retried here.
-	ReasonProviderFailed = "ProviderFailed"
-)
 
 // Backoff of the retries: retryBase doubled per attempt up to retryCap,
 // which stays short: an error that passes includes the parent being out of
@@ -100,7 +93,7 @@ func (p *Provider) retryLater(pod *corev1.Pod, err error) {
 	p.cfg.Metrics.errors.WithLabelValues(p.cfg.TargetName, "transient").Inc()
 	klog.FromContext(p.ctx).V(2).Info("Writing a delegate failed for a passing reason; retrying", "pod", klog.KObj(pod), "in", delay, "err", err)
 	if first {
-		p.cfg.Recorder.Event(pod, corev1.EventTypeWarning, ReasonDelegateRetry,
+		p.cfg.Recorder.Event(pod, corev1.EventTypeWarning, api.ReasonDelegateRetry,
 			fmt.Sprintf("%v: cluster %s's API server is out for now; retrying until it is back", err, p.cfg.ClusterName))
 	}
 }
@@ -128,10 +121,10 @@ func (p *Provider) retryNow(ns, name string, uid types.UID) {
 		// No longer a passing error: what virtual-kubelet does with it,
 		// for a pod it will not look at again.
 		p.forgetRetry(uid)
-		p.fail(pod, nil, ReasonProviderFailed, err.Error())
+		p.fail(pod, nil, api.ReasonProviderFailed, err.Error())
 	default:
 		// virtual-kubelet would retry this too, at its own pace.
-		p.cfg.Recorder.Event(pod, corev1.EventTypeWarning, ReasonProviderFailed, err.Error())
+		p.cfg.Recorder.Event(pod, corev1.EventTypeWarning, api.ReasonProviderFailed, err.Error())
 		p.retryLater(pod, err)
 	}
 }

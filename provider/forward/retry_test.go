@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nestlet/nestlet/api"
 )
 
 // refused is what a client gets from an API server that is down.
@@ -70,7 +72,7 @@ func TestCreateRetriesWhileTheAPIServerIsDown(t *testing.T) {
 	require.NoError(t, p.CreatePod(t.Context(), pod.DeepCopy()))
 	select {
 	case e := <-rec.Events:
-		require.Contains(t, e, ReasonDelegateRetry)
+		require.Contains(t, e, api.ReasonDelegateRetry)
 		require.Contains(t, e, "connection refused")
 	default:
 		t.Fatal("no event on the parent pod")
@@ -121,7 +123,7 @@ func TestRetryEndsOnAPermanentError(t *testing.T) {
 	select {
 	case sent := <-got:
 		require.Equal(t, corev1.PodFailed, sent.Status.Phase)
-		require.Equal(t, ReasonProviderFailed, sent.Status.Reason)
+		require.Equal(t, api.ReasonProviderFailed, sent.Status.Reason)
 		require.True(t, strings.Contains(sent.Status.Message, "forbidden"), sent.Status.Message)
 	case <-time.After(5 * time.Second):
 		t.Fatal("the parent pod was not failed")

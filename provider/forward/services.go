@@ -20,16 +20,6 @@ import (
 	"github.com/nestlet/nestlet/pkg/kubeclient"
 )
 
-// Events about Services.
-const (
-	// ReasonServiceNameTaken: the child has a Service of the same name
-	// that Nestlet did not make; it is left alone and not reflected.
-	ReasonServiceNameTaken = "ServiceNameTaken"
-	// ReasonReflectedAsClusterIP: a NodePort or LoadBalancer Service is
-	// reflected below as a ClusterIP Service.
-	ReasonReflectedAsClusterIP = "ReflectedAsClusterIP"
-)
-
 // takenRetry is how often a Service whose name is taken in the child is
 // tried again (the informer of copies does not see foreign Services).
 const takenRetry = 30 * time.Second
@@ -223,7 +213,7 @@ func (s *services) create(ctx context.Context, src, want *corev1.Service) error 
 	case err == nil:
 		klog.FromContext(ctx).V(2).Info("Reflected Service", "service", klog.KObj(want), "path", want.Annotations[api.AnnotationPath])
 		if src.Spec.Type == corev1.ServiceTypeNodePort || src.Spec.Type == corev1.ServiceTypeLoadBalancer {
-			s.p.cfg.Recorder.Eventf(src, corev1.EventTypeNormal, ReasonReflectedAsClusterIP,
+			s.p.cfg.Recorder.Eventf(src, corev1.EventTypeNormal, api.ReasonReflectedAsClusterIP,
 				"reflected into cluster %s as a ClusterIP Service: its %s entry point stays in this cluster", s.p.cfg.ClusterName, src.Spec.Type)
 		}
 		return nil
@@ -241,8 +231,8 @@ func (s *services) create(ctx context.Context, src, want *corev1.Service) error 
 	key := want.Namespace + "/" + want.Name
 	if s.setTaken(key, true) {
 		msg := fmt.Sprintf("cluster %s already has a Service %s that Nestlet did not create; it is left as it is, and the pods forwarded there are not behind this Service in that cluster: rename one of the two", s.p.cfg.ClusterName, key)
-		s.p.cfg.Recorder.Event(src, corev1.EventTypeWarning, ReasonServiceNameTaken, msg)
-		s.p.cfg.ChildRecorder.Eventf(existing, corev1.EventTypeWarning, ReasonServiceNameTaken,
+		s.p.cfg.Recorder.Event(src, corev1.EventTypeWarning, api.ReasonServiceNameTaken, msg)
+		s.p.cfg.ChildRecorder.Eventf(existing, corev1.EventTypeWarning, api.ReasonServiceNameTaken,
 			"the parent %s has a Service of the same name that selects pods forwarded here; this Service is left as it is and the parent's is not reflected: rename one of the two", s.p.cfg.ParentName)
 		klog.FromContext(ctx).Info("Service name taken here; not reflecting", "service", key)
 	}

@@ -122,7 +122,7 @@ func TestServiceReflectedWhileItSelectsADelegate(t *testing.T) {
 	assert.NotContains(t, svc.Annotations, lastApplied)
 	require.Len(t, svc.OwnerReferences, 1)
 	assert.Equal(t, "Target", svc.OwnerReferences[0].Kind)
-	assert.Contains(t, <-e.events.Events, ReasonReflectedAsClusterIP)
+	assert.Contains(t, <-e.events.Events, api.ReasonReflectedAsClusterIP)
 
 	// The parent's Service changes: the copy follows.
 	parent, err := e.parent.CoreV1().Services("app").Get(e.ctx, "web", metav1.GetOptions{})
@@ -191,14 +191,14 @@ func TestServiceNameTakenIsReported(t *testing.T) {
 
 	select {
 	case ev := <-e.events.Events:
-		assert.True(t, strings.HasPrefix(ev, "Warning "+ReasonServiceNameTaken), ev)
+		assert.True(t, strings.HasPrefix(ev, "Warning "+api.ReasonServiceNameTaken), ev)
 		assert.Contains(t, ev, "rename one of the two")
 	case <-time.After(5 * time.Second):
 		t.Fatal("no event on the parent's Service")
 	}
 	select {
 	case ev := <-e.childE.Events:
-		assert.Contains(t, ev, ReasonServiceNameTaken)
+		assert.Contains(t, ev, api.ReasonServiceNameTaken)
 	case <-time.After(5 * time.Second):
 		t.Fatal("no event on this cluster's Service")
 	}

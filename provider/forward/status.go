@@ -18,13 +18,6 @@ import (
 	"github.com/nestlet/nestlet/api"
 )
 
-// Reasons a parent pod is failed for by this cluster.
-const (
-	ReasonLoop            = "NestletLoop"
-	ReasonBounced         = "NestletBounced"
-	ReasonDelegateDeleted = "DelegateDeleted"
-)
-
 // parentKey returns the namespace and name of a delegate's parent pod.
 func parentKey(d *corev1.Pod) (namespace, name string, ok bool) {
 	namespace, name, ok = strings.Cut(d.Annotations[api.AnnotationParentPod], "/")
@@ -216,7 +209,7 @@ func (p *Provider) delegateDeleted(obj any) {
 // Nestlet deleted ("was deleted") or is deleting ("is being deleted"), with
 // the delegate's own reason when it has one (Evicted...).
 func (p *Provider) failLost(parent, d *corev1.Pod, what string) {
-	reason, msg := ReasonDelegateDeleted, fmt.Sprintf("the pod's delegate %s/%s in cluster %s %s there, not by Nestlet; the pod's controller replaces it", d.Namespace, d.Name, p.cfg.ClusterName, what)
+	reason, msg := api.ReasonDelegateDeleted, fmt.Sprintf("the pod's delegate %s/%s in cluster %s %s there, not by Nestlet; the pod's controller replaces it", d.Namespace, d.Name, p.cfg.ClusterName, what)
 	if d.Status.Reason != "" {
 		reason, msg = d.Status.Reason, fmt.Sprintf("in cluster %s: %s", p.cfg.ClusterName, d.Status.Message)
 	}

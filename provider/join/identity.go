@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/keyutil"
+
+	"github.com/nestlet/nestlet/api"
 )
 
 // Identity is this cluster's node identity in one parent: a key, the
@@ -108,20 +110,17 @@ type Store struct {
 	Cached func(name string) *corev1.Secret
 }
 
-// SecretName is the Secret holding the identity of Target target.
-func SecretName(target string) string { return "nestlet-identity-" + target }
-
 // Load returns the stored identity of target when it is for this parent and
 // cluster name and has not expired; nil otherwise. The caller renews it
 // from RenewAt on.
 func (s *Store) Load(ctx context.Context, target, parentURL, clusterName string, now time.Time) (*Identity, error) {
 	var sec *corev1.Secret
 	if s.Cached != nil {
-		sec = s.Cached(SecretName(target))
+		sec = s.Cached(api.IdentitySecretName(target))
 	}
 	if sec == nil {
 		var err error
-		sec, err = s.Client.CoreV1().Secrets(s.Namespace).Get(ctx, SecretName(target), metav1.GetOptions{})
+		sec, err = s.Client.CoreV1().Secrets(s.Namespace).Get(ctx, api.IdentitySecretName(target), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
@@ -147,7 +146,7 @@ func (s *Store) Load(ctx context.Context, target, parentURL, clusterName string,
 func (s *Store) Save(ctx context.Context, target string, id *Identity) error {
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      SecretName(target),
+			Name:      api.IdentitySecretName(target),
 			Namespace: s.Namespace,
 			Annotations: map[string]string{
 				annotationParentURL:   id.ParentURL,
@@ -172,7 +171,7 @@ func (s *Store) Save(ctx context.Context, target string, id *Identity) error {
 
 // Delete removes the identity of target.
 func (s *Store) Delete(ctx context.Context, target string) error {
-	err := s.Client.CoreV1().Secrets(s.Namespace).Delete(ctx, SecretName(target), metav1.DeleteOptions{})
+	err := s.Client.CoreV1().Secrets(s.Namespace).Delete(ctx, api.IdentitySecretName(target), metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting identity secret: %w", err)
 	}

@@ -19,6 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nestlet/nestlet/api"
 )
 
 // testCA is a CA that issues node certificates, as the parent's signer does.
@@ -180,7 +182,7 @@ func TestStore(t *testing.T) {
 			store := &Store{Client: client, Namespace: ns}
 			require.NoError(t, store.Save(t.Context(), "up", id))
 			if tt.secret != nil {
-				sec, err := client.CoreV1().Secrets(ns).Get(t.Context(), SecretName("up"), metav1.GetOptions{})
+				sec, err := client.CoreV1().Secrets(ns).Get(t.Context(), api.IdentitySecretName("up"), metav1.GetOptions{})
 				require.NoError(t, err)
 				tt.secret(sec)
 				_, err = client.CoreV1().Secrets(ns).Update(t.Context(), sec, metav1.UpdateOptions{})

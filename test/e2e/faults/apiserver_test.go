@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/pkg/localcluster"
-	"github.com/nestlet/nestlet/provider/forward"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -159,10 +159,10 @@ func TestChildAPIServerRestartKeepsNewPods(t *testing.T) {
 	})
 	require.NoError(t, err, "the pods were not bound to east")
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		events, err := env.Cluster("root").Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + forward.ReasonDelegateRetry})
+		events, err := env.Cluster("root").Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + api.ReasonDelegateRetry})
 		return err == nil && len(events.Items) >= n, nil
 	})
-	require.NoError(t, err, "no %s event on each pod", forward.ReasonDelegateRetry)
+	require.NoError(t, err, "no %s event on each pod", api.ReasonDelegateRetry)
 	list, err := rootPods.List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	for _, p := range list.Items {

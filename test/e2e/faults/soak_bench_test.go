@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/api"
-	"github.com/nestlet/nestlet/provider/forward"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -99,7 +98,7 @@ func orphanCopies(ctx context.Context, ns string) (int, error) {
 			return 0, err
 		}
 		for _, o := range cms.Items {
-			if o.Annotations[forward.AnnotationCopiedFrom] != "" {
+			if o.Annotations[api.AnnotationCopiedFrom] != "" {
 				n++
 			}
 		}
@@ -108,7 +107,7 @@ func orphanCopies(ctx context.Context, ns string) (int, error) {
 			return 0, err
 		}
 		for _, o := range secrets.Items {
-			if o.Annotations[forward.AnnotationCopiedFrom] != "" {
+			if o.Annotations[api.AnnotationCopiedFrom] != "" {
 				n++
 			}
 		}

@@ -18,7 +18,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
-	"github.com/nestlet/nestlet/provider/forward"
 )
 
 // A Job of 3 completions completes once at the root, with exactly 3 pods:
@@ -94,9 +93,9 @@ func TestDelegateDeletedBelowFailsParent(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return false, err
 		}
-		return err == nil && p.Status.Phase == corev1.PodFailed && p.Status.Reason == forward.ReasonDelegateDeleted, nil
+		return err == nil && p.Status.Phase == corev1.PodFailed && p.Status.Reason == api.ReasonDelegateDeleted, nil
 	})
-	require.NoError(t, err, "root pod not failed with reason %s", forward.ReasonDelegateDeleted)
+	require.NoError(t, err, "root pod not failed with reason %s", api.ReasonDelegateDeleted)
 	p, err := root.Client.CoreV1().Pods(ns).Get(ctx, first.Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Contains(t, p.Status.Message, leafName)
@@ -137,12 +136,12 @@ func TestBounceBack(t *testing.T) {
 	p, err := root.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "west", p.Spec.NodeName)
-	require.Equal(t, forward.ReasonBounced, p.Status.Reason)
+	require.Equal(t, api.ReasonBounced, p.Status.Reason)
 	require.Contains(t, p.Status.Message, "free ports")
 
 	out, err := exec.CommandContext(ctx, env.Binaries.Kubectl, "--kubeconfig", root.KubeconfigPath, "describe", "pod", "-n", ns, pod.Name).CombinedOutput()
 	require.NoError(t, err, string(out))
-	require.Contains(t, string(out), forward.ReasonBounced)
+	require.Contains(t, string(out), api.ReasonBounced)
 	require.Contains(t, string(out), "free ports")
 	for _, leaf := range []string{"west-1", "west-2"} {
 		require.Empty(t, delegates(t, leaf, ns), "the bounced delegate is removed from %s", leaf)
@@ -184,7 +183,7 @@ func TestLoopRefused(t *testing.T) {
 	require.NoError(t, err)
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		p, err := root.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
-		return err == nil && p.Status.Phase == corev1.PodFailed && p.Status.Reason == forward.ReasonLoop, nil
+		return err == nil && p.Status.Phase == corev1.PodFailed && p.Status.Reason == api.ReasonLoop, nil
 	})
 	require.NoError(t, err, "loop not refused")
 	p, err := root.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})

@@ -15,7 +15,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
-	"github.com/nestlet/nestlet/provider/forward"
 )
 
 // A Service at the root follows its pods down, and every level lists the
@@ -117,8 +116,8 @@ func TestServiceNameTakenInLeaf(t *testing.T) {
 	waitPods(t, "root", ns, "app=api", 2*time.Minute, func(ps []corev1.Pod) bool { return countRunning(ps) == 2 })
 
 	leafName, _ := someDelegate(t, ns, "api")
-	waitEvent(t, leafName, ns, "api", forward.ReasonServiceNameTaken)
-	waitEvent(t, "east", ns, "api", forward.ReasonServiceNameTaken)
+	waitEvent(t, leafName, ns, "api", api.ReasonServiceNameTaken)
+	waitEvent(t, "east", ns, "api", api.ReasonServiceNameTaken)
 	mine, err := env.Cluster(leafName).Client.CoreV1().Services(ns).Get(ctx, "api", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, own.Spec.Selector, mine.Spec.Selector, "the leaf's own Service is untouched")

@@ -18,14 +18,13 @@ import (
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/pkg/localcluster"
-	"github.com/nestlet/nestlet/provider/join"
 )
 
 // The child's identity in the parent is a kubelet's: it may not read the
 // parent's Secrets or list all pods.
 func TestNodeIdentityIsScoped(t *testing.T) {
 	east := env.Cluster("east")
-	sec, err := east.Client.CoreV1().Secrets("nestlet-system").Get(t.Context(), join.SecretName(targetOf["east"]), metav1.GetOptions{})
+	sec, err := east.Client.CoreV1().Secrets("nestlet-system").Get(t.Context(), api.IdentitySecretName(targetOf["east"]), metav1.GetOptions{})
 	require.NoError(t, err)
 	cfg := &rest.Config{Host: env.Cluster("root").URL, TLSClientConfig: rest.TLSClientConfig{
 		CAData: sec.Data["ca.crt"], CertData: sec.Data[corev1.TLSCertKey], KeyData: sec.Data[corev1.TLSPrivateKeyKey]}}
@@ -96,7 +95,7 @@ func TestManualApprovalAndRuntimeChanges(t *testing.T) {
 		return apierrors.IsNotFound(err), nil
 	})
 	require.NoError(t, err, "node west-manual still in the parent after its Target was deleted")
-	_, err = west.Client.CoreV1().Secrets("nestlet-system").Get(ctx, join.SecretName(name), metav1.GetOptions{})
+	_, err = west.Client.CoreV1().Secrets("nestlet-system").Get(ctx, api.IdentitySecretName(name), metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "identity secret left behind")
 
 	// A denied request.
