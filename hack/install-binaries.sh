@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries the local test clusters run, from the Go
 # module proxy only, into a cache keyed by version, and links them into
-# _output/bin (git-ignored) where pkg/localcluster, the tests, the demo and the benchmarks
+# _output/bin (git-ignored) where the launcher, the tests, the demo and the benchmarks
 # find them.
 #
 #   etcd                      hack/etcd (a main around etcdmain, version in hack/etcd/go.mod)

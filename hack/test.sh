@@ -26,6 +26,9 @@ if [[ "${what}" == "unit" ]]; then
   exit 0
 fi
 
+echo "== build: the launcher runs our programs from _output/bin and builds nothing itself"
+hack/build.sh
+
 echo "== node runtime of the real leaves (kubelet, containerd, runc, CNI plugins, images)"
 # Where it cannot be installed (not Linux, not root, no apt), the real-leaf
 # tests skip and say why; .ci/run makes that a failure

@@ -71,9 +71,9 @@ func load() ([]Package, error) {
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var p struct {
-			ImportPath string
-			Imports    []string
-			Name       string
+			ImportPath                         string
+			Imports, TestImports, XTestImports []string
+			Name                               string
 		}
 		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
 			break
@@ -81,8 +81,8 @@ func load() ([]Package, error) {
 			return nil, err
 		}
 		pkg := Package{Path: rel(p.ImportPath)}
-		for _, imp := range p.Imports {
-			if imp == module || strings.HasPrefix(imp, module+"/") {
+		for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
+			if (imp == module || strings.HasPrefix(imp, module+"/")) && !slices.Contains(pkg.Imports, rel(imp)) && rel(imp) != pkg.Path {
 				pkg.Imports = append(pkg.Imports, rel(imp))
 			}
 		}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 // ClusterCost is what one cluster of an environment has used: CPU time by
@@ -40,7 +40,7 @@ const SharedEtcd = "shared-etcd" // a benchmark metric unit: no whitespace
 // MeasureCosts reads, now, every cluster's cost so far. The agent and proxy
 // of a cluster are the environment's processes named <cluster>-nestlet and
 // <cluster>-nestlet-proxy.
-func MeasureCosts(ctx context.Context, e *localcluster.Environment) (Costs, error) {
+func MeasureCosts(ctx context.Context, e *launcher.Environment) (Costs, error) {
 	out := Costs{}
 	for _, c := range e.Clusters() {
 		cost := ClusterCost{CPU: map[string]time.Duration{}}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat's CPU times (100 on
@@ -16,7 +16,7 @@ const clockTicks = 100
 
 // CPUTime returns the user plus system CPU time the process has used, read
 // from /proc/<pid>/stat.
-func CPUTime(p *localcluster.Process) (time.Duration, error) {
+func CPUTime(p *launcher.Process) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID()))
 	if err != nil {
 		return 0, err
@@ -43,7 +43,7 @@ func CPUTime(p *localcluster.Process) (time.Duration, error) {
 
 // CPUByKind sums the CPU time of the environment's processes by program
 // (kube-apiserver, etcd, kwok, agent, proxy...): where the time goes.
-func CPUByKind(e *localcluster.Environment) map[string]time.Duration {
+func CPUByKind(e *launcher.Environment) map[string]time.Duration {
 	out := map[string]time.Duration{}
 	for _, p := range e.Processes() {
 		kind := p.Name

@@ -7,12 +7,12 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 // Kubectl runs the environment's kubectl against cluster c, with stdin
 // when not empty, and returns stdout, stderr and the error.
-func Kubectl(ctx context.Context, env *localcluster.Environment, c *localcluster.Cluster, stdin string, args ...string) (string, string, error) {
+func Kubectl(ctx context.Context, env *launcher.Environment, c *launcher.Cluster, stdin string, args ...string) (string, string, error) {
 	args = append([]string{"--kubeconfig", c.KubeconfigPath}, args...)
 	cmd := exec.CommandContext(ctx, env.Binaries.Kubectl, args...)
 	var out, errOut bytes.Buffer

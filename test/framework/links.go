@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 // Link is the connection of a child to its parent's API server, through a
@@ -36,7 +36,7 @@ var (
 
 // newLink starts a proxy from a free loopback port to the parent's API
 // server.
-func newLink(child, parent *localcluster.Cluster) (*Link, error) {
+func newLink(child, parent *launcher.Cluster) (*Link, error) {
 	toxiOnce.Do(func() {
 		toxiServer = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	})

@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 // RequireRealNodesEnv, set to 1, makes the real-leaf tests fail instead of
@@ -20,11 +20,11 @@ var realNodesSkipped string
 // RealNodesUnavailable returns why this machine cannot run real nodes, or
 // nil when it can.
 func RealNodesUnavailable() error {
-	rt, err := localcluster.FindNodeRuntime("")
+	rt, err := launcher.FindNodeRuntime("")
 	if err != nil {
 		return err
 	}
-	return localcluster.CheckRealNodes(rt)
+	return launcher.CheckRealNodes(rt)
 }
 
 // RunRealTreeMain is RunTreeMain for a package whose tree has real nodes.
@@ -33,7 +33,7 @@ func RealNodesUnavailable() error {
 // $NESTLET_REQUIRE_REAL_NODES=1 it fails instead.
 func RunRealTreeMain(m *testing.M, tree Tree, started func(*TreeEnv)) int {
 	if err := RealNodesUnavailable(); err != nil {
-		if !errors.Is(err, localcluster.ErrRealNodesUnavailable) || os.Getenv(RequireRealNodesEnv) == "1" {
+		if !errors.Is(err, launcher.ErrRealNodesUnavailable) || os.Getenv(RequireRealNodesEnv) == "1" {
 			fmt.Fprintf(os.Stderr, "real-leaf tests cannot run (%s=1 makes that a failure): %v\n", RequireRealNodesEnv, err)
 			return 1
 		}

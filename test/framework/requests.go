@@ -9,14 +9,14 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 // Requests reads the API server's apiserver_request_total and returns the
 // number of requests so far by "resource[/subresource]-VERB" (e.g.
 // "pods/status-PATCH", "nodes-LIST"), with "-<code>" added for those that
 // failed ("pods/status-PUT-409"). Benchmarks subtract two readings.
-func Requests(ctx context.Context, c *localcluster.Cluster) (map[string]float64, error) {
+func Requests(ctx context.Context, c *launcher.Cluster) (map[string]float64, error) {
 	body, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return nil, err

@@ -7,12 +7,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 // RSSBytes returns the resident set size of the process, read from
 // /proc/<pid>/status.
-func RSSBytes(p *localcluster.Process) (int64, error) {
+func RSSBytes(p *launcher.Process) (int64, error) {
 	return vmRSS(fmt.Sprintf("/proc/%d/status", p.PID()))
 }
 

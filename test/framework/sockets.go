@@ -8,13 +8,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 // ListeningTCPPorts returns the TCP ports (IPv4 and IPv6) the process
 // listens on: the sockets among its open files that /proc/net/tcp{,6}
 // shows in the LISTEN state.
-func ListeningTCPPorts(p *localcluster.Process) ([]int, error) {
+func ListeningTCPPorts(p *launcher.Process) ([]int, error) {
 	pid := p.PID()
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {

@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 // Tree is a topology: clusters, and which joins which.
 type Tree struct {
-	Clusters []localcluster.ClusterOptions
+	Clusters []launcher.ClusterOptions
 	// Edges are {child, parent} pairs.
 	Edges [][2]string
 	// JoinArgs are added to every `nestctl join` (e.g. --report-frequency).
@@ -34,7 +34,7 @@ type Tree struct {
 
 // TreeEnv is a started Tree.
 type TreeEnv struct {
-	*localcluster.Environment
+	*launcher.Environment
 	// Targets holds the name of the Target of each child, by child.
 	Targets map[string]string
 	// MetricsURL is each agent's /metrics, by cluster (with Tree.Metrics).
@@ -51,8 +51,8 @@ func (te *TreeEnv) Link(child, parent string) *Link { return te.Links[[2]string{
 // StartTree starts the clusters, an agent in each, and joins every edge as
 // an operator does (nestctl token create / nestctl join), all joins at once;
 // it returns once every Target is Ready.
-func StartTree(ctx context.Context, cfg localcluster.Config, tree Tree) (*TreeEnv, error) {
-	env, err := localcluster.Start(ctx, cfg, localcluster.Spec{Clusters: tree.Clusters})
+func StartTree(ctx context.Context, cfg launcher.Config, tree Tree) (*TreeEnv, error) {
+	env, err := launcher.Start(ctx, cfg, launcher.Spec{Clusters: tree.Clusters})
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 	for i, c := range clusters {
 		args := append(append([]string(nil), tree.AgentArgs...), tree.ClusterAgentArgs[c.Name]...)
 		if tree.Metrics {
-			port, err := localcluster.FreePort()
+			port, err := launcher.FreePort()
 			if err != nil {
 				return err
 			}
@@ -98,7 +98,7 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 		if child == nil || parent == nil {
 			return fmt.Errorf("edge %v names an unknown cluster", e)
 		}
-		opts := localcluster.JoinOptions{ExtraJoinArgs: tree.JoinArgs}
+		opts := launcher.JoinOptions{ExtraJoinArgs: tree.JoinArgs}
 		if tree.Links {
 			l, err := newLink(child, parent)
 			if err != nil {
@@ -108,7 +108,7 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 			opts.ParentURL = l.URL
 		}
 		wg.Go(func() {
-			name, err := localcluster.Join(ctx, parent, child, opts)
+			name, err := launcher.Join(ctx, parent, child, opts)
 			errs[len(clusters)+i] = err
 			mu.Lock()
 			te.Targets[e[0]] = name
@@ -128,11 +128,11 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 // StartTree did: through the edge's link when there is one, with the tree's
 // join arguments; it returns once the new Target is Ready.
 func (te *TreeEnv) Rejoin(ctx context.Context, child, parent string) error {
-	opts := localcluster.JoinOptions{ExtraJoinArgs: te.joinArgs}
+	opts := launcher.JoinOptions{ExtraJoinArgs: te.joinArgs}
 	if l := te.Link(child, parent); l != nil {
 		opts.ParentURL = l.URL
 	}
-	name, err := localcluster.Join(ctx, te.Cluster(parent), te.Cluster(child), opts)
+	name, err := launcher.Join(ctx, te.Cluster(parent), te.Cluster(child), opts)
 	if err != nil {
 		return err
 	}
@@ -144,9 +144,8 @@ func (te *TreeEnv) Rejoin(ctx context.Context, child, parent string) error {
 // stops everything, keeping the logs (and printing their tails) on failure.
 // It returns the exit code.
 func RunTreeMain(m *testing.M, tree Tree, started func(*TreeEnv)) (code int) {
-	defer localcluster.RemoveBuiltNestlet()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	te, err := StartTree(ctx, localcluster.Config{}, tree)
+	te, err := StartTree(ctx, launcher.Config{}, tree)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the tree:", err)

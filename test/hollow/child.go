@@ -22,7 +22,7 @@ import (
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/pkg/kubeclient"
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/provider/agent"
 )
 
@@ -41,9 +41,9 @@ var (
 )
 
 // ParentOf runs `nestctl token create --auto-approve` against parent, as
-// localcluster.Join does, and returns what its printed join command holds. A
+// launcher.Join does, and returns what its printed join command holds. A
 // bootstrap token is not used up by a join: many children may share it.
-func ParentOf(ctx context.Context, parent *localcluster.Cluster) (Parent, error) {
+func ParentOf(ctx context.Context, parent *launcher.Cluster) (Parent, error) {
 	out, err := parent.Nestctl(ctx, "token", "create", "--cluster-name="+parent.Name, "--auto-approve")
 	if err != nil {
 		return Parent{}, err

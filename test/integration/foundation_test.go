@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -32,9 +32,9 @@ import (
 // kubelet-client CSR signer issues certificates, and nothing is left running
 // once the environment is stopped.
 func TestTwoClusters(t *testing.T) {
-	env := framework.StartForTest(t, localcluster.Spec{Clusters: []localcluster.ClusterOptions{
-		{Name: "alpha", Nodes: []localcluster.NodeOptions{{Name: "alpha-node", Labels: map[string]string{"topology.kubernetes.io/region": "east"}}}},
-		{Name: "beta", Nodes: []localcluster.NodeOptions{{Name: "beta-node", Labels: map[string]string{"topology.kubernetes.io/region": "west"}}}},
+	env := framework.StartForTest(t, launcher.Spec{Clusters: []launcher.ClusterOptions{
+		{Name: "alpha", Nodes: []launcher.NodeOptions{{Name: "alpha-node", Labels: map[string]string{"topology.kubernetes.io/region": "east"}}}},
+		{Name: "beta", Nodes: []launcher.NodeOptions{{Name: "beta-node", Labels: map[string]string{"topology.kubernetes.io/region": "west"}}}},
 	}})
 	clusters := env.Clusters()
 	require.Len(t, clusters, 2)
@@ -56,7 +56,7 @@ func TestTwoClusters(t *testing.T) {
 	}
 }
 
-func podRuns(t *testing.T, c *localcluster.Cluster) {
+func podRuns(t *testing.T, c *launcher.Cluster) {
 	ctx := t.Context()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: metav1.NamespaceDefault},
@@ -78,7 +78,7 @@ func podRuns(t *testing.T, c *localcluster.Cluster) {
 	require.Equal(t, c.Name+"-node", got.Spec.NodeName)
 }
 
-func bootstrapAndSign(t *testing.T, c *localcluster.Cluster) {
+func bootstrapAndSign(t *testing.T, c *launcher.Cluster) {
 	ctx := t.Context()
 	const tokenID, tokenSecret = "abcdef", "0123456789abcdef"
 	_, err := c.Client.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, &corev1.Secret{

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -15,17 +15,17 @@ import (
 //
 //	go test ./test/integration -run '^$' -bench StartClusters -benchtime 1x
 func BenchmarkStartClusters(b *testing.B) {
-	// Build our binaries (nestlet-scheduler runs in every cluster) before
-	// timing anything.
-	if _, err := localcluster.BuildNestlet(b.Context()); err != nil {
+	// Our programs (nestlet-scheduler runs in every cluster) come from
+	// make build.
+	if _, err := launcher.FindNestletBinaries(""); err != nil {
 		b.Fatal(err)
 	}
 	for _, n := range []int{1, 3} {
 		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) {
-			var spec localcluster.Spec
+			var spec launcher.Spec
 			for i := range n {
 				name := fmt.Sprintf("c%d", i)
-				spec.Clusters = append(spec.Clusters, localcluster.ClusterOptions{Name: name, Nodes: []localcluster.NodeOptions{{Name: name + "-node"}}})
+				spec.Clusters = append(spec.Clusters, launcher.ClusterOptions{Name: name, Nodes: []launcher.NodeOptions{{Name: name + "-node"}}})
 			}
 			var rss int64
 			var took time.Duration

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 func newPlaygroundCommand() *cobra.Command {
@@ -59,8 +59,9 @@ The topology file:
 
 The control-plane binaries are looked up in --bin-dir, $NESTLET_BIN_DIR, beside nestctl, or in
 _output/bin of the Nestlet repository holding the working directory ('make binaries' puts
-them there). nestlet, nestctl and nestlet-scheduler are taken from --nestlet-bin-dir, or from
-beside nestctl, or else built from that repository.`,
+them there). nestlet, nestctl, nestlet-scheduler and nestlet-proxy are taken from
+--nestlet-bin-dir, or from beside nestctl, or else from that repository's _output/bin ('make
+build' puts them there); nothing is built.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return playgroundUp(cmd, o) },
 	}
@@ -68,7 +69,7 @@ beside nestctl, or else built from that repository.`,
 	f.StringVar(&o.config, "config", "", "topology file (default: the built-in root, east, west and four leaves)")
 	f.StringVar(&o.dir, "dir", defaultPlaygroundDir(), "directory for the playground's state, clusters, logs and kubeconfig")
 	f.StringVar(&o.binDir, "bin-dir", "", "directory of etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok")
-	f.StringVar(&o.nestletBinDir, "nestlet-bin-dir", "", "directory of prebuilt nestlet, nestctl and nestlet-scheduler")
+	f.StringVar(&o.nestletBinDir, "nestlet-bin-dir", "", "directory of nestlet, nestctl, nestlet-scheduler and nestlet-proxy (make build)")
 	f.DurationVar(&o.reportFrequency, "report-frequency", 0, "report frequency of every Target (default: nestctl join's)")
 	f.BoolVar(&o.kwokOnly, "kwok-only", false, "run the topology's real nodes (real: true) with kwok too; without it they fall back to kwok only where this machine cannot run them (Linux, root, make node-runtime)")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up (and stop everything) after this long")
@@ -106,20 +107,20 @@ func defaultPlaygroundDir() string {
 
 func playgroundUp(cmd *cobra.Command, o playgroundUpOptions) error {
 	out := cmd.OutOrStdout()
-	topo, err := loadTopology(o.config)
+	topo, err := launcher.LoadTopology(o.config)
 	if err != nil {
 		return err
 	}
 	binDir := o.binDir
-	if binDir == "" && os.Getenv(localcluster.BinDirEnv) == "" {
+	if binDir == "" && os.Getenv(launcher.BinDirEnv) == "" {
 		binDir = besideNestctl("kube-apiserver")
 	}
-	if _, err := localcluster.FindBinaries(binDir); err != nil {
+	if _, err := launcher.FindBinaries(binDir); err != nil {
 		return fmt.Errorf("%w\nbuild them with 'make binaries' in the Nestlet repository, or point --bin-dir at them", err)
 	}
 	nestletBinDir := o.nestletBinDir
 	if nestletBinDir == "" {
-		nestletBinDir = besideNestctl("nestlet", "nestlet-scheduler")
+		nestletBinDir = besideNestctl("nestlet", "nestlet-scheduler", "nestlet-proxy")
 	}
 	var joinArgs []string
 	if o.reportFrequency > 0 {
@@ -131,7 +132,7 @@ func playgroundUp(cmd *cobra.Command, o playgroundUpOptions) error {
 	var mu sync.Mutex
 	start := time.Now()
 	fmt.Fprintf(out, "playground in %s\n", o.dir)
-	pg, err := localcluster.StartPlayground(ctx, topo, localcluster.PlaygroundOptions{
+	pg, err := launcher.StartPlayground(ctx, topo, launcher.PlaygroundOptions{
 		Dir:           o.dir,
 		BinDir:        binDir,
 		NestletBinDir: nestletBinDir,
@@ -164,14 +165,14 @@ func playgroundDown(out io.Writer, dir string) error {
 	if err != nil {
 		return err
 	}
-	s, err := localcluster.ReadState(abs)
+	s, err := launcher.ReadState(abs)
 	switch {
-	case errors.Is(err, localcluster.ErrNoState):
+	case errors.Is(err, launcher.ErrNoState):
 		if _, statErr := os.Stat(abs); errors.Is(statErr, os.ErrNotExist) {
 			fmt.Fprintf(out, "no playground in %s: nothing to stop\n", abs)
 			return nil
 		}
-		return fmt.Errorf("%s holds no playground state file (%s): left as it is", abs, localcluster.StateFileName)
+		return fmt.Errorf("%s holds no playground state file (%s): left as it is", abs, launcher.StateFileName)
 	case err != nil:
 		return err
 	}
@@ -180,27 +181,11 @@ func playgroundDown(out io.Writer, dir string) error {
 	} else {
 		fmt.Fprintf(out, "nothing of the playground in %s is running\n", abs)
 	}
-	if _, err := localcluster.StopDetached(abs, 10*time.Second); err != nil {
+	if _, err := launcher.StopDetached(abs, 10*time.Second); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "removed %s\n", abs)
 	return nil
-}
-
-// loadTopology reads the topology file, or the built-in default.
-func loadTopology(path string) (*localcluster.Topology, error) {
-	data := localcluster.DefaultTopology
-	if path != "" {
-		var err error
-		if data, err = os.ReadFile(path); err != nil {
-			return nil, err
-		}
-	}
-	t, err := localcluster.ParseTopology(data)
-	if err != nil && path != "" {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return t, err
 }
 
 // besideNestctl returns the directory of the running nestctl when it holds

@@ -31,14 +31,3 @@ func TestPlaygroundDownWithoutPlayground(t *testing.T) {
 	require.ErrorContains(t, err, "holds no playground state file")
 	require.FileExists(t, filepath.Join(foreign, "keep"))
 }
-
-func TestLoadTopology(t *testing.T) {
-	topo, err := loadTopology("")
-	require.NoError(t, err)
-	require.Len(t, topo.Clusters, 7)
-
-	bad := filepath.Join(t.TempDir(), "bad.yaml")
-	require.NoError(t, os.WriteFile(bad, []byte("clusters:\n- name: a\n  parent: nowhere\n"), 0o644))
-	_, err = loadTopology(bad)
-	require.ErrorContains(t, err, bad+`: invalid topology: [clusters[0].parent: Not found: "nowhere"`)
-}

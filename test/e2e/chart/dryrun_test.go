@@ -16,7 +16,7 @@ import (
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -27,7 +27,7 @@ import (
 // from values is the one `nestctl join` writes, and that nestlet-scheduler
 // accepts the chart's profile.
 func TestServerDryRun(t *testing.T) {
-	env := framework.StartForTest(t, localcluster.Spec{Clusters: []localcluster.ClusterOptions{{Name: "chart"}}})
+	env := framework.StartForTest(t, launcher.Spec{Clusters: []launcher.ClusterOptions{{Name: "chart"}}})
 	c := env.Cluster("chart")
 	ctx := t.Context()
 	// As `helm install` does: CRDs (the chart's crds/) first, into the
@@ -113,7 +113,7 @@ func TestServerDryRun(t *testing.T) {
 			{name: "tuned", set: "scheduler.pluginConfig[0].name=Watermark,scheduler.pluginConfig[0].args.mode=pack"},
 			{name: "a bad mode", set: "scheduler.pluginConfig[0].name=Watermark,scheduler.pluginConfig[0].args.mode=fill", refused: "Watermark args: mode must be"},
 		}
-		bins, err := localcluster.BuildNestlet(ctx)
+		bins, err := launcher.FindNestletBinaries("")
 		require.NoError(t, err)
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -158,7 +158,7 @@ func TestServerDryRun(t *testing.T) {
 
 // kubectl runs the pinned kubectl against cluster c with stdin and returns
 // its output; it fails the test on error.
-func kubectl(t *testing.T, env *localcluster.Environment, c *localcluster.Cluster, stdin string, args ...string) string {
+func kubectl(t *testing.T, env *launcher.Environment, c *launcher.Cluster, stdin string, args ...string) string {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), env.Binaries.Kubectl, append([]string{"--kubeconfig=" + c.KubeconfigPath}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)

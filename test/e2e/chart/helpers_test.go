@@ -1,7 +1,7 @@
 // Package chart tests the Helm chart (charts/nestlet) with the pinned helm
 // that hack/install-binaries.sh builds into _output/bin: helm lint, the
 // objects helm template renders, and a server-side dry run of them against
-// a real API server started by pkg/localcluster.
+// a real API server started by pkg/launcher.
 package chart
 
 import (
@@ -20,7 +20,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 const (
@@ -31,7 +31,7 @@ const (
 // repoRoot returns the repository's root directory.
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	root, err := localcluster.RepoRoot()
+	root, err := launcher.RepoRoot()
 	require.NoError(t, err)
 	return root
 }
@@ -46,13 +46,13 @@ func chartDir(t *testing.T) string {
 // chart is part of what make test proves.
 func helmBinary(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv(localcluster.BinDirEnv)
+	dir := os.Getenv(launcher.BinDirEnv)
 	if dir == "" {
 		dir = filepath.Join(repoRoot(t), "_output", "bin")
 	}
 	p := filepath.Join(dir, "helm")
 	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("helm is missing (%v): run hack/install-binaries.sh (or make test), or set %s", err, localcluster.BinDirEnv)
+		t.Fatalf("helm is missing (%v): run hack/install-binaries.sh (or make test), or set %s", err, launcher.BinDirEnv)
 	}
 	return p
 }

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/scheduler-plugins/profile"
 )
 
@@ -277,7 +277,7 @@ func TestAgentKubeletAPI(t *testing.T) {
 // Every flag the chart passes exists in the binary it runs: the chart and
 // the commands are written apart.
 func TestFlagsExist(t *testing.T) {
-	bins, err := localcluster.BuildNestlet(t.Context())
+	bins, err := launcher.FindNestletBinaries("")
 	require.NoError(t, err)
 	binary := map[string]string{
 		"/usr/local/bin/nestlet":           bins.Nestlet,

@@ -17,26 +17,26 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
-var env *localcluster.Environment
+var env *launcher.Environment
 
 // chain is the clusters from the root down.
 var chain = []string{"root", "l1", "l2", "l3"}
 
 func TestMain(m *testing.M) {
 	// Room for the benchmark's 800 pods.
-	node := func(name string) localcluster.NodeOptions {
-		return localcluster.NodeOptions{Name: name,
+	node := func(name string) launcher.NodeOptions {
+		return launcher.NodeOptions{Name: name,
 			Labels: map[string]string{"topology.kubernetes.io/region": "deep", "topology.kubernetes.io/zone": name},
 			Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"),
 				corev1.ResourcePods: resource.MustParse("1000")}}
 	}
 	os.Exit(framework.RunTreeMain(m, framework.Tree{
-		Clusters: []localcluster.ClusterOptions{{Name: "root"}, {Name: "l1"}, {Name: "l2"},
-			{Name: "l3", Nodes: []localcluster.NodeOptions{node("l3-a"), node("l3-b")}}},
+		Clusters: []launcher.ClusterOptions{{Name: "root"}, {Name: "l1"}, {Name: "l2"},
+			{Name: "l3", Nodes: []launcher.NodeOptions{node("l3-a"), node("l3-b")}}},
 		Edges:    [][2]string{{"l1", "root"}, {"l2", "l1"}, {"l3", "l2"}},
 		JoinArgs: []string{"--report-frequency=3s"},
 		Proxies:  []string{"root", "l1", "l2"},

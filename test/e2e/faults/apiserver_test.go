@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/api"
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -22,7 +22,7 @@ import (
 // lease, and than their longest backoff (2 minutes).
 const outage = 3 * time.Minute
 
-func agent(t testing.TB, cluster string) *localcluster.Process {
+func agent(t testing.TB, cluster string) *launcher.Process {
 	t.Helper()
 	for _, p := range env.Processes() {
 		if p.Name == cluster+"-nestlet" {
@@ -116,7 +116,7 @@ func TestParentAPIServerDown(t *testing.T) {
 	for _, c := range []string{"east", "west"} {
 		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 			n, err := env.Cluster("root").Client.CoreV1().Nodes().Get(ctx, c, metav1.GetOptions{})
-			return err == nil && localcluster.NodeReady(n), nil
+			return err == nil && launcher.NodeReady(n), nil
 		})
 		require.NoError(t, err, "%s not Ready at the root after the outage", c)
 	}

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 // A child whose Target is deleted while it is cut off from its parent
@@ -48,7 +48,7 @@ func TestTargetDeletedWhilePartitioned(t *testing.T) {
 		if err != nil {
 			return false, nil //nolint:nilerr // retried until the timeout
 		}
-		cond = localcluster.TargetCondition(tg, v1alpha1.ConditionReady)
+		cond = launcher.TargetCondition(tg, v1alpha1.ConditionReady)
 		return tg.DeletionTimestamp != nil && cond.Reason == v1alpha1.ReasonParentUnreachable, nil
 	})
 	require.NoError(t, err, "the Target says it cannot leave: last Ready condition %+v", cond)
@@ -122,7 +122,7 @@ func rejoinEast(t *testing.T) {
 	require.NoError(t, tree.Rejoin(ctx, "east", "root"), "joining east to the root again")
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		n, err := env.Cluster("root").Client.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
-		return err == nil && localcluster.NodeReady(n), nil
+		return err == nil && launcher.NodeReady(n), nil
 	})
 	require.NoError(t, err, fmt.Sprintf("east not Ready at the root after joining again (Target %s)", tree.Targets["east"]))
 }

@@ -13,12 +13,12 @@ import (
 	"os"
 	"testing"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
 var (
-	env  *localcluster.Environment
+	env  *launcher.Environment
 	tree *framework.TreeEnv
 )
 
@@ -26,15 +26,15 @@ var (
 const graceSeconds = 20
 
 func TestMain(m *testing.M) {
-	leaf := func(name, region string) localcluster.ClusterOptions {
-		node := func(suffix string) localcluster.NodeOptions {
-			return localcluster.NodeOptions{Name: name + "-" + suffix, Labels: map[string]string{"topology.kubernetes.io/region": region}}
+	leaf := func(name, region string) launcher.ClusterOptions {
+		node := func(suffix string) launcher.NodeOptions {
+			return launcher.NodeOptions{Name: name + "-" + suffix, Labels: map[string]string{"topology.kubernetes.io/region": region}}
 		}
-		return localcluster.ClusterOptions{Name: name, Nodes: []localcluster.NodeOptions{node("a"), node("b")},
+		return launcher.ClusterOptions{Name: name, Nodes: []launcher.NodeOptions{node("a"), node("b")},
 			ControllerManagerArgs: []string{"--node-monitor-grace-period=2m"}}
 	}
 	os.Exit(framework.RunTreeMain(m, framework.Tree{
-		Clusters: []localcluster.ClusterOptions{
+		Clusters: []launcher.ClusterOptions{
 			{Name: "root", ControllerManagerArgs: []string{"--node-monitor-grace-period=20s"}},
 			leaf("east", "east"), leaf("west", "west"),
 		},

@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 // deployment runs replicas over both regions, evicted 5 s after their node
@@ -58,7 +58,7 @@ func namespace(t *testing.T) string {
 				why = err.Error()
 				return false, nil
 			}
-			if !localcluster.NodeReady(n) {
+			if !launcher.NodeReady(n) {
 				why = child + " is not Ready at the root"
 				return false, nil
 			}

@@ -10,12 +10,12 @@ import (
 	"os"
 	"testing"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
 var (
-	env        *localcluster.Environment
+	env        *launcher.Environment
 	targetOf   map[string]string
 	metricsURL map[string]string
 )
@@ -28,19 +28,19 @@ var (
 // writes. Kubelets on their own machines do not starve like this.
 var kwokGrace = []string{"--node-monitor-grace-period=2m"}
 
-func leaf(name, region string) localcluster.ClusterOptions {
-	node := func(suffix, zone string) localcluster.NodeOptions {
-		return localcluster.NodeOptions{Name: name + "-" + suffix, Labels: map[string]string{
+func leaf(name, region string) launcher.ClusterOptions {
+	node := func(suffix, zone string) launcher.NodeOptions {
+		return launcher.NodeOptions{Name: name + "-" + suffix, Labels: map[string]string{
 			"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": zone}}
 	}
-	return localcluster.ClusterOptions{Name: name, Nodes: []localcluster.NodeOptions{node("a", name+"-a"), node("b", name+"-b")},
+	return launcher.ClusterOptions{Name: name, Nodes: []launcher.NodeOptions{node("a", name+"-a"), node("b", name+"-b")},
 		ControllerManagerArgs: kwokGrace}
 }
 
 func TestMain(m *testing.M) {
 	os.Exit(framework.RunTreeMain(m, framework.Tree{
-		Clusters: []localcluster.ClusterOptions{
-			{Name: "root", Nodes: []localcluster.NodeOptions{{Name: "root-node"}}}, {Name: "east"}, {Name: "west"},
+		Clusters: []launcher.ClusterOptions{
+			{Name: "root", Nodes: []launcher.NodeOptions{{Name: "root-node"}}}, {Name: "east"}, {Name: "west"},
 			leaf("east-1", "east"), leaf("east-2", "east"), leaf("west-1", "west"), leaf("west-2", "west"),
 		},
 		Edges: [][2]string{

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -28,19 +28,19 @@ func BenchmarkThroughput1000(b *testing.B) {
 	ctx := b.Context()
 	leaves := []string{"east-1", "east-2", "west-1", "west-2"}
 	region := map[string]string{"east-1": "east", "east-2": "east", "west-1": "west", "west-2": "west"}
-	var flatNodes []localcluster.NodeOptions
+	var flatNodes []launcher.NodeOptions
 	for _, l := range leaves {
 		for _, suffix := range []string{"a", "b", "c"} {
-			flatNodes = append(flatNodes, localcluster.NodeOptions{Name: "flat-" + l + "-" + suffix,
+			flatNodes = append(flatNodes, launcher.NodeOptions{Name: "flat-" + l + "-" + suffix,
 				Labels: map[string]string{"topology.kubernetes.io/region": region[l], "topology.kubernetes.io/zone": l + "-" + suffix}})
 		}
-		_, err := env.Cluster(l).AddNode(ctx, localcluster.NodeOptions{Name: l + "-c",
+		_, err := env.Cluster(l).AddNode(ctx, launcher.NodeOptions{Name: l + "-c",
 			Labels: map[string]string{"topology.kubernetes.io/region": region[l], "topology.kubernetes.io/zone": l + "-c"}})
 		if err != nil {
 			b.Fatal(err)
 		}
 	}
-	if err := env.AddClusters(ctx, localcluster.ClusterOptions{Name: "flat", StockScheduler: true, Nodes: flatNodes, ControllerManagerArgs: kwokGrace}); err != nil {
+	if err := env.AddClusters(ctx, launcher.ClusterOptions{Name: "flat", StockScheduler: true, Nodes: flatNodes, ControllerManagerArgs: kwokGrace}); err != nil {
 		b.Fatal(err)
 	}
 	// The tree's summaries include the new nodes before the run.

@@ -31,22 +31,22 @@ import (
 
 	"github.com/nestlet/nestlet/api"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
 var (
-	env  *localcluster.Environment
+	env  *launcher.Environment
 	tree *framework.TreeEnv
 )
 
 func TestMain(m *testing.M) {
-	node := func(name string) localcluster.NodeOptions {
-		return localcluster.NodeOptions{Name: name, Labels: map[string]string{"topology.kubernetes.io/region": "west", "topology.kubernetes.io/zone": name}}
+	node := func(name string) launcher.NodeOptions {
+		return launcher.NodeOptions{Name: name, Labels: map[string]string{"topology.kubernetes.io/region": "west", "topology.kubernetes.io/zone": name}}
 	}
 	os.Exit(framework.RunTreeMain(m, framework.Tree{
-		Clusters: []localcluster.ClusterOptions{{Name: "root"}, {Name: "east"}, {Name: "west", ControllerManagerArgs: []string{"--node-monitor-grace-period=20s"}},
-			{Name: "west-1", Nodes: []localcluster.NodeOptions{node("west-1-a"), node("west-1-b")}}},
+		Clusters: []launcher.ClusterOptions{{Name: "root"}, {Name: "east"}, {Name: "west", ControllerManagerArgs: []string{"--node-monitor-grace-period=20s"}},
+			{Name: "west-1", Nodes: []launcher.NodeOptions{node("west-1-a"), node("west-1-b")}}},
 		Edges:    [][2]string{{"east", "root"}, {"west", "root"}, {"west-1", "west"}, {"west-1", "east"}, {"root", "east"}},
 		JoinArgs: []string{"--report-frequency=2s"},
 		Links:    true,

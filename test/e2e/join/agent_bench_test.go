@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -13,7 +13,7 @@ import (
 // Target and then with 10 (9 more joins of root under other names), each
 // over 30 s of idling (reports every 3 s, as the test tree is set up).
 func BenchmarkAgentIdle(b *testing.B) {
-	var agent *localcluster.Process
+	var agent *launcher.Process
 	for _, p := range env.Processes() {
 		if p.Name == "west-nestlet" {
 			agent = p

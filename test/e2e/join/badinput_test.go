@@ -14,7 +14,7 @@ import (
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/proxy/bootstrap"
 )
 
@@ -88,7 +88,7 @@ func TestBadInputs(t *testing.T) {
 			name := "bad-" + strings.ReplaceAll(strings.ToLower(tt.name), " ", "-")
 			createTarget(t, tt.cluster, &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: tt.spec})
 			tg := waitReason(t, tt.cluster, name, tt.reason)
-			ready := localcluster.TargetCondition(tg, v1alpha1.ConditionReady)
+			ready := launcher.TargetCondition(tg, v1alpha1.ConditionReady)
 			require.Equal(t, metav1.ConditionFalse, ready.Status)
 			require.Contains(t, ready.Message, tt.message)
 			if tt.reason != v1alpha1.ReasonNameTaken {

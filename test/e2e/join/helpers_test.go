@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 func targets(t *testing.T, cluster string) v1alpha1.TargetInterface {
@@ -63,7 +63,7 @@ func waitReason(t *testing.T, cluster, name, reason string) *v1alpha1.Target {
 	var last *v1alpha1.Target
 	err := env.Cluster(cluster).WaitTarget(t.Context(), name, time.Minute, func(tg *v1alpha1.Target) bool {
 		last = tg
-		return localcluster.TargetCondition(tg, v1alpha1.ConditionReady).Reason == reason
+		return launcher.TargetCondition(tg, v1alpha1.ConditionReady).Reason == reason
 	})
 	if err != nil {
 		var conds []metav1.Condition

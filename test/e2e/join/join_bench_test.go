@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -78,7 +78,7 @@ func waitReady(ctx context.Context, w watch.Interface) error {
 			if !ok {
 				return fmt.Errorf("watch closed")
 			}
-			if n, isNode := ev.Object.(*corev1.Node); isNode && localcluster.NodeReady(n) {
+			if n, isNode := ev.Object.(*corev1.Node); isNode && launcher.NodeReady(n) {
 				return nil
 			}
 		}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 // The child's identity in the parent is a kubelet's: it may not read the
@@ -47,14 +47,14 @@ func TestManualApprovalAndRuntimeChanges(t *testing.T) {
 	ctx := t.Context()
 	east, west := env.Cluster("east"), env.Cluster("west")
 
-	name, err := localcluster.Join(ctx, east, west, localcluster.JoinOptions{
+	name, err := launcher.Join(ctx, east, west, launcher.JoinOptions{
 		ClusterName: "west-manual", ManualApproval: true, NoWait: true,
 		ExtraJoinArgs: []string{"--name=to-east-manual", "--report-frequency=2s"},
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { deleteTarget(t, "west", name) })
 	tg := waitReason(t, "west", name, v1alpha1.ReasonAwaitingApproval)
-	require.Contains(t, localcluster.TargetCondition(tg, v1alpha1.ConditionReady).Message, "nestctl approve west-manual")
+	require.Contains(t, launcher.TargetCondition(tg, v1alpha1.ConditionReady).Message, "nestctl approve west-manual")
 	requireNoNode(t, "east", "west-manual")
 
 	out, err := east.Nestctl(ctx, "approve", "west-manual")
@@ -63,7 +63,7 @@ func TestManualApprovalAndRuntimeChanges(t *testing.T) {
 	require.NoError(t, west.WaitTargetReady(ctx, name, time.Minute))
 	waitNode(t, "east", "west-manual", time.Minute, func(n *corev1.Node) bool {
 		_, role := n.Labels[api.LabelNodeRoleCluster]
-		return localcluster.NodeReady(n) && role
+		return launcher.NodeReady(n) && role
 	})
 	tg = getTarget(t, "west", name)
 	require.NotNil(t, tg.Status.CertificateExpiry)
@@ -99,7 +99,7 @@ func TestManualApprovalAndRuntimeChanges(t *testing.T) {
 	require.True(t, apierrors.IsNotFound(err), "identity secret left behind")
 
 	// A denied request.
-	denied, err := localcluster.Join(ctx, east, west, localcluster.JoinOptions{
+	denied, err := launcher.Join(ctx, east, west, launcher.JoinOptions{
 		ClusterName: "west-denied", ManualApproval: true, NoWait: true, ExtraJoinArgs: []string{"--name=to-east-denied"},
 	})
 	require.NoError(t, err)
@@ -121,7 +121,7 @@ func TestManualApprovalAndRuntimeChanges(t *testing.T) {
 	}
 	require.True(t, found, "no pending CSR of west-denied")
 	tg = waitReason(t, "west", denied, v1alpha1.ReasonCSRDenied)
-	require.Contains(t, localcluster.TargetCondition(tg, v1alpha1.ConditionReady).Message, "NotWelcome")
+	require.Contains(t, launcher.TargetCondition(tg, v1alpha1.ConditionReady).Message, "NotWelcome")
 	requireNoNode(t, "east", "west-denied")
 }
 
@@ -139,14 +139,14 @@ func hasTaint(n *corev1.Node, key string) bool {
 // the lease is no longer renewed (LESSONS.md, item 3).
 func TestDeadChildGoesNotReady(t *testing.T) {
 	ctx := t.Context()
-	require.NoError(t, env.AddClusters(ctx, localcluster.ClusterOptions{Name: "doomed",
-		Nodes: []localcluster.NodeOptions{node("doomed-1", "north", "north-a", "2", "4Gi")}}))
+	require.NoError(t, env.AddClusters(ctx, launcher.ClusterOptions{Name: "doomed",
+		Nodes: []launcher.NodeOptions{node("doomed-1", "north", "north-a", "2", "4Gi")}}))
 	doomed := env.Cluster("doomed")
 	_, err := env.StartAgent(ctx, doomed)
 	require.NoError(t, err)
-	_, err = localcluster.Join(ctx, env.Cluster("root"), doomed, localcluster.JoinOptions{})
+	_, err = launcher.Join(ctx, env.Cluster("root"), doomed, launcher.JoinOptions{})
 	require.NoError(t, err)
-	waitNode(t, "root", "doomed", time.Minute, localcluster.NodeReady)
+	waitNode(t, "root", "doomed", time.Minute, launcher.NodeReady)
 
 	for _, p := range doomed.Processes() {
 		if p.Name == "kube-apiserver" {
@@ -154,7 +154,7 @@ func TestDeadChildGoesNotReady(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	waitNode(t, "root", "doomed", 3*time.Minute, func(n *corev1.Node) bool { return !localcluster.NodeReady(n) })
+	waitNode(t, "root", "doomed", 3*time.Minute, func(n *corev1.Node) bool { return !launcher.NodeReady(n) })
 	t.Logf("root saw the dead child NotReady after %s (the agent's 30 s outage tolerance, then the node monitor grace period, 50 s)", time.Since(start).Round(time.Second))
 	// The parent's node lifecycle controller then taints it, so its pods
 	// are evicted and replaced elsewhere; the parent's agent keeps that taint.

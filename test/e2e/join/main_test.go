@@ -1,5 +1,5 @@
 // Package join tests joining clusters for real: control planes from
-// pkg/localcluster, nestlet agents and nestctl built from this checkout.
+// launcher/, nestlet agents and nestctl built by make build.
 //
 // Topology (started once for the package):
 //
@@ -14,18 +14,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
 var (
-	env *localcluster.Environment
+	env *launcher.Environment
 	// targetOf holds the Target name of each join, by child.
 	targetOf map[string]string
 )
 
-func node(name, region, zone, cpu, memory string) localcluster.NodeOptions {
-	return localcluster.NodeOptions{
+func node(name, region, zone, cpu, memory string) launcher.NodeOptions {
+	return launcher.NodeOptions{
 		Name:   name,
 		Labels: map[string]string{"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": zone},
 		Capacity: corev1.ResourceList{
@@ -36,13 +36,13 @@ func node(name, region, zone, cpu, memory string) localcluster.NodeOptions {
 	}
 }
 
-var spec = localcluster.Spec{Clusters: []localcluster.ClusterOptions{
+var spec = launcher.Spec{Clusters: []launcher.ClusterOptions{
 	{Name: "root"},
-	{Name: "east", Nodes: []localcluster.NodeOptions{node("east-1", "east", "east-a", "4", "8Gi"), node("east-2", "east", "east-b", "8", "16Gi")}},
-	{Name: "west", Nodes: []localcluster.NodeOptions{node("west-1", "west", "west-a", "2500m", "4Gi")}},
+	{Name: "east", Nodes: []launcher.NodeOptions{node("east-1", "east", "east-a", "4", "8Gi"), node("east-2", "east", "east-b", "8", "16Gi")}},
+	{Name: "west", Nodes: []launcher.NodeOptions{node("west-1", "west", "west-a", "2500m", "4Gi")}},
 	{Name: "mid"},
-	{Name: "leaf-a", Nodes: []localcluster.NodeOptions{node("leaf-a-1", "east", "east-c", "3", "6Gi")}},
-	{Name: "leaf-b", Nodes: []localcluster.NodeOptions{node("leaf-b-1", "west", "west-b", "5", "10Gi"), node("leaf-b-2", "west", "west-c", "1", "2Gi")}},
+	{Name: "leaf-a", Nodes: []launcher.NodeOptions{node("leaf-a-1", "east", "east-c", "3", "6Gi")}},
+	{Name: "leaf-b", Nodes: []launcher.NodeOptions{node("leaf-b-1", "west", "west-b", "5", "10Gi"), node("leaf-b-2", "west", "west-c", "1", "2Gi")}},
 }}
 
 func TestMain(m *testing.M) {

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/api"
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 const regionKey = "topology.kubernetes.io/region"
@@ -90,7 +90,7 @@ func TestChildrenAreNodesWithExactCapacity(t *testing.T) {
 			// Reports flow up level by level: wait for the whole subtree.
 			n := waitNode(t, "root", tt.child, time.Minute, func(n *corev1.Node) bool {
 				_, role := n.Labels[api.LabelNodeRoleCluster]
-				return localcluster.NodeReady(n) && role && sameResources(want, n.Status.Allocatable) && n.Labels[regionKey] == tt.region
+				return launcher.NodeReady(n) && role && sameResources(want, n.Status.Allocatable) && n.Labels[regionKey] == tt.region
 			})
 			requireSameResources(t, want, n.Status.Allocatable)
 			requireSameResources(t, want, n.Status.Capacity)
@@ -174,7 +174,7 @@ func TestNestctlTree(t *testing.T) {
 	for child, nodes := range map[string]int{"east": 2, "west": 1, "mid": 3} {
 		waitNode(t, "root", child, time.Minute, func(n *corev1.Node) bool {
 			s, ok := api.ParseSummary(n)
-			if !ok || !localcluster.NodeReady(n) {
+			if !ok || !launcher.NodeReady(n) {
 				return false
 			}
 			total := 0

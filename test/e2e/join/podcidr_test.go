@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 // A child whose pod CIDRs overlap a sibling's says so on its Target, and
@@ -19,7 +19,7 @@ func TestOverlappingPodCIDRsReported(t *testing.T) {
 		t.Helper()
 		var got metav1.Condition
 		err := env.Cluster("west").WaitTarget(ctx, targetOf["west"], time.Minute, func(tg *v1alpha1.Target) bool {
-			got = localcluster.TargetCondition(tg, v1alpha1.ConditionPodCIDRsDistinct)
+			got = launcher.TargetCondition(tg, v1alpha1.ConditionPodCIDRsDistinct)
 			return got.Status == want
 		})
 		require.NoError(t, err, "west's %s condition: %+v", v1alpha1.ConditionPodCIDRsDistinct, got)
@@ -33,7 +33,7 @@ func TestOverlappingPodCIDRsReported(t *testing.T) {
 	east1, err := env.Cluster("east").Client.CoreV1().Nodes().Get(ctx, "east-1", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.NotEmpty(t, east1.Spec.PodCIDR)
-	_, err = env.Cluster("west").AddNode(ctx, localcluster.NodeOptions{Name: "west-clash", PodCIDR: east1.Spec.PodCIDR,
+	_, err = env.Cluster("west").AddNode(ctx, launcher.NodeOptions{Name: "west-clash", PodCIDR: east1.Spec.PodCIDR,
 		Labels: map[string]string{"topology.kubernetes.io/region": "west"}})
 	require.NoError(t, err)
 	removed := false

@@ -21,7 +21,7 @@ import (
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -99,7 +99,7 @@ func benchTargets(b *testing.B, prefix string, n int, whileUp func()) map[string
 				b.Fatal("watch closed")
 			}
 			node, isNode := ev.Object.(*corev1.Node)
-			if !isNode || ev.Type == watch.Deleted || !strings.HasPrefix(node.Name, prefix+"-") || !localcluster.NodeReady(node) {
+			if !isNode || ev.Type == watch.Deleted || !strings.HasPrefix(node.Name, prefix+"-") || !launcher.NodeReady(node) {
 				continue
 			}
 			if _, done := ready[node.Name]; !done {

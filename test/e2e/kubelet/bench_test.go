@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 // BenchmarkKubeletAPI measures, from the root, the time to the first byte
@@ -48,7 +48,7 @@ func BenchmarkKubeletAPI(b *testing.B) {
 
 // firstLogByte returns the milliseconds from asking for the logs of pod
 // in c to reading their first byte.
-func firstLogByte(b *testing.B, c *localcluster.Cluster, ns, pod string) float64 {
+func firstLogByte(b *testing.B, c *launcher.Cluster, ns, pod string) float64 {
 	start := time.Now()
 	rc, err := c.Client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{}).Stream(b.Context())
 	if err != nil {
@@ -64,7 +64,7 @@ func firstLogByte(b *testing.B, c *localcluster.Cluster, ns, pod string) float64
 // execRoundTrip returns the milliseconds an `echo` in pod of c takes, from
 // the request to its output and exit status, as kubectl runs it
 // (WebSocket, falling back to SPDY).
-func execRoundTrip(b *testing.B, c *localcluster.Cluster, ns, pod string) float64 {
+func execRoundTrip(b *testing.B, c *launcher.Cluster, ns, pod string) float64 {
 	u := c.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Container: "app", Command: []string{"echo", "hi"}, Stdout: true, Stderr: true}, scheme.ParameterCodec).URL()
 	start := time.Now()

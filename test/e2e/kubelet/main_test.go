@@ -19,12 +19,12 @@ import (
 	"os"
 	"testing"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
 var (
-	env      *localcluster.Environment
+	env      *launcher.Environment
 	targetOf map[string]string
 	echoAddr string
 )
@@ -49,11 +49,11 @@ func TestMain(m *testing.M) {
 			}()
 		}
 	}()
-	node := func(name, region string) []localcluster.NodeOptions {
-		return []localcluster.NodeOptions{{Name: name, Labels: map[string]string{"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": name}}}
+	node := func(name, region string) []launcher.NodeOptions {
+		return []launcher.NodeOptions{{Name: name, Labels: map[string]string{"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": name}}}
 	}
 	code := framework.RunTreeMain(m, framework.Tree{
-		Clusters: []localcluster.ClusterOptions{
+		Clusters: []launcher.ClusterOptions{
 			{Name: "root"}, {Name: "east"},
 			{Name: "east-1", Nodes: node("east-1-a", "east"), KwokPortForwardTarget: echoAddr},
 			{Name: "west", Nodes: node("west-a", "west"), KwokPortForwardTarget: echoAddr},

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 // A parent's nestlet-proxy restarted on other ports with a new self-signed
@@ -19,7 +19,7 @@ func TestProxyRestartedElsewhere(t *testing.T) {
 	ns, _, _ := runPod(t, "east")
 	before := kubeletEndpoint(t, "root", "east")
 
-	var old *localcluster.Process
+	var old *launcher.Process
 	for _, p := range env.Processes() {
 		if p.Name == "root-nestlet-proxy" && p.Alive() {
 			old = p

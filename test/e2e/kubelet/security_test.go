@@ -16,7 +16,7 @@ import (
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -109,7 +109,7 @@ func TestTunnelNeedsANodeCertificate(t *testing.T) {
 
 // In tunnel mode an agent listens on nothing; the direct-mode agent does.
 func TestTunnelAgentsListenOnNothing(t *testing.T) {
-	agents := map[string]*localcluster.Process{}
+	agents := map[string]*launcher.Process{}
 	for _, p := range env.Processes() {
 		if name, ok := strings.CutSuffix(p.Name, "-nestlet"); ok {
 			agents[name] = p
@@ -131,7 +131,7 @@ func TestTunnelAgentsListenOnNothing(t *testing.T) {
 	// The Targets say how the kubelet API is served.
 	for child, want := range map[string]string{"east": "reverse tunnel", "west": "served directly"} {
 		require.NoError(t, env.Cluster(child).WaitTarget(t.Context(), targetOf[child], 30*time.Second, func(tg *v1alpha1.Target) bool {
-			return strings.Contains(localcluster.TargetCondition(tg, v1alpha1.ConditionReady).Message, want)
+			return strings.Contains(launcher.TargetCondition(tg, v1alpha1.ConditionReady).Message, want)
 		}), "Target of %s", child)
 	}
 }

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 const topology = `
@@ -44,10 +44,9 @@ func run(ctx context.Context, bin string, args ...string) (string, error) {
 
 func TestPlaygroundUpDown(t *testing.T) {
 	ctx := t.Context()
-	bins, err := localcluster.BuildNestlet(ctx)
+	bins, err := launcher.FindNestletBinaries("")
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(bins.Dir) })
-	cp, err := localcluster.FindBinaries("")
+	cp, err := launcher.FindBinaries("")
 	require.NoError(t, err)
 	binDir := filepath.Dir(cp.Etcd)
 
@@ -78,7 +77,7 @@ func TestPlaygroundUpDown(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if s, err := localcluster.ReadState(dir); t.Failed() && err == nil {
+		if s, err := launcher.ReadState(dir); t.Failed() && err == nil {
 			for _, p := range s.Processes {
 				tail, _ := run(ctx, "tail", "-n", "20", p.Log)
 				t.Logf("=== %s\n%s", p.Name, tail)
@@ -100,7 +99,7 @@ func TestPlaygroundUpDown(t *testing.T) {
 	}
 
 	// nestctl has exited; every process it started runs on, recorded.
-	state, err := localcluster.ReadState(dir)
+	state, err := launcher.ReadState(dir)
 	require.NoError(t, err)
 	names := map[string]bool{}
 	for _, p := range state.Processes {

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -92,7 +92,7 @@ func removeNamespace(b *testing.B, ns string) {
 // process, which simulates any number of nodes.
 func reportNodeMemory(b *testing.B) {
 	n := realNode()
-	for name, p := range map[string]*localcluster.Process{"kubelet": n.Kubelet, "containerd": n.Containerd} {
+	for name, p := range map[string]*launcher.Process{"kubelet": n.Kubelet, "containerd": n.Containerd} {
 		rss, err := framework.RSSBytes(p)
 		if err != nil {
 			b.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -42,7 +42,7 @@ func appPodSpec(args ...string) corev1.PodSpec {
 		TerminationGracePeriodSeconds: ptr.To(int64(2)),
 		Containers: []corev1.Container{{
 			Name:            "app",
-			Image:           localcluster.DemoAppImage,
+			Image:           launcher.DemoAppImage,
 			ImagePullPolicy: corev1.PullIfNotPresent,
 			Args:            args,
 			Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
@@ -136,7 +136,7 @@ func mustKubectl(t *testing.T, stdin string, args ...string) string {
 }
 
 // realNode is the leaf's real node.
-func realNode() *localcluster.RealNode { return env.Cluster("leaf").RealNode(leafNode) }
+func realNode() *launcher.RealNode { return env.Cluster("leaf").RealNode(leafNode) }
 
 // eventually polls check until it reports done, and fails the test with its
 // last words after timeout.

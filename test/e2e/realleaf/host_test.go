@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 // TestSecondNodeThenCrashLeavesNothing: a second real node starts beside
@@ -30,7 +30,7 @@ func TestSecondNodeThenCrashLeavesNothing(t *testing.T) {
 	leaf := env.Cluster("leaf")
 	require.NoError(t, leaf.EnsureNamespace(t.Context(), ns))
 	taint := corev1.Taint{Key: "nestlet.io/test", Value: "crash", Effect: corev1.TaintEffectNoSchedule}
-	n2, err := leaf.AddRealNode(t.Context(), localcluster.RealNodeOptions{Name: "leaf-real-2", Taints: []corev1.Taint{taint}})
+	n2, err := leaf.AddRealNode(t.Context(), launcher.RealNodeOptions{Name: "leaf-real-2", Taints: []corev1.Taint{taint}})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = n2.Stop()
@@ -63,7 +63,7 @@ func TestSecondNodeThenCrashLeavesNothing(t *testing.T) {
 	require.Contains(t, string(out), prefix, "no nftables rule of the pod (masquerading)")
 
 	// The crash: the runtime's own processes die at once.
-	for _, p := range []*localcluster.Process{n2.Kubelet, n2.Containerd} {
+	for _, p := range []*launcher.Process{n2.Kubelet, n2.Containerd} {
 		require.NoError(t, syscall.Kill(-p.PID(), syscall.SIGKILL))
 	}
 	require.NoError(t, n2.Stop())

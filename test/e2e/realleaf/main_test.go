@@ -21,11 +21,11 @@ import (
 	"os"
 	"testing"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
-var env *localcluster.Environment
+var env *launcher.Environment
 
 const (
 	region   = "real"
@@ -34,11 +34,11 @@ const (
 
 func TestMain(m *testing.M) {
 	os.Exit(framework.RunRealTreeMain(m, framework.Tree{
-		Clusters: []localcluster.ClusterOptions{{Name: "root"}, {Name: "mid"}, {Name: "leaf",
-			RealNodes: []localcluster.RealNodeOptions{{Name: leafNode, KubeProxy: true, Labels: map[string]string{
+		Clusters: []launcher.ClusterOptions{{Name: "root"}, {Name: "mid"}, {Name: "leaf",
+			RealNodes: []launcher.RealNodeOptions{{Name: leafNode, KubeProxy: true, Labels: map[string]string{
 				"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": region + "-a"}}}}},
 		Edges:     [][2]string{{"mid", "root"}, {"leaf", "mid"}},
 		JoinArgs:  []string{"--report-frequency=3s"},
-		AgentArgs: []string{"--kubelet-api=direct", "--kubelet-direct-address=" + localcluster.HostIP()},
+		AgentArgs: []string{"--kubelet-api=direct", "--kubelet-direct-address=" + launcher.HostIP()},
 	}, func(te *framework.TreeEnv) { env = te.Environment }))
 }

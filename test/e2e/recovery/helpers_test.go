@@ -19,7 +19,7 @@ import (
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/utils/ptr"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -52,7 +52,7 @@ func waitWhole(t testing.TB) {
 				why = err.Error()
 				return false, nil
 			}
-			if !localcluster.NodeReady(n) {
+			if !launcher.NodeReady(n) {
 				why = e[0] + " is not Ready in " + e[1]
 				return false, nil
 			}

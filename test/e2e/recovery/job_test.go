@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 // containers counts the real node's containers of namespace ns by state.
@@ -43,7 +43,7 @@ func TestJobRunsOnceAcrossFaults(t *testing.T) {
 		Spec: batchv1.JobSpec{BackoffLimit: ptr.To(int32(0)), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			NodeSelector:  map[string]string{"topology.kubernetes.io/zone": "real"},
 			RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "work", Image: localcluster.DemoAppImage, ImagePullPolicy: corev1.PullIfNotPresent,
+			Containers: []corev1.Container{{Name: "work", Image: launcher.DemoAppImage, ImagePullPolicy: corev1.PullIfNotPresent,
 				Args: []string{"--exit-after=20s", "--exit-code=0"}}},
 		}}},
 	}
@@ -60,7 +60,7 @@ func TestJobRunsOnceAcrossFaults(t *testing.T) {
 	t.Logf("the container exited %s after the cut", time.Since(cut).Round(time.Second))
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		n, err := env.Cluster("mid").Client.CoreV1().Nodes().Get(ctx, "leaf", metav1.GetOptions{})
-		return err == nil && !localcluster.NodeReady(n), nil
+		return err == nil && !launcher.NodeReady(n), nil
 	})
 	require.NoError(t, err, "mid never saw the leaf go away")
 	require.NoError(t, link.Restore())

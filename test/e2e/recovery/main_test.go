@@ -20,12 +20,12 @@ import (
 	"os"
 	"testing"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
 var (
-	env  *localcluster.Environment
+	env  *launcher.Environment
 	tree *framework.TreeEnv
 )
 
@@ -38,17 +38,17 @@ func TestMain(m *testing.M) {
 	// Both keep the default 40 s grace period, which mid's restarts stay
 	// under.
 	parentArgs := []string{"--cluster-signing-duration=2m"}
-	kwokNode := func(name string) localcluster.NodeOptions {
-		return localcluster.NodeOptions{Name: name, Labels: map[string]string{
+	kwokNode := func(name string) launcher.NodeOptions {
+		return launcher.NodeOptions{Name: name, Labels: map[string]string{
 			"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": "kwok"}}
 	}
 	os.Exit(framework.RunRealTreeMain(m, framework.Tree{
-		Clusters: []localcluster.ClusterOptions{
+		Clusters: []launcher.ClusterOptions{
 			{Name: "root", ControllerManagerArgs: parentArgs},
 			{Name: "mid", ControllerManagerArgs: parentArgs, OwnEtcd: true},
-			{Name: "leaf", Nodes: []localcluster.NodeOptions{kwokNode("leaf-a"), kwokNode("leaf-b")},
+			{Name: "leaf", Nodes: []launcher.NodeOptions{kwokNode("leaf-a"), kwokNode("leaf-b")},
 				ControllerManagerArgs: []string{"--node-monitor-grace-period=2m"},
-				RealNodes: []localcluster.RealNodeOptions{{Name: realNode, Labels: map[string]string{
+				RealNodes: []launcher.RealNodeOptions{{Name: realNode, Labels: map[string]string{
 					"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": "real"}}}},
 		},
 		Edges:    edges,

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/api"
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 )
 
 // midDown is how long mid's API server or etcd stays stopped: longer than
@@ -85,7 +85,7 @@ func TestMidControlPlaneRestart(t *testing.T) {
 // midSummary returns the summary of mid's virtual node at the root.
 func midSummary(t testing.TB) *api.Summary {
 	n, err := env.Cluster("root").Client.CoreV1().Nodes().Get(t.Context(), "mid", metav1.GetOptions{})
-	if err != nil || !localcluster.NodeReady(n) {
+	if err != nil || !launcher.NodeReady(n) {
 		return nil
 	}
 	s, ok := api.ParseSummary(n)

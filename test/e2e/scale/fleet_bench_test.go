@@ -20,7 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 	"github.com/nestlet/nestlet/test/hollow"
 )
@@ -156,7 +156,7 @@ func BenchmarkFleet(b *testing.B) {
 // runFlat starts the flat cluster, deploys, measures and stops it.
 func runFlat(b *testing.B, f fleet) deployResult {
 	ctx := b.Context()
-	env, err := localcluster.Start(ctx, localcluster.Config{}, localcluster.Spec{Clusters: []localcluster.ClusterOptions{{
+	env, err := launcher.Start(ctx, launcher.Config{}, launcher.Spec{Clusters: []launcher.ClusterOptions{{
 		Name:                  "flat",
 		ControllerManagerArgs: []string{"--node-monitor-grace-period=15m"},
 		KwokArgs:              []string{"--node-lease-duration-seconds=0"},
@@ -189,8 +189,8 @@ func runFlat(b *testing.B, f fleet) deployResult {
 
 // addNodes creates the fleet's nodes in c (16 at a time), with the labels
 // the hollow leaves give theirs, and waits until kwok has them all Ready.
-func addNodes(ctx context.Context, b *testing.B, c *localcluster.Cluster, f fleet) {
-	names := make(chan localcluster.NodeOptions)
+func addNodes(ctx context.Context, b *testing.B, c *launcher.Cluster, f fleet) {
+	names := make(chan launcher.NodeOptions)
 	errs := make(chan error, 16)
 	var wg sync.WaitGroup
 	for range 16 {
@@ -209,7 +209,7 @@ func addNodes(ctx context.Context, b *testing.B, c *localcluster.Cluster, f flee
 			for leaf := range f.LeavesPerField {
 				zone := f.leafName(field, leaf)
 				for n := range f.NodesPerLeaf {
-					o := localcluster.NodeOptions{Name: fmt.Sprintf("%s-%02d", zone, n), Capacity: nodeCapacity,
+					o := launcher.NodeOptions{Name: fmt.Sprintf("%s-%02d", zone, n), Capacity: nodeCapacity,
 						Labels: map[string]string{corev1.LabelTopologyRegion: f.fieldName(field), corev1.LabelTopologyZone: zone}}
 					select {
 					case names <- o:
@@ -233,7 +233,7 @@ func addNodes(ctx context.Context, b *testing.B, c *localcluster.Cluster, f flee
 		}
 		ready := 0
 		for i := range nodes.Items {
-			if localcluster.NodeReady(&nodes.Items[i]) {
+			if launcher.NodeReady(&nodes.Items[i]) {
 				ready++
 			}
 		}
@@ -247,7 +247,7 @@ func addNodes(ctx context.Context, b *testing.B, c *localcluster.Cluster, f flee
 // deployAndMeasure creates the Deployment in c and measures it until every
 // replica is Running in c (at most 20 minutes): c's cost per pod, and the
 // whole environment's (the caller adds what runs in this process).
-func deployAndMeasure(ctx context.Context, b *testing.B, env *localcluster.Environment, c *localcluster.Cluster, replicas int) deployResult {
+func deployAndMeasure(ctx context.Context, b *testing.B, env *launcher.Environment, c *launcher.Cluster, replicas int) deployResult {
 	apiserver := c.Process("kube-apiserver")
 	var r deployResult
 	var err error
@@ -261,7 +261,7 @@ func deployAndMeasure(ctx context.Context, b *testing.B, env *localcluster.Envir
 	defer cancel()
 	stamps := framework.NewPodTimes()
 	stamps.Follow(fctx, b, c.Client, "scale")
-	peaks := sampleRSS(fctx, map[string]*localcluster.Process{"apiserver": apiserver})
+	peaks := sampleRSS(fctx, map[string]*launcher.Process{"apiserver": apiserver})
 	costs0, err := framework.MeasureCosts(ctx, env)
 	if err != nil {
 		b.Fatal(err)
@@ -303,17 +303,17 @@ func deployAndMeasure(ctx context.Context, b *testing.B, env *localcluster.Envir
 // at the root, measures and stops everything.
 func runTree(b *testing.B, f fleet, logger *klog.Logger) deployResult {
 	ctx := b.Context()
-	clusters := []localcluster.ClusterOptions{{Name: "root"}}
+	clusters := []launcher.ClusterOptions{{Name: "root"}}
 	var edges [][2]string
 	var fieldNames []string
 	for i := range f.Fields {
 		name := f.fieldName(i)
 		fieldNames = append(fieldNames, name)
-		clusters = append(clusters, localcluster.ClusterOptions{Name: name})
+		clusters = append(clusters, launcher.ClusterOptions{Name: name})
 		edges = append(edges, [2]string{name, "root"})
 	}
 	start := time.Now()
-	te, err := framework.StartTree(ctx, localcluster.Config{}, framework.Tree{Clusters: clusters, Edges: edges})
+	te, err := framework.StartTree(ctx, launcher.Config{}, framework.Tree{Clusters: clusters, Edges: edges})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -27,7 +27,7 @@ import (
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 	"github.com/nestlet/nestlet/test/hollow"
 )
@@ -97,7 +97,7 @@ func followNodes(ctx context.Context, b *testing.B, client kubernetes.Interface,
 	factory := informers.NewSharedInformerFactory(client, 0)
 	inf := factory.Core().V1().Nodes().Informer()
 	record := func(obj any) {
-		if n, ok := obj.(*corev1.Node); ok && localcluster.NodeReady(n) {
+		if n, ok := obj.(*corev1.Node); ok && launcher.NodeReady(n) {
 			ready.set(n.Name, time.Now())
 		}
 	}
@@ -179,7 +179,7 @@ func waitSummary(ctx context.Context, b *testing.B, rootClient kubernetes.Interf
 
 // sampleRSS samples the processes' RSS (and this process's, as "self")
 // every second until ctx ends; the returned function gives the peaks.
-func sampleRSS(ctx context.Context, procs map[string]*localcluster.Process) func() map[string]int64 {
+func sampleRSS(ctx context.Context, procs map[string]*launcher.Process) func() map[string]int64 {
 	var mu sync.Mutex
 	peak := map[string]int64{}
 	sample := func() {

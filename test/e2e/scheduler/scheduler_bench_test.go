@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nestlet/nestlet/api"
-	"github.com/nestlet/nestlet/pkg/localcluster"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -35,14 +35,14 @@ const (
 // nodesOf returns the 500 real and 20 virtual node options of one cluster:
 // virtual nodes carry a summary (two regions, largest free shapes), the
 // virtual-node taint, and are kept Ready by kwok.
-func nodesOf() []localcluster.NodeOptions {
-	var out []localcluster.NodeOptions
+func nodesOf() []launcher.NodeOptions {
+	var out []launcher.NodeOptions
 	capacity := func(cpu string) corev1.ResourceList {
 		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("64Gi"), corev1.ResourcePods: resource.MustParse("110")}
 	}
 	for i := range realNodes {
 		region := []string{"east", "west"}[i%2]
-		out = append(out, localcluster.NodeOptions{Name: fmt.Sprintf("n-%03d", i), Capacity: capacity("16"),
+		out = append(out, launcher.NodeOptions{Name: fmt.Sprintf("n-%03d", i), Capacity: capacity("16"),
 			Labels: map[string]string{"topology.kubernetes.io/region": region}})
 	}
 	for i := range virtualNodes {
@@ -58,7 +58,7 @@ func nodesOf() []localcluster.NodeOptions {
 			Groups: []api.Group{group("east"), group("west")}, Time: time.Now().UTC().Format(time.RFC3339)}
 		raw, _ := json.Marshal(s)
 		capTotal := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1600"), corev1.ResourceMemory: resource.MustParse("6400Gi"), corev1.ResourcePods: resource.MustParse("11000")}
-		out = append(out, localcluster.NodeOptions{Name: name, Capacity: capTotal,
+		out = append(out, launcher.NodeOptions{Name: name, Capacity: capTotal,
 			Labels:      map[string]string{api.LabelCluster: name, api.LabelNodeType: api.NodeTypeVirtualKubelet},
 			Annotations: map[string]string{api.AnnotationSummary: string(raw)},
 			Taints:      []corev1.Taint{{Key: api.TaintKeyProvider, Value: api.TaintValueProvider, Effect: corev1.TaintEffectNoSchedule}}})
@@ -67,7 +67,7 @@ func nodesOf() []localcluster.NodeOptions {
 }
 
 // addNodes creates the nodes of c, 20 at a time.
-func addNodes(ctx context.Context, b *testing.B, c *localcluster.Cluster, nodes []localcluster.NodeOptions) {
+func addNodes(ctx context.Context, b *testing.B, c *launcher.Cluster, nodes []launcher.NodeOptions) {
 	sem := make(chan struct{}, 20)
 	var wg sync.WaitGroup
 	for _, n := range nodes {
@@ -90,7 +90,7 @@ type result struct {
 
 // run creates the pods in c (20 creates in flight) and waits until all are
 // bound, timing each from its create to the informer seeing it bound.
-func run(ctx context.Context, b *testing.B, c *localcluster.Cluster) result {
+func run(ctx context.Context, b *testing.B, c *launcher.Cluster) result {
 	ns := "bench"
 	if err := c.EnsureNamespace(ctx, ns); err != nil {
 		b.Fatal(err)
@@ -166,7 +166,7 @@ func run(ctx context.Context, b *testing.B, c *localcluster.Cluster) result {
 // decisionP99 reads the scheduler's scheduling_algorithm_duration_seconds
 // histogram and returns its 99th percentile in ms (the upper bound of the
 // bucket holding it).
-func decisionP99(ctx context.Context, b *testing.B, c *localcluster.Cluster) float64 {
+func decisionP99(ctx context.Context, b *testing.B, c *launcher.Cluster) float64 {
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test scheduler's self-signed certificate
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.SchedulerMetricsURL, nil)
 	if err != nil {
@@ -206,7 +206,7 @@ func decisionP99(ctx context.Context, b *testing.B, c *localcluster.Cluster) flo
 //	go test ./test/e2e/scheduler -run '^$' -bench SchedulerVsStock -benchtime 1x
 func BenchmarkSchedulerVsStock(b *testing.B) {
 	ctx := b.Context()
-	env := framework.StartForTest(b, localcluster.Spec{Clusters: []localcluster.ClusterOptions{
+	env := framework.StartForTest(b, launcher.Spec{Clusters: []launcher.ClusterOptions{
 		{Name: "nestlet", SchedulerMetrics: true}, {Name: "stock", StockScheduler: true, SchedulerMetrics: true},
 	}})
 	for b.Loop() {

@@ -1,0 +1,169 @@
+package launcher
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// startAPIServer starts the kube-apiserver on port and waits until it is ready.
+func (c *Cluster) startAPIServer(ctx context.Context, bins *Binaries, etcd *Etcd, pki *clusterPKI, port int) (*Process, error) {
+	apiserver, err := startProcess(c.Dir, "kube-apiserver", bins.KubeAPIServer,
+		"--etcd-servers="+etcd.URL,
+		"--etcd-prefix=/clusters/"+c.Name,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(port),
+		"--tls-cert-file="+pki.serving.CertPath,
+		"--tls-private-key-file="+pki.serving.KeyPath,
+		"--client-ca-file="+c.ca.CertPath,
+		"--kubelet-client-certificate="+pki.kubeletClient.CertPath,
+		"--kubelet-client-key="+pki.kubeletClient.KeyPath,
+		// Real nodes name themselves by a hostname no resolver knows.
+		"--kubelet-preferred-address-types=InternalIP,Hostname",
+		"--service-account-key-file="+pki.saPub,
+		"--service-account-signing-key-file="+pki.saKey,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-cluster-ip-range="+ServiceCIDR,
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		"--enable-bootstrap-token-auth=true",
+		"--allow-privileged=true",
+		"--endpoint-reconciler-type=none",
+		"--profiling=false",
+		"--v=1",
+	)
+	if err != nil {
+		return nil, err
+	}
+
+	admin, err := c.writeKubeconfig("admin", pki.admin)
+	if err != nil {
+		return nil, err
+	}
+	c.KubeconfigPath = admin
+	if c.Config, err = clientcmd.BuildConfigFromFlags("", admin); err != nil {
+		return nil, err
+	}
+	c.Config.QPS, c.Config.Burst = 200, 400
+	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
+		return nil, err
+	}
+	err = waitHealthy(ctx, apiserver, 2*time.Minute, func(ctx context.Context) bool {
+		body, err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && string(body) == "ok"
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", c.Name, err)
+	}
+	c.track(apiserver)
+	return apiserver, nil
+}
+
+// startControllerManager starts the kube-controller-manager.
+func (c *Cluster) startControllerManager(bins *Binaries, pki *clusterPKI, opts ClusterOptions) (*Process, error) {
+	kcmKubeconfig, err := c.writeKubeconfig("kube-controller-manager", pki.controllerManager)
+	if err != nil {
+		return nil, err
+	}
+	kcm, err := startProcess(c.Dir, "kube-controller-manager", bins.KubeControllerManager, append([]string{
+		"--kubeconfig=" + kcmKubeconfig,
+		"--authentication-kubeconfig=" + kcmKubeconfig,
+		"--authorization-kubeconfig=" + kcmKubeconfig,
+		"--bind-address=127.0.0.1",
+		"--secure-port=0",
+		"--leader-elect=false",
+		"--controllers=*,bootstrapsigner,tokencleaner",
+		"--cluster-signing-cert-file=" + c.ca.CertPath,
+		"--cluster-signing-key-file=" + c.ca.KeyPath,
+		"--root-ca-file=" + c.ca.CertPath,
+		"--service-account-private-key-file=" + pki.saKey,
+		"--use-service-account-credentials=true",
+		"--service-cluster-ip-range=" + ServiceCIDR,
+		"--kube-api-qps=200",
+		"--kube-api-burst=400",
+		// The default node monitor grace period (50s) is kept: shorter,
+		// kwok's lease heartbeats lagging on a loaded 2-core machine made
+		// its nodes flap NotReady, and summaries with them. Benchmarks
+		// that saturate the machine for long lengthen it
+		// (ControllerManagerArgs).
+		"--v=1",
+	}, opts.ControllerManagerArgs...)...)
+	if err != nil {
+		return nil, err
+	}
+	c.track(kcm)
+	return kcm, nil
+}
+
+// startScheduler starts the Nestlet scheduler (or the stock one).
+func (c *Cluster) startScheduler(ctx context.Context, bins *Binaries, pki *clusterPKI, opts ClusterOptions) (*Process, error) {
+	schedKubeconfig, err := c.writeKubeconfig("kube-scheduler", pki.scheduler)
+	if err != nil {
+		return nil, err
+	}
+	schedBin, schedArgs, err := c.schedulerCommand(ctx, bins, schedKubeconfig, opts.StockScheduler)
+	if err != nil {
+		return nil, err
+	}
+	if opts.SchedulerMetrics {
+		port, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		c.SchedulerMetricsURL = fmt.Sprintf("https://127.0.0.1:%d/metrics", port)
+		schedArgs = append(schedArgs, "--secure-port="+strconv.Itoa(port),
+			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics")
+	}
+	sched, err := startProcess(c.Dir, "kube-scheduler", schedBin, append(schedArgs, opts.SchedulerArgs...)...)
+	if err != nil {
+		return nil, err
+	}
+	c.track(sched)
+	return sched, nil
+}
+
+// startKwok starts kwok for the cluster's simulated nodes.
+func (c *Cluster) startKwok(bins *Binaries, pki *clusterPKI, opts ClusterOptions) (*Process, error) {
+	extraStages := filepath.Join(c.Dir, "kwok-nestlet-stages.yaml")
+	if err := os.WriteFile(extraStages, delegatedJobStage, 0o644); err != nil {
+		return nil, err
+	}
+	debugging, err := c.writeKwokDebugging(opts.KwokPortForwardTarget)
+	if err != nil {
+		return nil, err
+	}
+	kwokKubeconfig, err := c.writeKubeconfig("kwok", pki.admin)
+	if err != nil {
+		return nil, err
+	}
+	kwok, err := startProcess(c.Dir, "kwok", bins.Kwok, append([]string{
+		"--kubeconfig=" + kwokKubeconfig,
+		"--config=" + bins.KwokStages,
+		"--config=" + extraStages,
+		"--config=" + debugging,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=fake",
+		// Node leases, renewed every 10 s as a kubelet does: without
+		// them kwok (whose default here is none) refreshes a node's status
+		// only every 10 minutes, so every kwok node went NotReady for a few
+		// seconds once per grace period of the controller manager.
+		"--node-lease-duration-seconds=40",
+		"--node-ip=127.0.0.1",
+		"--node-port=" + strconv.Itoa(c.KwokNodePort),
+		"--tls-cert-file=" + pki.kwokServing.CertPath,
+		"--tls-private-key-file=" + pki.kwokServing.KeyPath,
+		"--cidr=10.244.0.0/16",
+	}, opts.KwokArgs...)...)
+	if err != nil {
+		return nil, err
+	}
+	c.track(kwok)
+	return kwok, nil
+}

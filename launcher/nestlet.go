@@ -1,0 +1,173 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/charts/nestlet/crds"
+)
+
+// InstallCRDs installs Nestlet's CRDs in the cluster.
+func (c *Cluster) InstallCRDs(ctx context.Context) error { return crds.Install(ctx, c.Config) }
+
+// StartAgent installs the CRDs in c and starts a nestlet agent for it, with
+// an admin kubeconfig, logging to <env dir>/<cluster>-nestlet.log.
+func (e *Environment) StartAgent(ctx context.Context, c *Cluster, extraArgs ...string) (*Process, error) {
+	if err := c.InstallCRDs(ctx); err != nil {
+		return nil, err
+	}
+	args := append([]string{"--kubeconfig=" + c.KubeconfigPath, "--v=2"}, extraArgs...)
+	return e.StartProcess(c.Name+"-nestlet", e.Nestlet.Nestlet, args...)
+}
+
+// StartProxy starts a nestlet-proxy for c on free loopback ports, with an
+// admin kubeconfig, and waits until it has published its endpoints in
+// kube-public/nestlet-info.
+func (e *Environment) StartProxy(ctx context.Context, c *Cluster) (*Process, error) {
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	ip := HostIP()
+	p, err := e.StartProcess(c.Name+"-nestlet-proxy", e.Nestlet.Proxy,
+		"--kubeconfig="+c.KubeconfigPath, "--bind-address="+ip, "--advertise-address="+ip,
+		fmt.Sprintf("--kubelet-port=%d", ports[0]), fmt.Sprintf("--tunnel-port=%d", ports[1]), "--v=2")
+	if err != nil {
+		return nil, err
+	}
+	err = waitHealthy(ctx, p, time.Minute, func(ctx context.Context) bool {
+		cm, err := c.Client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
+		return err == nil && cm.Data[api.ClusterInfoProxyKubeletEndpoint] == net.JoinHostPort(ip, strconv.Itoa(ports[0]))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: nestlet-proxy: %w", c.Name, err)
+	}
+	return p, nil
+}
+
+// Nestctl runs nestctl against cluster c and returns its standard output.
+func (c *Cluster) Nestctl(ctx context.Context, args ...string) (string, error) {
+	if c.nestlet == nil {
+		return "", errors.New("cluster " + c.Name + " was not started by this program: run nestctl yourself")
+	}
+	cmd := exec.CommandContext(ctx, c.nestlet.Nestctl, append([]string{"--kubeconfig=" + c.KubeconfigPath}, args...)...)
+	var stderr []byte
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		stderr = ee.Stderr
+	}
+	if err != nil {
+		return string(out), fmt.Errorf("nestctl %v: %w: %s", args, err, stderr)
+	}
+	return string(out), nil
+}
+
+var joinLine = regexp.MustCompile(`nestctl join (.*)`)
+
+// JoinOptions tune Join.
+type JoinOptions struct {
+	// ClusterName of the child in the parent (default: the child's name).
+	ClusterName string
+	// ManualApproval leaves the child's CSR pending (no --auto-approve).
+	ManualApproval bool
+	// ExtraJoinArgs are added to `nestctl join`.
+	ExtraJoinArgs []string
+	// ParentURL is where the child reaches the parent's API server, when
+	// not directly (a proxy in between).
+	ParentURL string
+	// NoWait returns once the Target is written, without waiting for it to
+	// be Ready.
+	NoWait bool
+}
+
+// Join joins child to parent as an operator does: `nestctl token create`
+// against the parent, then the printed `nestctl join` against the child. It
+// waits until the child's Target is Ready, and returns the Target's name.
+func Join(ctx context.Context, parent, child *Cluster, o JoinOptions) (string, error) {
+	name := o.ClusterName
+	if name == "" {
+		name = child.Name
+	}
+	create := []string{"token", "create", "--cluster-name=" + parent.Name, "--child-name=" + name}
+	if !o.ManualApproval {
+		create = append(create, "--auto-approve")
+	}
+	if o.ParentURL != "" {
+		create = append(create, "--parent-url="+o.ParentURL)
+	}
+	out, err := parent.Nestctl(ctx, create...)
+	if err != nil {
+		return "", err
+	}
+	m := joinLine.FindStringSubmatch(out)
+	if m == nil {
+		return "", fmt.Errorf("token create printed no join command: %q", out)
+	}
+	args := append(splitArgs(m[1]), o.ExtraJoinArgs...)
+	out, err = child.Nestctl(ctx, append([]string{"join"}, args...)...)
+	if err != nil {
+		return "", err
+	}
+	target := regexp.MustCompile(`target/(\S+) created`).FindStringSubmatch(out)
+	if target == nil {
+		return "", fmt.Errorf("join printed no target: %q", out)
+	}
+	if o.NoWait {
+		return target[1], nil
+	}
+	return target[1], child.WaitTargetReady(ctx, target[1], 2*time.Minute)
+}
+
+func splitArgs(s string) []string {
+	return regexp.MustCompile(`\s+`).Split(s, -1)
+}
+
+// WaitTargetReady waits until Target name has condition Ready=True.
+func (c *Cluster) WaitTargetReady(ctx context.Context, name string, timeout time.Duration) error {
+	var last *v1alpha1.Target
+	err := c.WaitTarget(ctx, name, timeout, func(t *v1alpha1.Target) bool {
+		last = t
+		return TargetCondition(t, v1alpha1.ConditionReady).Status == metav1.ConditionTrue
+	})
+	if err != nil && last != nil {
+		return fmt.Errorf("target %s of %s not Ready: %w (conditions %+v)", name, c.Name, err, last.Status.Conditions)
+	}
+	return err
+}
+
+// WaitTarget waits until ok holds for Target name.
+func (c *Cluster) WaitTarget(ctx context.Context, name string, timeout time.Duration, ok func(*v1alpha1.Target) bool) error {
+	targets, err := v1alpha1.NewTargetClient(c.Config)
+	if err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		t, err := targets.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		return ok(t), nil
+	})
+}
+
+// TargetCondition returns condition typ of t (zero value if absent).
+func TargetCondition(t *v1alpha1.Target, typ string) metav1.Condition {
+	for _, c := range t.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}

@@ -1,0 +1,289 @@
+package launcher
+
+import (
+	"context"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// RealNodeOptions describe a node run by a real kubelet with a containerd
+// of its own: pods on it are real containers (see docs/real-leaves.md).
+type RealNodeOptions struct {
+	// Name is the node's name. Required.
+	Name string
+	// Labels are set on the node once it has registered (the kubelet's
+	// own labels stay).
+	Labels map[string]string
+	// Taints are registered with the node.
+	Taints []corev1.Taint
+	// KubeProxy runs kube-proxy (nftables mode) for the node, so that its
+	// pods reach the cluster's Services by ClusterIP. At most one real
+	// node per host: kube-proxy's nftables tables are host-wide.
+	KubeProxy bool
+}
+
+// RealNode is a running real node. Its pods' images are those the project
+// builds (RealNodeImages), imported into its containerd; nothing is pulled.
+type RealNode struct {
+	Name string
+	// Dir holds its logs (kubelet.log, containerd.log), the kubelet's root
+	// and containerd's root.
+	Dir string
+	// IP is its InternalIP: the address of its bridge, the pods' gateway.
+	IP string
+	// PodCIDR is the subnet its pods' IPs come from.
+	PodCIDR string
+	// RuntimeEndpoint is its containerd's CRI socket (unix://...).
+	RuntimeEndpoint string
+	// Bridge is its network bridge and CgroupRoot its cgroup (in every
+	// hierarchy): both unique on the host.
+	Bridge, CgroupRoot string
+	// Kubelet and Containerd are its processes, once started; KubeProxy
+	// too, when asked for.
+	Kubelet, Containerd, KubeProxy *Process
+
+	cluster *Cluster
+	record  *hostRecord
+}
+
+// RealNodeImages are the images every real node has, by the name pods use.
+var RealNodeImages = map[string]string{
+	"nestlet.local/pause:v1":    "pause.tar",
+	"nestlet.local/demo-app:v1": "demo-app.tar",
+}
+
+// DemoAppImage is the demo app's image (hack/images/demo-app): an HTTP
+// server on 8080 that logs each request, with /healthz, and a small tool
+// set for exec (hostname, env, echo, cat, ls, exit CODE).
+const DemoAppImage = "nestlet.local/demo-app:v1"
+
+// AddRealNode starts a real node in the cluster and waits until it is
+// Ready. It checks the prerequisites first (CheckRealNodes) and returns
+// their error as is. On error everything it made is removed again.
+func (c *Cluster) AddRealNode(ctx context.Context, o RealNodeOptions) (n *RealNode, err error) {
+	if o.Name == "" {
+		return nil, fmt.Errorf("real node: a name is required")
+	}
+	rt, err := FindNodeRuntime(c.bins.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckRealNodes(rt); err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(filepath.Join(c.Dir, "nodes", o.Name))
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	unlock, err := hostLock()
+	if err != nil {
+		return nil, err
+	}
+	rec, err := allocateHostRecord(o.Name, dir, filepath.Dir(c.Dir), detachedStateFor(c.Dir) != nil)
+	unlock()
+	if err != nil {
+		return nil, fmt.Errorf("real node %s: %w", o.Name, err)
+	}
+	n = &RealNode{
+		Name: o.Name, Dir: dir, IP: rec.gateway().String(), PodCIDR: rec.PodCIDR,
+		RuntimeEndpoint: "unix://" + rec.Socket(), Bridge: rec.Bridge, CgroupRoot: rec.CgroupRoot,
+		cluster: c, record: rec,
+	}
+	c.addRealNode(n)
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("real node %s: %w (logs in %s)", o.Name, err, dir)
+			if terr := n.Stop(); terr != nil {
+				err = fmt.Errorf("%w; cleaning up: %w", err, terr)
+			}
+		}
+	}()
+	if err := n.prepareHost(); err != nil {
+		return n, err
+	}
+	if err := n.startContainerd(ctx, rt); err != nil {
+		return n, err
+	}
+	if err := n.startKubelet(ctx, rt, o); err != nil {
+		return n, err
+	}
+	if o.KubeProxy {
+		if err := n.startKubeProxy(ctx, rt); err != nil {
+			return n, err
+		}
+	}
+	return n, n.label(ctx, o)
+}
+
+// prepareHost creates the node's bridge with its gateway address (so the
+// kubelet has a non-loopback address to serve on from the start) and its
+// cgroup root.
+func (n *RealNode) prepareHost() error {
+	if err := createBridge(n.record.Bridge, n.record.gateway(), n.record.PodCIDR); err != nil {
+		return err
+	}
+	return createCgroups(n.record.CgroupRoot)
+}
+
+// startContainerd writes the node's containerd and CNI configuration,
+// starts containerd, waits for its CRI service and imports the images.
+func (n *RealNode) startContainerd(ctx context.Context, rt *NodeRuntime) error {
+	cfg, err := n.writeRuntimeConfig(rt)
+	if err != nil {
+		return err
+	}
+	// containerd looks its shim up in $PATH.
+	path := "PATH=" + filepath.Dir(rt.Containerd) + string(os.PathListSeparator) + os.Getenv("PATH")
+	p, err := startProcessEnv(n.Dir, "containerd", rt.Containerd, []string{path}, "--config="+cfg)
+	if err != nil {
+		return err
+	}
+	n.cluster.track(p)
+	n.Containerd = p
+	if err := n.recordProcess(p, &n.record.Containerd); err != nil {
+		return err
+	}
+	err = waitHealthy(ctx, p, time.Minute, func(ctx context.Context) bool {
+		svc, err := n.Runtime()
+		if err != nil {
+			return false
+		}
+		defer func() { _ = svc.Close() }()
+		_, err = svc.Version(ctx, "")
+		return err == nil
+	})
+	if err != nil {
+		return fmt.Errorf("containerd: %w", err)
+	}
+	return importImages(ctx, rt, n.record.Socket())
+}
+
+// startKubelet writes the kubelet's certificates and configuration, starts
+// it and waits until its node is Ready.
+func (n *RealNode) startKubelet(ctx context.Context, rt *NodeRuntime, o RealNodeOptions) error {
+	c := n.cluster
+	pkiDir := filepath.Join(n.Dir, "pki")
+	if err := os.MkdirAll(pkiDir, 0o700); err != nil {
+		return err
+	}
+	client, err := c.ca.issue(pkiDir, "kubelet-client", pkix.Name{CommonName: "system:node:" + o.Name, Organization: []string{"system:nodes"}}, nil, nil)
+	if err != nil {
+		return err
+	}
+	serving, err := c.ca.issue(pkiDir, "kubelet-serving", pkix.Name{CommonName: o.Name}, []net.IP{net.ParseIP(n.IP)}, []string{o.Name})
+	if err != nil {
+		return err
+	}
+	kubeconfig, err := c.writeKubeconfig(filepath.Join("nodes", o.Name, "kubelet"), client)
+	if err != nil {
+		return err
+	}
+	cfg, err := n.writeKubeletConfig(serving, o.Taints)
+	if err != nil {
+		return err
+	}
+	p, err := startProcess(n.Dir, "kubelet", rt.Kubelet,
+		"--config="+cfg,
+		"--kubeconfig="+kubeconfig,
+		"--root-dir="+filepath.Join(n.Dir, "kubelet"),
+		"--hostname-override="+o.Name,
+		"--node-ip="+n.IP,
+		"--v=1",
+	)
+	if err != nil {
+		return err
+	}
+	c.track(p)
+	n.Kubelet = p
+	if err := n.recordProcess(p, &n.record.Kubelet); err != nil {
+		return err
+	}
+	err = waitHealthy(ctx, p, 2*time.Minute, func(ctx context.Context) bool {
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, o.Name, metav1.GetOptions{})
+		return err == nil && NodeReady(node)
+	})
+	if err != nil {
+		return fmt.Errorf("kubelet: %w", err)
+	}
+	return nil
+}
+
+// label sets the node's labels and its pod CIDR (which kubelet, under
+// NodeRestriction, may not set itself).
+func (n *RealNode) label(ctx context.Context, o RealNodeOptions) error {
+	labels := map[string]string{"type": "real"}
+	maps.Copy(labels, o.Labels)
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"labels": labels},
+		"spec":     map[string]any{"podCIDR": n.PodCIDR, "podCIDRs": []string{n.PodCIDR}},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = n.cluster.Client.CoreV1().Nodes().Patch(ctx, o.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: "nestlet-test"})
+	if err != nil {
+		return fmt.Errorf("labelling node: %w", err)
+	}
+	return nil
+}
+
+func (n *RealNode) recordProcess(p *Process, into **ProcessRecord) error {
+	rec := ProcessRecord{Name: p.Name, PID: p.PID(), Log: p.LogPath}
+	if st, err := readProcStat(p.PID()); err == nil {
+		rec.StartTime = st.startTime
+	}
+	unlock, err := hostLock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	*into = &rec
+	return n.record.save()
+}
+
+// Runtime returns a CRI client of the node's containerd (close it after
+// use): what tests check a container's real state with.
+func (n *RealNode) Runtime() (internalapi.RuntimeService, error) {
+	return newRuntimeService(n.record.Socket())
+}
+
+// Containers returns the node's containers as its runtime has them, running
+// or exited, with their pod's labels (io.kubernetes.pod.name and
+// io.kubernetes.pod.namespace among them).
+func (n *RealNode) Containers(ctx context.Context) ([]*runtimeapi.Container, error) {
+	svc, err := n.Runtime()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = svc.Close() }()
+	return svc.ListContainers(ctx, nil)
+}
+
+// Stop stops the node and removes everything it made on the host. It is
+// idempotent.
+func (n *RealNode) Stop() error {
+	unlock, err := hostLock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := os.Stat(n.record.path()); os.IsNotExist(err) {
+		return nil
+	}
+	return n.record.teardown()
+}

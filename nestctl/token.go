@@ -1,0 +1,56 @@
+package nestctl
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/nestlet/nestlet/proxy/bootstrap"
+)
+
+// TokenOptions are the flags of `nestctl token create`.
+type TokenOptions struct {
+	TTL                               time.Duration
+	AutoApprove                       bool
+	ParentURL, ClusterName, ChildName string
+}
+
+// CreateToken prepares the parent, creates a token and returns the join
+// command line.
+func CreateToken(ctx context.Context, cfg *rest.Config, o TokenOptions) (string, error) {
+	if err := rest.LoadTLSFiles(cfg); err != nil {
+		return "", fmt.Errorf("reading the kubeconfig's CA: %w", err)
+	}
+	if len(cfg.CAData) == 0 {
+		return "", fmt.Errorf("the kubeconfig names no CA for the parent's API server: children need one to pin")
+	}
+	if o.ParentURL == "" {
+		o.ParentURL = cfg.Host
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	if err := bootstrap.EnsurePlumbing(ctx, client, bootstrap.Options{
+		ServerURL: o.ParentURL, CAData: cfg.CAData, ClusterName: o.ClusterName, AutoApprove: o.AutoApprove,
+	}); err != nil {
+		return "", err
+	}
+	tok, err := bootstrap.CreateToken(ctx, client, o.TTL, "nestlet join token")
+	if err != nil {
+		return "", err
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := bootstrap.WaitSigned(waitCtx, client, tok); err != nil {
+		return "", err
+	}
+	hash, err := bootstrap.CAHash(cfg.CAData)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("nestctl join --parent-url %s --token %s --ca-cert-hash %s --cluster-name %s", o.ParentURL, tok, hash, o.ChildName), nil
+}
