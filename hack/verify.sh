@@ -39,7 +39,8 @@ if ! git diff --exit-code -- "${mod_files[@]}"; then
   status=1
 fi
 hack/update-codegen.sh
-if ! git diff --exit-code -- api charts/nestlet/crds || [[ -n "$(git ls-files --others --exclude-standard -- api charts/nestlet/crds)" ]]; then
+generated=(api charts/nestlet/crds scheduler-plugins/apis)
+if ! git diff --exit-code -- "${generated[@]}" || [[ -n "$(git ls-files --others --exclude-standard -- "${generated[@]}")" ]]; then
   echo "generated code is stale: run hack/update-codegen.sh and commit the result" >&2
   status=1
 fi

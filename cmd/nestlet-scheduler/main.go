@@ -9,6 +9,9 @@ import (
 	"k8s.io/component-base/cli"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
+	// The plugins' arguments, decoded, defaulted and converted by
+	// kube-scheduler's configuration scheme as the in-tree plugins' are.
+	_ "github.com/nestlet/nestlet/scheduler-plugins/apis/config/scheme"
 	"github.com/nestlet/nestlet/scheduler-plugins/loopguard"
 	"github.com/nestlet/nestlet/scheduler-plugins/pathlength"
 	"github.com/nestlet/nestlet/scheduler-plugins/summaryaffinity"

@@ -12,64 +12,35 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
-	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/scheduler-plugins/apis/config"
+	"github.com/nestlet/nestlet/scheduler-plugins/apis/config/validation"
+	"github.com/nestlet/nestlet/scheduler-plugins/internal/pluginargs"
 	"github.com/nestlet/nestlet/scheduler-plugins/internal/virtualnode"
 )
 
 // Name of the plugin in a scheduler profile.
 const Name = "LoopGuard"
 
-// Args of LoopGuard.
-type Args struct {
-	metav1.TypeMeta `json:",inline"`
-	// HopLimit is the most times a pod may be forwarded (default 8, as the
-	// agent's).
-	HopLimit int `json:"hopLimit,omitempty"`
-}
-
-var _ runtime.Object = &Args{}
-
-// DeepCopyObject makes *Args a runtime.Object, so that a profile built in
-// Go may pass it to New as is.
-func (a *Args) DeepCopyObject() runtime.Object {
-	if a == nil {
-		return nil
-	}
-	out := *a
-	return &out
-}
-
 // LoopGuard implements fwk.FilterPlugin.
 type LoopGuard struct{ hopLimit int }
 
 var _ fwk.FilterPlugin = &LoopGuard{}
 
-// New decodes, defaults and validates the arguments.
+// New takes the internal args (apis/config), or their v1 or raw form,
+// defaults and validates them.
 func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
-	args := Args{}
-	switch a := obj.(type) {
-	case nil:
-	case *Args:
-		if a != nil {
-			args = *a
-		}
-	default:
-		if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
-			return nil, fmt.Errorf("%s args: %w", Name, err)
-		}
+	args := &config.LoopGuardArgs{}
+	if err := pluginargs.Decode(obj, args); err != nil {
+		return nil, fmt.Errorf("%s args: %w", Name, err)
 	}
-	if args.HopLimit == 0 {
-		args.HopLimit = api.DefaultHopLimit
+	if err := pluginargs.ValidationError(validation.ValidateLoopGuardArgs(nil, args)); err != nil {
+		return nil, fmt.Errorf("%s args: %w", Name, err)
 	}
-	if args.HopLimit < 1 {
-		return nil, fmt.Errorf("%s args: hopLimit must be at least 1, got %d", Name, args.HopLimit)
-	}
-	return &LoopGuard{hopLimit: args.HopLimit}, nil
+	return &LoopGuard{hopLimit: int(args.HopLimit)}, nil
 }
 
 // Name returns the plugin's name.

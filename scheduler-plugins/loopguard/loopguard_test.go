@@ -13,12 +13,13 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/scheduler-plugins/apis/config"
 	"github.com/nestlet/nestlet/scheduler-plugins/internal/schedtest"
 )
 
 func newPlugin(t *testing.T, hopLimit int) *LoopGuard {
 	t.Helper()
-	p, err := New(context.Background(), &Args{HopLimit: hopLimit}, nil)
+	p, err := New(context.Background(), &config.LoopGuardArgs{HopLimit: int32(hopLimit)}, nil)
 	require.NoError(t, err)
 	return p.(*LoopGuard)
 }
@@ -123,11 +124,11 @@ func TestNew(t *testing.T) {
 		{name: "unknown without hopLimit: default", args: &runtime.Unknown{Raw: []byte(`{}`)}, wantHopLimit: 8},
 		{name: "unknown JSON", args: &runtime.Unknown{Raw: []byte(`{"hopLimit":3}`), ContentType: runtime.ContentTypeJSON}, wantHopLimit: 3},
 		{name: "unknown YAML", args: &runtime.Unknown{Raw: []byte("hopLimit: 5\n"), ContentType: runtime.ContentTypeYAML}, wantHopLimit: 5},
-		{name: "typed args", args: &Args{HopLimit: 2}, wantHopLimit: 2},
-		{name: "typed empty args: default", args: &Args{}, wantHopLimit: 8},
-		{name: "typed nil args: default", args: (*Args)(nil), wantHopLimit: 8},
+		{name: "typed args", args: &config.LoopGuardArgs{HopLimit: 2}, wantHopLimit: 2},
+		{name: "typed empty args: default", args: &config.LoopGuardArgs{}, wantHopLimit: 8},
+		{name: "typed nil args: default", args: (*config.LoopGuardArgs)(nil), wantHopLimit: 8},
 		{name: "negative hopLimit", args: &runtime.Unknown{Raw: []byte(`{"hopLimit":-1}`)}, wantErr: "hopLimit must be at least 1, got -1"},
-		{name: "typed negative hopLimit", args: &Args{HopLimit: -1}, wantErr: "hopLimit must be at least 1"},
+		{name: "typed negative hopLimit", args: &config.LoopGuardArgs{HopLimit: -1}, wantErr: "hopLimit must be at least 1"},
 		{name: "malformed JSON", args: &runtime.Unknown{Raw: []byte(`{"hopLimit":`)}, wantErr: "LoopGuard args"},
 		{name: "wrong type", args: &runtime.Unknown{Raw: []byte(`{"hopLimit":"eight"}`)}, wantErr: "LoopGuard args"},
 		{name: "foreign typed args", args: &corev1.Pod{}, wantErr: "LoopGuard args"},
@@ -142,28 +143,6 @@ func TestNew(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, Name, p.Name())
 			require.Equal(t, tt.wantHopLimit, p.(*LoopGuard).hopLimit)
-		})
-	}
-}
-
-func TestDeepCopyObject(t *testing.T) {
-	tests := []struct {
-		name string
-		args *Args
-	}{
-		{name: "nil", args: nil},
-		{name: "set", args: &Args{HopLimit: 3}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			obj := tt.args.DeepCopyObject()
-			if tt.args == nil {
-				require.Nil(t, obj)
-				return
-			}
-			cp := obj.(*Args)
-			require.Equal(t, tt.args, cp)
-			require.NotSame(t, tt.args, cp)
 		})
 	}
 }

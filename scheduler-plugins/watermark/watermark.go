@@ -23,9 +23,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
-	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/utils/clock"
 
+	"github.com/nestlet/nestlet/scheduler-plugins/apis/config"
+	"github.com/nestlet/nestlet/scheduler-plugins/apis/config/validation"
+	"github.com/nestlet/nestlet/scheduler-plugins/internal/pluginargs"
 	"github.com/nestlet/nestlet/scheduler-plugins/internal/virtualnode"
 )
 
@@ -34,7 +36,7 @@ const Name = "Watermark"
 
 // Watermark implements fwk.FilterPlugin and fwk.ScorePlugin.
 type Watermark struct {
-	args      Args
+	args      config.WatermarkArgs
 	clock     clock.PassiveClock
 	summaries virtualnode.SummaryCache
 }
@@ -46,25 +48,27 @@ var (
 	_ fwk.ScoreExtensions = &Watermark{}
 )
 
-// New decodes, defaults and validates the arguments.
+// Mode says how nodes below the watermark are ranked.
+type Mode = config.WatermarkMode
+
+const (
+	// Spread prefers the node whose projected water level is lowest.
+	Spread = config.WatermarkSpread
+	// Pack prefers the fullest node that stays below the watermark.
+	Pack = config.WatermarkPack
+)
+
+// New takes the internal args (apis/config), or their v1 or raw form,
+// defaults and validates them.
 func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
-	args := Args{}
-	switch a := obj.(type) {
-	case nil:
-	case *Args:
-		if a != nil {
-			args = *a // SetDefaults clones the map
-		}
-	default:
-		if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
-			return nil, fmt.Errorf("%s args: %w", Name, err)
-		}
-	}
-	args.SetDefaults()
-	if err := args.Validate(); err != nil {
+	args := &config.WatermarkArgs{}
+	if err := pluginargs.Decode(obj, args); err != nil {
 		return nil, fmt.Errorf("%s args: %w", Name, err)
 	}
-	return &Watermark{args: args, clock: clock.RealClock{}}, nil
+	if err := pluginargs.ValidationError(validation.ValidateWatermarkArgs(nil, args)); err != nil {
+		return nil, fmt.Errorf("%s args: %w", Name, err)
+	}
+	return &Watermark{args: *args, clock: clock.RealClock{}}, nil
 }
 
 // Name returns the plugin's name.

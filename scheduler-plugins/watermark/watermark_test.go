@@ -19,6 +19,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/scheduler-plugins/apis/config"
+	configv1 "github.com/nestlet/nestlet/scheduler-plugins/apis/config/v1"
 	"github.com/nestlet/nestlet/scheduler-plugins/internal/schedtest"
 )
 
@@ -29,7 +31,7 @@ var summaryTime = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 
 var providerTaint = corev1.Taint{Key: api.TaintKeyProvider, Value: api.TaintValueProvider, Effect: corev1.TaintEffectNoSchedule}
 
-func newPlugin(t *testing.T, args *Args) *Watermark {
+func newPlugin(t *testing.T, args *config.WatermarkArgs) *Watermark {
 	t.Helper()
 	var obj runtime.Object
 	if args != nil {
@@ -84,30 +86,30 @@ func filter(pl *Watermark, pod *corev1.Pod, ni *framework.NodeInfo) *fwk.Status 
 }
 
 func TestNew(t *testing.T) {
-	defaults := DefaultHighWatermark()
+	defaults := configv1.DefaultHighWatermark()
 	tests := []struct {
 		name    string
 		args    runtime.Object
-		want    Args
+		want    config.WatermarkArgs
 		wantErr string
 	}{
-		{name: "nil args", args: nil, want: Args{HighWatermark: defaults, Mode: Spread}},
-		{name: "empty unknown", args: &runtime.Unknown{}, want: Args{HighWatermark: defaults, Mode: Spread}},
-		{name: "unknown {}", args: &runtime.Unknown{Raw: []byte(`{}`), ContentType: runtime.ContentTypeJSON}, want: Args{HighWatermark: defaults, Mode: Spread}},
+		{name: "nil args", args: nil, want: config.WatermarkArgs{HighWatermark: defaults, Mode: Spread}},
+		{name: "empty unknown", args: &runtime.Unknown{}, want: config.WatermarkArgs{HighWatermark: defaults, Mode: Spread}},
+		{name: "unknown {}", args: &runtime.Unknown{Raw: []byte(`{}`), ContentType: runtime.ContentTypeJSON}, want: config.WatermarkArgs{HighWatermark: defaults, Mode: Spread}},
 		{name: "unknown JSON", args: &runtime.Unknown{Raw: []byte(`{"mode":"pack","highWatermark":{"cpu":0.8,"nvidia.com/gpu":1}}`)},
-			want: Args{HighWatermark: map[corev1.ResourceName]float64{corev1.ResourceCPU: 0.8, "nvidia.com/gpu": 1}, Mode: Pack}},
+			want: config.WatermarkArgs{HighWatermark: map[corev1.ResourceName]float64{corev1.ResourceCPU: 0.8, "nvidia.com/gpu": 1}, Mode: Pack}},
 		{name: "unknown YAML", args: &runtime.Unknown{Raw: []byte("mode: pack\nhighWatermark:\n  memory: 0.5\n"), ContentType: runtime.ContentTypeYAML},
-			want: Args{HighWatermark: map[corev1.ResourceName]float64{corev1.ResourceMemory: 0.5}, Mode: Pack}},
-		{name: "unknown, mode only", args: &runtime.Unknown{Raw: []byte(`{"mode":"pack"}`)}, want: Args{HighWatermark: defaults, Mode: Pack}},
-		{name: "typed args", args: &Args{HighWatermark: map[corev1.ResourceName]float64{corev1.ResourcePods: 0.5}},
-			want: Args{HighWatermark: map[corev1.ResourceName]float64{corev1.ResourcePods: 0.5}, Mode: Spread}},
-		{name: "typed empty args", args: &Args{}, want: Args{HighWatermark: defaults, Mode: Spread}},
-		{name: "typed nil args", args: (*Args)(nil), want: Args{HighWatermark: defaults, Mode: Spread}},
+			want: config.WatermarkArgs{HighWatermark: map[corev1.ResourceName]float64{corev1.ResourceMemory: 0.5}, Mode: Pack}},
+		{name: "unknown, mode only", args: &runtime.Unknown{Raw: []byte(`{"mode":"pack"}`)}, want: config.WatermarkArgs{HighWatermark: defaults, Mode: Pack}},
+		{name: "typed args", args: &config.WatermarkArgs{HighWatermark: map[corev1.ResourceName]float64{corev1.ResourcePods: 0.5}},
+			want: config.WatermarkArgs{HighWatermark: map[corev1.ResourceName]float64{corev1.ResourcePods: 0.5}, Mode: Spread}},
+		{name: "typed empty args", args: &config.WatermarkArgs{}, want: config.WatermarkArgs{HighWatermark: defaults, Mode: Spread}},
+		{name: "typed nil args", args: (*config.WatermarkArgs)(nil), want: config.WatermarkArgs{HighWatermark: defaults, Mode: Spread}},
 		{name: "watermark 0", args: &runtime.Unknown{Raw: []byte(`{"highWatermark":{"cpu":0}}`)}, wantErr: "highWatermark[cpu] must be in (0, 1]"},
 		{name: "watermark 1.5", args: &runtime.Unknown{Raw: []byte(`{"highWatermark":{"memory":1.5}}`)}, wantErr: "highWatermark[memory] must be in (0, 1], got 1.5"},
-		{name: "typed watermark 1.5", args: &Args{HighWatermark: map[corev1.ResourceName]float64{corev1.ResourceCPU: 1.5}}, wantErr: "must be in (0, 1]"},
+		{name: "typed watermark 1.5", args: &config.WatermarkArgs{HighWatermark: map[corev1.ResourceName]float64{corev1.ResourceCPU: 1.5}}, wantErr: "must be in (0, 1]"},
 		{name: "mode random", args: &runtime.Unknown{Raw: []byte(`{"mode":"random"}`)}, wantErr: `mode must be "spread" or "pack", got "random"`},
-		{name: "typed mode random", args: &Args{Mode: "random"}, wantErr: "mode must be"},
+		{name: "typed mode random", args: &config.WatermarkArgs{Mode: "random"}, wantErr: "mode must be"},
 		{name: "malformed JSON", args: &runtime.Unknown{Raw: []byte(`{"mode":`)}, wantErr: "Watermark args"},
 		{name: "wrong type", args: &runtime.Unknown{Raw: []byte(`{"highWatermark":{"cpu":"high"}}`)}, wantErr: "Watermark args"},
 		{name: "unsupported content type", args: &runtime.Unknown{Raw: []byte(`x`), ContentType: "application/x-protobuf"}, wantErr: "Watermark args"},
@@ -127,7 +129,7 @@ func TestNew(t *testing.T) {
 			require.Equal(t, tt.want, pl.args)
 			require.IsType(t, clock.RealClock{}, pl.clock)
 			require.Same(t, pl, pl.ScoreExtensions())
-			if a, ok := tt.args.(*Args); ok && a != nil && a.HighWatermark != nil {
+			if a, ok := tt.args.(*config.WatermarkArgs); ok && a != nil && a.HighWatermark != nil {
 				pl.args.HighWatermark["x"] = 1
 				require.NotContains(t, a.HighWatermark, corev1.ResourceName("x"), "the plugin must not share the caller's map")
 			}
@@ -138,7 +140,7 @@ func TestNew(t *testing.T) {
 func TestFilterWatermark(t *testing.T) {
 	tests := []struct {
 		name        string
-		args        *Args
+		args        *config.WatermarkArgs
 		node        *corev1.Node
 		existing    []*corev1.Pod
 		pod         *corev1.Pod
@@ -155,27 +157,27 @@ func TestFilterWatermark(t *testing.T) {
 		{name: "memory over the watermark", node: realNode("n", "64", "110"),
 			pod:      st.MakePod().Name("p").Req(map[corev1.ResourceName]string{corev1.ResourceMemory: "62Gi"}).Obj(),
 			wantCode: fwk.Unschedulable, wantMessage: "memory would reach 97 percent"},
-		{name: "custom watermark", args: &Args{HighWatermark: map[corev1.ResourceName]float64{corev1.ResourceCPU: 0.5}},
+		{name: "custom watermark", args: &config.WatermarkArgs{HighWatermark: map[corev1.ResourceName]float64{corev1.ResourceCPU: 0.5}},
 			node: realNode("n", "10", "110"), pod: cpuPod("p", "6").Obj(),
 			wantCode: fwk.Unschedulable, wantMessage: "above the high watermark of 50 percent"},
-		{name: "resource not watched", args: &Args{HighWatermark: map[corev1.ResourceName]float64{corev1.ResourceMemory: 0.5}},
+		{name: "resource not watched", args: &config.WatermarkArgs{HighWatermark: map[corev1.ResourceName]float64{corev1.ResourceMemory: 0.5}},
 			node: realNode("n", "10", "110"), existing: []*corev1.Pod{cpuPod("a", "9").Obj()}, pod: cpuPod("p", "1").Obj()},
 		{name: "pods: room for one more", node: realNode("n", "10", "2"),
 			existing: []*corev1.Pod{st.MakePod().Name("a").UID("a").Obj()}, pod: st.MakePod().Name("p").Obj()},
 		{name: "pods: full, pods without requests count", node: realNode("n", "10", "2"),
 			existing: []*corev1.Pod{st.MakePod().Name("a").UID("a").Obj(), st.MakePod().Name("b").UID("b").Obj()},
 			pod:      st.MakePod().Name("p").Obj(), wantCode: fwk.Unschedulable, wantMessage: "pods would reach 150 percent of its allocatable, above the high watermark of 100 percent"},
-		{name: "node without a requested resource", args: &Args{HighWatermark: map[corev1.ResourceName]float64{"nvidia.com/gpu": 1}},
+		{name: "node without a requested resource", args: &config.WatermarkArgs{HighWatermark: map[corev1.ResourceName]float64{"nvidia.com/gpu": 1}},
 			node: realNode("n", "10", "110"), pod: st.MakePod().Name("p").Req(map[corev1.ResourceName]string{"nvidia.com/gpu": "1"}).Obj(),
 			wantCode: fwk.Unschedulable, wantMessage: "n: has no nvidia.com/gpu"},
-		{name: "node without a resource not requested", args: &Args{HighWatermark: map[corev1.ResourceName]float64{"nvidia.com/gpu": 1}},
+		{name: "node without a resource not requested", args: &config.WatermarkArgs{HighWatermark: map[corev1.ResourceName]float64{"nvidia.com/gpu": 1}},
 			node: realNode("n", "10", "110"), pod: cpuPod("p", "1").Obj()},
-		{name: "extended resource over the watermark", args: &Args{HighWatermark: map[corev1.ResourceName]float64{"nvidia.com/gpu": 1}},
+		{name: "extended resource over the watermark", args: &config.WatermarkArgs{HighWatermark: map[corev1.ResourceName]float64{"nvidia.com/gpu": 1}},
 			node:     st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{"nvidia.com/gpu": "2"}).Obj(),
 			existing: []*corev1.Pod{st.MakePod().Name("a").UID("a").Req(map[corev1.ResourceName]string{"nvidia.com/gpu": "2"}).Obj()},
 			pod:      st.MakePod().Name("p").Req(map[corev1.ResourceName]string{"nvidia.com/gpu": "1"}).Obj(),
 			wantCode: fwk.Unschedulable, wantMessage: "nvidia.com/gpu would reach 150 percent"},
-		{name: "ephemeral storage over the watermark", args: &Args{HighWatermark: map[corev1.ResourceName]float64{corev1.ResourceEphemeralStorage: 0.9}},
+		{name: "ephemeral storage over the watermark", args: &config.WatermarkArgs{HighWatermark: map[corev1.ResourceName]float64{corev1.ResourceEphemeralStorage: 0.9}},
 			node:     st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceEphemeralStorage: "100Gi"}).Obj(),
 			existing: []*corev1.Pod{st.MakePod().Name("a").UID("a").Req(map[corev1.ResourceName]string{corev1.ResourceEphemeralStorage: "80Gi"}).Obj()},
 			pod:      st.MakePod().Name("p").Req(map[corev1.ResourceName]string{corev1.ResourceEphemeralStorage: "11Gi"}).Obj(),
@@ -338,7 +340,7 @@ func TestScore(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pl := newPlugin(t, &Args{Mode: tt.mode})
+			pl := newPlugin(t, &config.WatermarkArgs{Mode: tt.mode})
 			got := scoreNodes(t, pl, cpuPod("p", "1").Obj(), emptier(), fuller(), over())
 			require.Equal(t, tt.want, got)
 		})
@@ -349,19 +351,19 @@ func TestScoreRaw(t *testing.T) {
 	node := realNode("n", "10", "10")
 	tests := []struct {
 		name     string
-		args     *Args
+		args     *config.WatermarkArgs
 		existing []*corev1.Pod
 		pod      *corev1.Pod
 		want     int64
 	}{
 		// cpu (1+3)/10, memory 0/64Gi, pods 2/10: (0.4+0+0.2)/3.
-		{name: "pack: average projected level", args: &Args{Mode: Pack}, existing: []*corev1.Pod{cpuPod("a", "3").Obj()},
+		{name: "pack: average projected level", args: &config.WatermarkArgs{Mode: Pack}, existing: []*corev1.Pod{cpuPod("a", "3").Obj()},
 			pod: cpuPod("p", "1").Obj(), want: 200000},
-		{name: "spread: complement", args: &Args{Mode: Spread}, existing: []*corev1.Pod{cpuPod("a", "3").Obj()},
+		{name: "spread: complement", args: &config.WatermarkArgs{Mode: Spread}, existing: []*corev1.Pod{cpuPod("a", "3").Obj()},
 			pod: cpuPod("p", "1").Obj(), want: 800000},
-		{name: "pack: levels over 1 count as 1", args: &Args{Mode: Pack, HighWatermark: map[corev1.ResourceName]float64{corev1.ResourceCPU: 1}},
+		{name: "pack: levels over 1 count as 1", args: &config.WatermarkArgs{Mode: Pack, HighWatermark: map[corev1.ResourceName]float64{corev1.ResourceCPU: 1}},
 			existing: []*corev1.Pod{cpuPod("a", "12").Obj()}, pod: cpuPod("p", "1").Obj(), want: 1000000},
-		{name: "no watched resource on the node", args: &Args{Mode: Spread, HighWatermark: map[corev1.ResourceName]float64{"nvidia.com/gpu": 1}},
+		{name: "no watched resource on the node", args: &config.WatermarkArgs{Mode: Spread, HighWatermark: map[corev1.ResourceName]float64{"nvidia.com/gpu": 1}},
 			pod: cpuPod("p", "1").Obj(), want: 0},
 	}
 	for _, tt := range tests {
