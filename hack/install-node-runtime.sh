@@ -10,9 +10,12 @@
 #   runc                          hack/tools/runc/go.mod (github.com/opencontainers/runc; cgo, static, with seccomp)
 #   cni/{bridge,host-local,
 #        loopback,portmap}        hack/tools/cni/go.mod (github.com/containernetworking/plugins)
+#   coredns                       hack/tools/coredns (CoreDNS's main with a cluster DNS's plugins,
+#                                 at the version kubeadm installs with Kubernetes 1.35)
 #   images/pause.tar,             OCI images without a registry, built from hack/images (Go programs,
-#   images/demo-app.tar           go-containerregistry): nestlet.local/pause:v1 (the sandbox) and
-#                                 nestlet.local/demo-app:v1 (see hack/images/demo-app); imported
+#   images/demo-app.tar,          go-containerregistry): nestlet.local/pause:v1 (the sandbox),
+#   images/coredns.tar            nestlet.local/demo-app:v1 (see hack/images/demo-app) and
+#                                 nestlet.local/coredns:<version> (the cluster DNS); imported
 #                                 into each real node's containerd by the launcher
 #
 # Why built rather than Debian's packages: kubelet 1.35 asks the runtime for
@@ -73,6 +76,7 @@ KUBE_VERSION="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)"
 CONTAINERD_VERSION="$(module_version hack/tools/containerd github.com/containerd/containerd/v2)"
 RUNC_VERSION="$(module_version hack/tools/runc github.com/opencontainers/runc)"
 CNI_VERSION="$(module_version hack/tools/cni github.com/containernetworking/plugins)"
+COREDNS_VERSION="$(module_version hack/tools/coredns github.com/coredns/coredns)"
 
 # cached NAME VERSION BUILD-FUNCTION [LINK]: builds NAME into the cache
 # unless present, then links it into _output/bin/node (or LINK there).
@@ -123,12 +127,17 @@ build_cni() { # out name
   (cd hack/tools/cni && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$1" "github.com/containernetworking/plugins/plugins/${p}")
 }
 
+build_coredns() {
+  (cd hack/tools/coredns && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$1" .)
+}
+
 cached kubelet "${KUBE_VERSION}" build_kubelet
 cached kube-proxy "${KUBE_VERSION}" build_kube_proxy
 for bin in containerd containerd-shim-runc-v2 ctr; do
   cached "${bin}" "${CONTAINERD_VERSION}" build_containerd
 done
 cached runc "${RUNC_VERSION}" build_runc
+cached coredns "${COREDNS_VERSION}" build_coredns
 for plugin in bridge host-local loopback portmap; do
   cached "${plugin}" "${CNI_VERSION}" build_cni "cni/${plugin}"
 done
@@ -147,8 +156,9 @@ build_images() {
   )
   "${tmp}/build-image" -name nestlet.local/pause:v1 -bin "${tmp}/pause" -path /pause -out "${dir}/pause.tar" >&2
   "${tmp}/build-image" -name nestlet.local/demo-app:v1 -bin "${tmp}/demo-app" -path /demo-app -out "${dir}/demo-app.tar" -expose 8080/tcp >&2
+  "${tmp}/build-image" -name "nestlet.local/coredns:${COREDNS_VERSION}" -bin "${OUT_DIR}/coredns" -path /coredns -out "${dir}/coredns.tar" -expose 53/udp >&2
   rm -rf "${tmp}"
 }
 build_images
 
-log "ready in ${OUT_DIR}: kubelet and kube-proxy ${KUBE_VERSION}, containerd ${CONTAINERD_VERSION}, runc ${RUNC_VERSION}, CNI plugins ${CNI_VERSION}, images nestlet.local/pause:v1 and nestlet.local/demo-app:v1"
+log "ready in ${OUT_DIR}: kubelet and kube-proxy ${KUBE_VERSION}, containerd ${CONTAINERD_VERSION}, runc ${RUNC_VERSION}, CNI plugins ${CNI_VERSION}, CoreDNS ${COREDNS_VERSION}, images nestlet.local/pause:v1, nestlet.local/demo-app:v1 and nestlet.local/coredns:${COREDNS_VERSION}"

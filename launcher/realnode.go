@@ -62,7 +62,15 @@ type RealNode struct {
 var RealNodeImages = map[string]string{
 	"nestlet.local/pause:v1":    "pause.tar",
 	"nestlet.local/demo-app:v1": "demo-app.tar",
+	CoreDNSImage:                "coredns.tar",
 }
+
+// RealNodeLabel is set to RealNodeLabelValue on every real node (kwok
+// nodes carry type=kwok, virtual nodes type=virtual-kubelet).
+const (
+	RealNodeLabel      = "type"
+	RealNodeLabelValue = "real"
+)
 
 // DemoAppImage is the demo app's image (hack/images/demo-app): an HTTP
 // server on 8080 that logs each request, with /healthz, and a small tool
@@ -127,7 +135,12 @@ func (c *Cluster) AddRealNode(ctx context.Context, o RealNodeOptions) (n *RealNo
 			return n, err
 		}
 	}
-	return n, n.label(ctx, o)
+	if err := n.label(ctx, o); err != nil {
+		return n, err
+	}
+	// A cluster with real nodes has cluster DNS, as any cluster a user
+	// has; it answers where kube-proxy runs (RealNodeOptions.KubeProxy).
+	return n, ensureClusterDNS(ctx, c.Client)
 }
 
 // prepareHost creates the node's bridge with its gateway address (so the
@@ -226,7 +239,7 @@ func (n *RealNode) startKubelet(ctx context.Context, rt *NodeRuntime, o RealNode
 // label sets the node's labels and its pod CIDR (which kubelet, under
 // NodeRestriction, may not set itself).
 func (n *RealNode) label(ctx context.Context, o RealNodeOptions) error {
-	labels := map[string]string{"type": "real"}
+	labels := map[string]string{RealNodeLabel: RealNodeLabelValue}
 	maps.Copy(labels, o.Labels)
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"labels": labels},

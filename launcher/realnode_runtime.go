@@ -254,7 +254,8 @@ func (n *RealNode) writeKubeletConfig(serving *certKey, taints []corev1.Taint) (
 		ImageGCHighThresholdPercent: ptr.To(int32(100)),
 		ImageGCLowThresholdPercent:  ptr.To(int32(99)),
 		FailSwapOn:                  ptr.To(false),
-		ClusterDomain:               "cluster.local",
+		ClusterDomain:               ClusterDomain,
+		ClusterDNS:                  []string{ClusterDNSIP},
 		ResolverConfig:              ptr.To("/etc/resolv.conf"),
 		NodeStatusReportFrequency:   metav1.Duration{Duration: time.Minute},
 	}

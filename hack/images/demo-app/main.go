@@ -10,13 +10,15 @@
 // that `kubectl exec` has something to run in an image without a shell:
 // hostname, env, echo ARGS..., cat [FILE...] (stdin without files), ls
 // [DIR], exit CODE, get URL (an HTTP GET: prints the body, fails unless
-// 200 within 5 s).
+// 200 within 5 s), resolve NAME (its addresses through the pod's DNS).
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -115,6 +117,12 @@ func tool(cmd string, args []string) int {
 			return 2
 		}
 		return get(args[0])
+	case "resolve":
+		if len(args) != 1 {
+			fmt.Fprintln(os.Stderr, "usage: demo-app resolve NAME")
+			return 2
+		}
+		return resolve(args[0])
 	case "exit":
 		if len(args) != 1 {
 			fmt.Fprintln(os.Stderr, "usage: demo-app exit CODE")
@@ -127,7 +135,7 @@ func tool(cmd string, args []string) int {
 		}
 		return code
 	default:
-		fmt.Fprintf(os.Stderr, "demo-app: unknown command %q (hostname, env, echo, cat, ls, exit, get)\n", cmd)
+		fmt.Fprintf(os.Stderr, "demo-app: unknown command %q (hostname, env, echo, cat, ls, exit, get, resolve)\n", cmd)
 		return 127
 	}
 	return 0
@@ -166,6 +174,22 @@ func get(url string) int {
 	if resp.StatusCode != http.StatusOK {
 		fmt.Fprintln(os.Stderr, "demo-app: "+resp.Status)
 		return 1
+	}
+	return 0
+}
+
+// resolve prints the addresses name resolves to through the pod's
+// /etc/resolv.conf (its search path and the cluster DNS), one a line.
+func resolve(name string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	addrs, err := (&net.Resolver{PreferGo: true}).LookupHost(ctx, name)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for _, a := range addrs {
+		fmt.Println(a)
 	}
 	return 0
 }
