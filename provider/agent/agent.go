@@ -2,7 +2,28 @@
 // its cluster it joins that parent and runs a virtual node there; it also
 // decorates the virtual nodes of its own children (role label, taints).
 // Targets are watched: adding, changing or deleting one takes effect at
-// run time.
+// run time. One type per controller, one file each:
+//
+//   - agent.go: Agent, its Config, and the wiring of everything below.
+//   - target_controller.go: "a Target was added, edited or deleted": one
+//     run per Target generation; leaving the parent on deletion.
+//   - target_status.go: writing a Target's status, only what changed.
+//   - target_run.go: one Target's run: join or reuse the identity, run
+//     the virtual node until something ends it, back off, again; its
+//     status steps in run_status.go, its join in identity.go.
+//   - registration.go: the virtual node registered in the parent and
+//     virtual-kubelet's node controller over it.
+//   - virtualnode.go: the virtual node's provider (provider/vnode).
+//   - renewal.go: the node certificate renewed and rotated in place.
+//   - pod_controller.go: the forwarder (provider/forward, where "a parent
+//     pod changed" is handled) under virtual-kubelet's pod controller.
+//   - kubeletapi.go: the virtual node's kubelet API (tunnel or direct).
+//   - readiness.go: this cluster's readiness for the virtual nodes'
+//     pings, with outage tolerance.
+//   - decorator.go, podcidrs.go: the virtual nodes of this cluster's own
+//     children (role label, taints, pod CIDR overlaps).
+//   - ownnode.go, secrets.go, changes.go, validate.go: helpers of the
+//     above.
 package agent
 
 import (
@@ -84,34 +105,15 @@ type Agent struct {
 	pods         corelisters.PodLister
 	targetLister cache.Indexer
 	secrets      *ownSecrets
-	// statusWritten holds, by Target name, the resourceVersion our last
-	// status write returned.
-	statusWritten sync.Map
-	changes       *broadcaster
+	// status writes the Targets' status.
+	status  *statusWriter
+	changes *broadcaster
 
 	metrics *forward.Metrics
 
-	mu      sync.Mutex
-	runners map[string]*runner
-
-	// The last check of this cluster's readiness, shared by every
-	// Target's pings (readyMu held while one checks).
-	readyMu  sync.Mutex
-	readyAt  time.Time
-	readyErr error
-	// The last check that passed, and the first that failed since then
-	// (zero while the API server is ready).
-	readyOK, failingSince time.Time
-	outageLogged          bool // past the tolerance, said once
+	// readiness answers every virtual node's ping.
+	readiness *readiness
 }
-
-// DefaultOutageTolerance is Config.OutageTolerance's default: a restart of
-// the API server (its graceful stop, its start and its caches) fits in it.
-const DefaultOutageTolerance = 30 * time.Second
-
-// readyTTL is how long one check of this cluster's readiness answers the
-// pings of every Target: a cluster with many parents asks once.
-const readyTTL = time.Second
 
 // New checks cfg, fills its defaults and builds the clients.
 func New(cfg Config) (*Agent, error) {
@@ -162,8 +164,8 @@ func New(cfg Config) (*Agent, error) {
 			return nil, err
 		}
 	}
-	return &Agent{cfg: cfg, client: client, targets: targets, changes: newBroadcaster(), runners: map[string]*runner{},
-		metrics: forward.NewMetrics(cfg.Metrics)}, nil
+	return &Agent{cfg: cfg, client: client, targets: targets, changes: newBroadcaster(), status: &statusWriter{targets: targets},
+		metrics: forward.NewMetrics(cfg.Metrics), readiness: newReadiness(client, cfg.Ready, cfg.OutageTolerance, cfg.Clock)}, nil
 }
 
 // Run runs the agent until ctx is cancelled.
@@ -214,48 +216,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { tc.run(ctx, a.cfg.Workers) })
 	<-ctx.Done()
 	wg.Wait()
-	a.stopRunners()
 	a.factory.Shutdown()
 	return nil
-}
-
-func (a *Agent) stopRunners() {
-	a.mu.Lock()
-	runners := a.runners
-	a.runners = map[string]*runner{}
-	a.mu.Unlock()
-	for _, r := range runners {
-		r.stop()
-	}
-}
-
-// broadcaster fans a change signal out to subscribers without blocking.
-type broadcaster struct {
-	mu   sync.Mutex
-	subs map[chan struct{}]struct{}
-}
-
-func newBroadcaster() *broadcaster { return &broadcaster{subs: map[chan struct{}]struct{}{}} }
-
-func (b *broadcaster) subscribe() (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	b.mu.Lock()
-	b.subs[ch] = struct{}{}
-	b.mu.Unlock()
-	return ch, func() {
-		b.mu.Lock()
-		delete(b.subs, ch)
-		b.mu.Unlock()
-	}
-}
-
-func (b *broadcaster) notify() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for ch := range b.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
 }

@@ -11,14 +11,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
-	"k8s.io/klog/v2"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/provider/join"
 )
 
 // identity returns the stored node identity, or joins to get one.
-func (r *runner) identity(ctx context.Context) (*join.Identity, error) {
+func (r *targetRun) identity(ctx context.Context) (*join.Identity, error) {
 	t := r.target
 	store := r.a.store()
 	// A Target that never held an identity has none stored: no read.
@@ -61,7 +60,7 @@ func (r *runner) identity(ctx context.Context) (*join.Identity, error) {
 	return id, nil
 }
 
-func (r *runner) requestIdentity(ctx context.Context, client kubernetes.Interface, parent *join.Parent) (*join.Identity, error) {
+func (r *targetRun) requestIdentity(ctx context.Context, client kubernetes.Interface, parent *join.Parent) (*join.Identity, error) {
 	t := r.target
 	key, err := join.NewKey()
 	if err != nil {
@@ -78,39 +77,8 @@ func (r *runner) requestIdentity(ctx context.Context, client kubernetes.Interfac
 	return join.NewIdentity(parent, t.Spec.ClusterName, cert, key)
 }
 
-// renew gets a new certificate with the current one, or with the bootstrap
-// token if the parent does not let nodes renew, and stores it.
-func (r *runner) renew(ctx context.Context, old *join.Identity) (*join.Identity, error) {
-	logger := klog.FromContext(ctx)
-	parent := &join.Parent{URL: old.ParentURL, CAData: old.CAData, ClusterName: old.ParentClusterName}
-	client, err := kubernetes.NewForConfig(old.RESTConfig())
-	if err != nil {
-		return nil, err
-	}
-	id, err := r.requestIdentity(ctx, client, parent)
-	if err != nil {
-		logger.Info("Renewing with the node certificate failed, trying the bootstrap token", "err", err)
-		token, terr := r.token(ctx)
-		if terr != nil {
-			return nil, err
-		}
-		bootstrap, berr := kubernetes.NewForConfig(&rest.Config{Host: parent.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: parent.CAData}})
-		if berr != nil {
-			return nil, berr
-		}
-		if id, err = r.requestIdentity(ctx, bootstrap, parent); err != nil {
-			return nil, err
-		}
-	}
-	if err := r.a.store().Save(ctx, r.target.Name, id); err != nil {
-		return nil, err
-	}
-	logger.Info("Renewed node certificate", "notAfter", id.NotAfter())
-	return id, nil
-}
-
 // token reads the bootstrap token from the Secret the Target names.
-func (r *runner) token(ctx context.Context) (string, error) {
+func (r *targetRun) token(ctx context.Context) (string, error) {
 	ref := r.target.Spec.BootstrapTokenSecretRef
 	sec := r.a.secrets.get(ref.Namespace, ref.Name)
 	var err error
@@ -136,7 +104,7 @@ func selfTarget() error {
 
 // isSelf reports whether parentURL is this cluster's own API server, or
 // parentCA one of this cluster's CA certificates.
-func (r *runner) isSelf(parentURL string, parentCA []byte) bool {
+func (r *targetRun) isSelf(parentURL string, parentCA []byte) bool {
 	own := r.a.cfg.RESTConfig
 	if sameEndpoint(own.Host, parentURL) {
 		return true

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,8 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
-
-	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
@@ -45,15 +42,20 @@ const (
 )
 
 // kubeletAPI serves one virtual node's kubelet API, through a tunnel or
-// directly.
+// directly. It is chosen, and its listener bound, before the node registers
+// (the node advertises its endpoint); serve starts it once the forwarder
+// whose delegates it reaches exists.
 type kubeletAPI struct {
 	mode string
 	// proxy is what the parent published when the mode was chosen (the
 	// nestlet-proxy keys of kube-public/nestlet-info).
 	proxy    map[string]string
 	endpoint string // host:port advertised by the virtual node
-	server   *kubeletapi.Server
-	run      func(ctx context.Context)
+	// tunnel is the proxy's tunnel (tunnel mode, Handler unset).
+	tunnel tunnel.ClientConfig
+	// listener and auth serve direct mode.
+	listener net.Listener
+	auth     *kubeletapi.Auth
 }
 
 // describe says how the kubelet API is served, for the Ready condition.
@@ -80,45 +82,17 @@ func (k *kubeletAPI) hostPort() (string, int32) {
 	return host, int32(p)
 }
 
-// lazyDelegates hands requests to the forwarding provider once it exists;
-// until then every pod is unknown.
-type lazyDelegates struct {
-	mu sync.RWMutex
-	d  kubeletapi.Delegates
-}
-
-func (l *lazyDelegates) set(d kubeletapi.Delegates) {
-	l.mu.Lock()
-	l.d = d
-	l.mu.Unlock()
-}
-
-func (l *lazyDelegates) get() kubeletapi.Delegates {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.d
-}
-
-func (l *lazyDelegates) Delegate(namespace, name string) (*corev1.Pod, error) {
-	d := l.get()
-	if d == nil {
-		return nil, errdefs.NotFoundf("pod %s/%s: this virtual node is starting", namespace, name)
+// close releases what chooseKubeletAPI bound, when serve will not run.
+func (k *kubeletAPI) close() {
+	if k.listener != nil {
+		_ = k.listener.Close()
 	}
-	return d.Delegate(namespace, name)
 }
 
-func (l *lazyDelegates) GetPods(ctx context.Context) ([]*corev1.Pod, error) {
-	d := l.get()
-	if d == nil {
-		return nil, nil
-	}
-	return d.GetPods(ctx)
-}
-
-// setupKubeletAPI picks the mode for this parent and prepares the server;
-// run starts it (the tunnel, or the listener, already bound so that its
-// port is known before the node registers).
-func (r *runner) setupKubeletAPI(ctx context.Context, id *join.Identity, cert *join.ClientCert, nodeClient kubernetes.Interface, delegates *lazyDelegates) (*kubeletAPI, error) {
+// chooseKubeletAPI picks the mode for this parent and binds what it needs:
+// the listener in direct mode, so that its port is known before the node
+// registers.
+func (r *targetRun) chooseKubeletAPI(ctx context.Context, id *join.Identity, cert *join.ClientCert, nodeClient kubernetes.Interface) (*kubeletAPI, error) {
 	mode := r.a.cfg.KubeletAPI
 	var info, proxy map[string]string
 	if mode == KubeletAPIAuto || mode == KubeletAPITunnel {
@@ -144,32 +118,13 @@ func (r *runner) setupKubeletAPI(ctx context.Context, id *join.Identity, cert *j
 		}
 	}
 	k := &kubeletAPI{mode: mode, proxy: proxy}
-	if mode == KubeletAPIOff {
-		return k, nil
-	}
-	srv, err := kubeletapi.New(kubeletapi.Config{
-		NodeName:    r.target.Spec.ClusterName,
-		Delegates:   delegates,
-		Child:       r.a.client,
-		ChildConfig: r.a.cfg.RESTConfig,
-		Nodes:       func() ([]*corev1.Node, error) { return r.a.nodes.List(labels.Everything()) },
-	})
-	if err != nil {
-		return nil, err
-	}
-	k.server = srv
-	logger := klog.FromContext(ctx)
 	switch mode {
+	case KubeletAPIOff:
 	case KubeletAPITunnel:
 		k.endpoint = info[api.ClusterInfoProxyKubeletEndpoint]
-		cfg := tunnel.ClientConfig{
+		k.tunnel = tunnel.ClientConfig{
 			URL: info[api.ClusterInfoProxyTunnelURL], CA: []byte(info[api.ClusterInfoProxyCA]),
-			GetClientCertificate: cert.GetClientCertificate, Handler: srv.Handler(),
-		}
-		k.run = func(ctx context.Context) {
-			if err := tunnel.Run(ctx, cfg); err != nil {
-				logger.Error(err, "Tunnel to the parent's proxy")
-			}
+			GetClientCertificate: cert.GetClientCertificate,
 		}
 	case KubeletAPIDirect:
 		auth, err := kubeletapi.NewAuth(nodeClient, id.CAData)
@@ -180,21 +135,53 @@ func (r *runner) setupKubeletAPI(ctx context.Context, id *join.Identity, cert *j
 		if err != nil {
 			return nil, join.Errorf(v1alpha1.ReasonKubeletAPIUnavailable, err, "cannot serve the kubelet API on --kubelet-direct-address %s", r.a.cfg.DirectAddress)
 		}
-		k.endpoint = l.Addr().String()
-		hs := &http.Server{Handler: auth.Wrap(r.target.Spec.ClusterName, srv.Handler()), ReadHeaderTimeout: 30 * time.Second}
-		k.run = func(ctx context.Context) {
-			go func() {
-				<-ctx.Done()
-				_ = hs.Close()
-			}()
-			if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				logger.Error(err, "Serving the kubelet API")
-			}
-		}
+		k.auth, k.listener, k.endpoint = auth, l, l.Addr().String()
 	default:
 		return nil, join.Errorf(v1alpha1.ReasonKubeletAPIUnavailable, nil, "unknown kubelet API mode %q: use auto, tunnel, direct or off", mode)
 	}
 	return k, nil
+}
+
+// serve serves the kubelet API of virtual node nodeName, reaching the pods
+// through delegates, in the background until ctx ends.
+func (k *kubeletAPI) serve(ctx context.Context, nodeName string, delegates kubeletapi.Delegates, a *Agent) error {
+	if k.mode == KubeletAPIOff {
+		return nil
+	}
+	srv, err := kubeletapi.New(kubeletapi.Config{
+		NodeName:    nodeName,
+		Delegates:   delegates,
+		Child:       a.client,
+		ChildConfig: a.cfg.RESTConfig,
+		Nodes:       func() ([]*corev1.Node, error) { return a.nodes.List(labels.Everything()) },
+	})
+	if err != nil {
+		k.close()
+		return err
+	}
+	logger := klog.FromContext(ctx)
+	switch k.mode {
+	case KubeletAPITunnel:
+		cfg := k.tunnel
+		cfg.Handler = srv.Handler()
+		go func() {
+			if err := tunnel.Run(ctx, cfg); err != nil {
+				logger.Error(err, "Tunnel to the parent's proxy")
+			}
+		}()
+	case KubeletAPIDirect:
+		hs := &http.Server{Handler: k.auth.Wrap(nodeName, srv.Handler()), ReadHeaderTimeout: 30 * time.Second}
+		go func() {
+			<-ctx.Done()
+			_ = hs.Close()
+		}()
+		go func() {
+			if err := hs.Serve(k.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error(err, "Serving the kubelet API")
+			}
+		}()
+	}
+	return nil
 }
 
 // listenDirect listens on address (an IP, port chosen by the system, or
@@ -242,7 +229,7 @@ const proxyCheckPeriod = 30 * time.Second
 // was set up with: a proxy installed after the join, removed, or restarted
 // with another certificate or address. Only in the modes that follow the
 // proxy (auto, tunnel); a read that fails changes nothing.
-func (r *runner) watchProxy(ctx context.Context, nodeClient kubernetes.Interface, k *kubeletAPI) <-chan struct{} {
+func (r *targetRun) watchProxy(ctx context.Context, nodeClient kubernetes.Interface, k *kubeletAPI) <-chan struct{} {
 	changed := make(chan struct{})
 	if r.a.cfg.KubeletAPI != KubeletAPIAuto && r.a.cfg.KubeletAPI != KubeletAPITunnel {
 		return changed

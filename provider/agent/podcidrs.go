@@ -132,7 +132,7 @@ func (c *cidrCache) of(n *corev1.Node) (cidrs []string, sum *api.Summary) {
 // checkPodCIDRs keeps ConditionPodCIDRsDistinct of the Target in step with
 // what the parent found (see above), reading this cluster's virtual node
 // every few report periods, until ctx ends.
-func (r *runner) checkPodCIDRs(ctx context.Context, nodeClient kubernetes.Interface, prov *vnode.Provider) {
+func (r *targetRun) checkPodCIDRs(ctx context.Context, nodeClient kubernetes.Interface, prov *vnode.Provider) {
 	every := max(3*reportFrequency(r.target), 15*time.Second)
 	tick := r.a.cfg.Clock.NewTicker(every)
 	defer tick.Stop()
@@ -145,14 +145,14 @@ func (r *runner) checkPodCIDRs(ctx context.Context, nodeClient kubernetes.Interf
 		case <-tick.C():
 		}
 		if cond, err := r.podCIDRCondition(ctx, nodeClient, prov); err == nil {
-			r.a.setConditions(ctx, r.target.Name, r.generation, nil, cond)
+			r.a.status.set(ctx, r.target.Name, r.generation, nil, cond)
 		} else if ctx.Err() == nil {
 			klog.FromContext(ctx).V(2).Info("Reading the parent's pod CIDR check", "err", err)
 		}
 	}
 }
 
-func (r *runner) podCIDRCondition(ctx context.Context, nodeClient kubernetes.Interface, prov *vnode.Provider) (metav1.Condition, error) {
+func (r *targetRun) podCIDRCondition(ctx context.Context, nodeClient kubernetes.Interface, prov *vnode.Provider) (metav1.Condition, error) {
 	own, err := prov.PodCIDRs()
 	if err != nil {
 		return metav1.Condition{}, err

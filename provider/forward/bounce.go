@@ -82,7 +82,7 @@ func (p *Provider) bounce(uid types.UID, d *corev1.Pod, msg string) {
 	if err != nil && !apierrors.IsNotFound(err) {
 		klog.FromContext(p.ctx).Error(err, "Deleting bounced delegate", "pod", klog.KObj(d))
 	}
-	if owner := api.PodOwnerUID(parent); owner != "" && p.cfg.Avoid != nil {
-		p.cfg.Avoid(owner, p.cfg.Clock.Now().Add(p.cfg.Cooldown))
+	if owner := api.PodOwnerUID(parent); owner != "" && p.cfg.Avoider != nil {
+		p.cfg.Avoider.Avoid(owner, p.cfg.Clock.Now().Add(p.cfg.Cooldown))
 	}
 }

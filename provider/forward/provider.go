@@ -49,20 +49,36 @@ type Config struct {
 	// ParentPods lists the pods bound to the virtual node.
 	Parent     kubernetes.Interface
 	ParentPods corelisters.PodLister
+	// ParentPodEvents, when set, is the informer behind ParentPods: Run
+	// subscribes to its updates, so that a parent pod whose status someone
+	// else changed gets its delegate's status back (reconcile.go).
+	ParentPodEvents EventSource
 	// Child is a client of this cluster.
 	Child kubernetes.Interface
 	// Recorder records events on parent pods and Services.
 	Recorder record.EventRecorder
 	// ChildRecorder records events on this cluster's objects (optional).
 	ChildRecorder record.EventRecorder
-	// Avoid is called when the virtual node should be avoided for an
-	// owner until a time (optional).
-	Avoid   func(ownerUID types.UID, until time.Time)
+	// Avoider is told when the virtual node should be avoided for the
+	// owner of a bounced pod (optional).
+	Avoider Avoider
 	Metrics *Metrics
 	// New says no delegate and no copy of this Target can exist yet (its
 	// first run): the scan for unused copies at start is skipped.
 	New   bool
 	Clock clock.WithDelayedExecution
+}
+
+// Avoider publishes that the virtual node should be avoided for the pods
+// of an owner (a ReplicaSet, a Job...) until a time. The virtual node's
+// provider (provider/vnode) is one: it tells the parent's scheduler.
+type Avoider interface {
+	Avoid(owner types.UID, until time.Time)
+}
+
+// EventSource is what Run needs of an informer: to subscribe to it.
+type EventSource interface {
+	AddEventHandler(handler cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
 }
 
 // Provider implements node.PodLifecycleHandler and node.PodNotifier.
@@ -174,6 +190,11 @@ func (p *Provider) Run(ctx context.Context) error {
 	}
 	if err := p.services.start(ctx); err != nil {
 		return err
+	}
+	if src := p.cfg.ParentPodEvents; src != nil {
+		if _, err := src.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: p.parentUpdated}); err != nil {
+			return err
+		}
 	}
 	go p.deps.run(ctx)
 	go p.services.run(ctx)

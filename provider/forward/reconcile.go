@@ -6,7 +6,7 @@ import (
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 )
 
-// ParentUpdated is the handler of updates of the parent pods bound to the
+// parentUpdated is the handler of updates of the parent pods bound to the
 // virtual node. When someone else changed a parent pod's status so that it
 // no longer says what its delegate says, the delegate's status is sent up
 // again, as a kubelet's status manager puts back its own view of a pod.
@@ -14,8 +14,10 @@ import (
 // pod of a node whose lease lapsed NotReady (this cluster's API server was
 // restarted, say); once the node is back, nothing else would make them
 // Ready again while their delegates do not change, since virtual-kubelet
-// writes a status only when the provider reports a new one.
-func (p *Provider) ParentUpdated(oldObj, newObj any) {
+// writes a status only when the provider reports a new one. Run subscribes
+// it to Config.ParentPodEvents: the one way parent pod updates come in
+// besides virtual-kubelet's own pod controller.
+func (p *Provider) parentUpdated(oldObj, newObj any) {
 	old, ok := oldObj.(*corev1.Pod)
 	if !ok {
 		return

@@ -19,7 +19,7 @@ func readyStatus(ready corev1.ConditionStatus) corev1.PodStatus {
 // lease lapsed) while its delegate stayed Ready: the delegate's status is
 // sent again, keeping the conditions only the parent has. A status that
 // says what the delegate says, or a pod being deleted, sends nothing.
-func TestParentUpdatedPutsBackTheDelegatesStatus(t *testing.T) {
+func TestParentUpdatePutsBackTheDelegatesStatus(t *testing.T) {
 	ready := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "app", UID: "u1", ResourceVersion: "5"},
 		Spec: corev1.PodSpec{NodeName: "leaf"}, Status: readyStatus(corev1.ConditionTrue)}
 	p, got := runWithDelegate(t, ready, readyStatus(corev1.ConditionTrue))
@@ -36,7 +36,7 @@ func TestParentUpdatedPutsBackTheDelegatesStatus(t *testing.T) {
 	marked.ResourceVersion = "6"
 	marked.Status = readyStatus(corev1.ConditionFalse)
 	marked.Status.Conditions = append(marked.Status.Conditions, corev1.PodCondition{Type: "DisruptionTarget", Status: corev1.ConditionTrue})
-	p.ParentUpdated(ready, marked)
+	p.parentUpdated(ready, marked)
 	select {
 	case pod := <-got:
 		require.Equal(t, "6", pod.ResourceVersion, "built from the parent pod as it is now")
@@ -48,19 +48,19 @@ func TestParentUpdatedPutsBackTheDelegatesStatus(t *testing.T) {
 	}
 
 	// virtual-kubelet's write of it: the status agrees, nothing to do.
-	p.ParentUpdated(marked, ready)
+	p.parentUpdated(marked, ready)
 	none("a status that says what the delegate says")
 	// Only metadata changed.
-	p.ParentUpdated(marked, marked.DeepCopy())
+	p.parentUpdated(marked, marked.DeepCopy())
 	none("an update without a status change")
 	// Being deleted: its status is the deletion's business.
 	deleting := marked.DeepCopy()
 	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-	p.ParentUpdated(ready, deleting)
+	p.parentUpdated(ready, deleting)
 	none("a pod being deleted")
 	// Another pod of the same name (a new UID): not this delegate's.
 	other := marked.DeepCopy()
 	other.UID = "u2"
-	p.ParentUpdated(ready, other)
+	p.parentUpdated(ready, other)
 	none("another pod of the same name")
 }

@@ -77,7 +77,7 @@ func TestIsSelf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := &runner{a: &Agent{cfg: Config{RESTConfig: &rest.Config{
+			r := &targetRun{a: &Agent{cfg: Config{RESTConfig: &rest.Config{
 				Host:            "https://127.0.0.1:6443",
 				TLSClientConfig: rest.TLSClientConfig{CAData: tt.ownCA},
 			}}}}
@@ -110,10 +110,10 @@ func TestOutageTolerance(t *testing.T) {
 	down := errors.New("connection refused")
 	clk := clocktesting.NewFakeClock(time.Now())
 	var answer error
-	newAgent := func(tol time.Duration) *Agent {
-		return &Agent{cfg: Config{Clock: clk, OutageTolerance: tol, Ready: func(context.Context) error { return answer }}}
+	newAgent := func(tol time.Duration) *readiness {
+		return newReadiness(nil, func(context.Context) error { return answer }, tol, clk)
 	}
-	step := func(a *Agent, d time.Duration) error {
+	step := func(a *readiness, d time.Duration) error {
 		clk.Step(d)
 		return a.ready(t.Context())
 	}

@@ -9,10 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
@@ -20,65 +20,74 @@ import (
 
 	"github.com/nestlet/nestlet/pkg/kubeclient"
 	"github.com/nestlet/nestlet/provider/forward"
-	"github.com/nestlet/nestlet/provider/vnode"
 )
 
-// startPods runs virtual-kubelet's pod controller over the pods bound to
-// the virtual node, with the forwarding provider.
-func (r *runner) startPods(ctx context.Context, nodeClient kubernetes.Interface, prov *vnode.Provider, parent string, delegates *lazyDelegates) (*node.PodController, error) {
+// forwarding is a run's side of the pods bound to its virtual node: the
+// forwarder (provider/forward), which creates them here as delegates and
+// handles "a parent pod changed", and virtual-kubelet's pod controller,
+// which hands it the parent pods.
+type forwarding struct {
+	// factory holds the informer of the parent pods bound to the node
+	// (the node identity may list and watch only those).
+	factory  *kubeclient.CoreFactory
+	pods     coreinformers.PodInformer
+	fwd      *forward.Provider
+	recorder record.EventRecorder
+}
+
+// newForwarding builds the forwarder of this run; nothing runs before
+// start. Its delegates answer the kubelet API from the start: none until
+// start has synced them.
+func (r *targetRun) newForwarding(ctx context.Context, nodeClient kubernetes.Interface, avoider forward.Avoider, parent string) (*forwarding, error) {
 	t := r.target
-	// The node identity may list and watch only the pods bound to it.
-	podFactory := kubeclient.NewCoreFactory(nodeClient, func(o *metav1.ListOptions) {
+	f := &forwarding{factory: kubeclient.NewCoreFactory(nodeClient, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", t.Spec.ClusterName).String()
-	}, kubeclient.StripManagedFields)
-	pods := podFactory.CoreV1().Pods()
-	pods.Informer() // register before Start
-	// virtual-kubelet requires these informers, for downward API
-	// resolution, which is skipped (the child resolves it); they are never
-	// started, so they make no requests.
-	unused := kubeclient.NewCoreFactory(nodeClient, nil, nil)
-
-	recorder := newRecorder(ctx, nodeClient, t.Spec.ClusterName)
-	childRecorder := newRecorder(ctx, r.a.client, t.Spec.ClusterName)
-
-	fwd, err := forward.New(forward.Config{
-		TargetName:    t.Name,
-		TargetUID:     t.UID,
-		ClusterName:   t.Spec.ClusterName,
-		ParentName:    parent,
-		BounceTimeout: r.a.cfg.BounceTimeout,
-		Parent:        nodeClient,
-		ParentPods:    pods.Lister(),
-		Child:         r.a.client,
-		Recorder:      recorder,
-		ChildRecorder: childRecorder,
-		Avoid:         prov.Avoid,
-		Metrics:       r.a.metrics,
+	}, kubeclient.StripManagedFields)}
+	f.pods = f.factory.CoreV1().Pods()
+	f.pods.Informer() // register before Start
+	f.recorder = newRecorder(ctx, nodeClient, t.Spec.ClusterName)
+	var err error
+	f.fwd, err = forward.New(forward.Config{
+		TargetName:      t.Name,
+		TargetUID:       t.UID,
+		ClusterName:     t.Spec.ClusterName,
+		ParentName:      parent,
+		BounceTimeout:   r.a.cfg.BounceTimeout,
+		Parent:          nodeClient,
+		ParentPods:      f.pods.Lister(),
+		ParentPodEvents: f.pods.Informer(),
+		Child:           r.a.client,
+		Recorder:        f.recorder,
+		ChildRecorder:   newRecorder(ctx, r.a.client, t.Spec.ClusterName),
+		Avoider:         avoider,
+		Metrics:         r.a.metrics,
 		// Never Ready, never run: nothing was forwarded for it yet.
 		New: t.Status.NodeName == "" && !r.started,
 	})
 	r.started = true
-	if err != nil {
+	return f, err
+}
+
+// start runs the forwarder and virtual-kubelet's pod controller over the
+// parent pods until ctx ends.
+func (f *forwarding) start(ctx context.Context, nodeClient kubernetes.Interface, workers int) (*node.PodController, error) {
+	// virtual-kubelet requires these informers, for downward API
+	// resolution, which is skipped (the child resolves it); they are never
+	// started, so they make no requests.
+	unused := kubeclient.NewCoreFactory(nodeClient, nil, nil)
+	f.factory.Start(ctx.Done())
+	if err := f.fwd.Run(ctx); err != nil {
 		return nil, err
 	}
-	podFactory.Start(ctx.Done())
-	if err := fwd.Run(ctx); err != nil {
-		return nil, err
-	}
-	// After Run: the handler logs with its context.
-	if _, err := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: fwd.ParentUpdated}); err != nil {
-		return nil, err
-	}
-	delegates.set(fwd)
 	pc, err := node.NewPodController(node.PodControllerConfig{
 		PodClient:   nodeClient.CoreV1(),
-		PodInformer: pods,
+		PodInformer: f.pods,
 		// virtual-kubelet records a Normal event for every pod it hands
 		// to the provider ("Create pod in provider successfully"): one
 		// more write per pod at every level, saying nothing the pod's
 		// status does not. Its warnings, and ours, are kept.
-		EventRecorder:             warningsOnly{recorder},
-		Provider:                  fwd,
+		EventRecorder:             warningsOnly{f.recorder},
+		Provider:                  f.fwd,
 		ConfigMapInformer:         unused.CoreV1().ConfigMaps(),
 		SecretInformer:            unused.CoreV1().Secrets(),
 		ServiceInformer:           unused.CoreV1().Services(),
@@ -93,7 +102,7 @@ func (r *runner) startPods(ctx context.Context, nodeClient kubernetes.Interface,
 	if err != nil {
 		return nil, err
 	}
-	go func() { _ = pc.Run(ctx, r.a.cfg.PodWorkers) }()
+	go func() { _ = pc.Run(ctx, workers) }()
 	return pc, nil
 }
 

@@ -18,8 +18,8 @@ import (
 // writes its outcome only, one status write instead of one per step.
 const progressDelay = 2 * time.Second
 
-// runnerStatus is what a runner has to write to its Target's status.
-type runnerStatus struct {
+// runStatus is what a runner has to write to its Target's status.
+type runStatus struct {
 	mu sync.Mutex
 	// id is the identity of the current run, recorded as Joined with the
 	// Ready condition.
@@ -36,7 +36,7 @@ type runnerStatus struct {
 }
 
 // setPodCIDRs records the pod CIDRs the run reports, for the Ready write.
-func (r *runner) setPodCIDRs(own []string) {
+func (r *targetRun) setPodCIDRs(own []string) {
 	c := podCIDRPending(own)
 	r.status.mu.Lock()
 	r.status.cidr = &c
@@ -44,14 +44,14 @@ func (r *runner) setPodCIDRs(own []string) {
 }
 
 // heldIdentity reports whether a run of this runner held an identity.
-func (r *runner) heldIdentity() bool {
+func (r *targetRun) heldIdentity() bool {
 	r.status.mu.Lock()
 	defer r.status.mu.Unlock()
 	return r.status.id != nil
 }
 
 // setIdentity records the identity the run holds.
-func (r *runner) setIdentity(id *join.Identity) {
+func (r *targetRun) setIdentity(id *join.Identity) {
 	r.status.mu.Lock()
 	r.status.id = id
 	r.status.mu.Unlock()
@@ -60,7 +60,7 @@ func (r *runner) setIdentity(id *join.Identity) {
 // progress records a step of a join that may take a while. It is written
 // once the join has taken progressDelay without an outcome, then at once
 // for the steps after.
-func (r *runner) progress(ctx context.Context, reason, msg string) {
+func (r *targetRun) progress(ctx context.Context, reason, msg string) {
 	s := &r.status
 	s.mu.Lock()
 	s.step = &metav1.Condition{Reason: reason, Message: msg}
@@ -80,7 +80,7 @@ func (r *runner) progress(ctx context.Context, reason, msg string) {
 		step := s.step
 		s.step, s.armed = nil, false
 		if step != nil && ctx.Err() == nil {
-			r.a.setConditions(ctx, r.target.Name, r.generation, nil,
+			r.a.status.set(ctx, r.target.Name, r.generation, nil,
 				metav1.Condition{Type: v1alpha1.ConditionJoined, Status: metav1.ConditionFalse, Reason: step.Reason, Message: step.Message},
 				metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: step.Reason, Message: step.Message})
 		}
@@ -95,7 +95,7 @@ var joinedReasons = map[string]bool{v1alpha1.ReasonNameTaken: true, v1alpha1.Rea
 // fine) or Joined=False; on success also the node name, the report time
 // (registering the node reported the summary) and a pending pod CIDR
 // check. One status write.
-func (r *runner) setReady(ctx context.Context, status metav1.ConditionStatus, reason, msg string) {
+func (r *targetRun) setReady(ctx context.Context, status metav1.ConditionStatus, reason, msg string) {
 	s := &r.status
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -124,7 +124,7 @@ func (r *runner) setReady(ctx context.Context, status metav1.ConditionStatus, re
 			}
 		})
 	}
-	r.a.setConditions(ctx, r.target.Name, r.generation, func(st *v1alpha1.TargetStatus) {
+	r.a.status.set(ctx, r.target.Name, r.generation, func(st *v1alpha1.TargetStatus) {
 		for _, m := range mutations {
 			m(st)
 		}
@@ -132,7 +132,7 @@ func (r *runner) setReady(ctx context.Context, status metav1.ConditionStatus, re
 }
 
 // setJoined writes the identity held (after a renewal).
-func (r *runner) setJoined(ctx context.Context) {
+func (r *targetRun) setJoined(ctx context.Context) {
 	s := &r.status
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -140,11 +140,11 @@ func (r *runner) setJoined(ctx context.Context) {
 		return
 	}
 	cond, mutate := r.joined(s.id)
-	r.a.setConditions(ctx, r.target.Name, r.generation, mutate, cond)
+	r.a.status.set(ctx, r.target.Name, r.generation, mutate, cond)
 }
 
 // joined returns the Joined condition and status fields of id.
-func (r *runner) joined(id *join.Identity) (metav1.Condition, func(*v1alpha1.TargetStatus)) {
+func (r *targetRun) joined(id *join.Identity) (metav1.Condition, func(*v1alpha1.TargetStatus)) {
 	expiry := metav1.NewTime(id.NotAfter())
 	return metav1.Condition{Type: v1alpha1.ConditionJoined, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonJoined,
 			Message: fmt.Sprintf("this cluster holds the identity %s in the parent until %s", join.NodeUser(r.target.Spec.ClusterName), id.NotAfter().UTC().Format(time.RFC3339))},
@@ -156,7 +156,7 @@ func (r *runner) joined(id *join.Identity) (metav1.Condition, func(*v1alpha1.Tar
 
 // reported records the time of the last report, at most once per report
 // period.
-func (r *runner) reported(ctx context.Context, at time.Time) {
+func (r *targetRun) reported(ctx context.Context, at time.Time) {
 	s := &r.status
 	s.mu.Lock()
 	if at.Sub(s.lastReport) < reportFrequency(r.target) {
@@ -166,5 +166,5 @@ func (r *runner) reported(ctx context.Context, at time.Time) {
 	s.lastReport = at
 	s.mu.Unlock()
 	ts := metav1.NewTime(at)
-	r.a.setConditions(ctx, r.target.Name, r.generation, func(st *v1alpha1.TargetStatus) { st.LastReportTime = &ts })
+	r.a.status.set(ctx, r.target.Name, r.generation, func(st *v1alpha1.TargetStatus) { st.LastReportTime = &ts })
 }

@@ -19,7 +19,6 @@ import (
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/provider/join"
-	"github.com/nestlet/nestlet/provider/vnode"
 )
 
 // Reasons after which retrying the same spec is pointless: the runner waits
@@ -40,15 +39,15 @@ var errReconnected = errors.New("the parent is reachable again")
 // went, or changed its endpoints, to serve the kubelet API the new way.
 var errProxyChanged = errors.New("the parent's nestlet-proxy changed")
 
-// runner joins one parent for one generation of a Target and keeps its
+// targetRun joins one parent for one generation of a Target and keeps its
 // virtual node running.
-type runner struct {
+type targetRun struct {
 	a          *Agent
 	target     *v1alpha1.Target
 	generation int64
 	cancel     context.CancelFunc
 	done       chan struct{}
-	status     runnerStatus
+	status     runStatus
 	// discovered is what the parent published in nestlet-info when this
 	// run discovered it (nil map: nothing), taken by the kubelet API
 	// set-up of the same run instead of reading it again.
@@ -60,11 +59,11 @@ type runner struct {
 	reconnected chan struct{}
 }
 
-func newRunner(a *Agent, t *v1alpha1.Target) *runner {
-	return &runner{a: a, target: t, generation: t.Generation, done: make(chan struct{}), reconnected: make(chan struct{}, 1)}
+func newTargetRun(a *Agent, t *v1alpha1.Target) *targetRun {
+	return &targetRun{a: a, target: t, generation: t.Generation, done: make(chan struct{}), reconnected: make(chan struct{}, 1)}
 }
 
-func (r *runner) start(ctx context.Context) {
+func (r *targetRun) start(ctx context.Context) {
 	ctx, r.cancel = context.WithCancel(ctx)
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("target", r.target.Name, "parent", r.target.Spec.ParentURL))
 	go r.run(ctx)
@@ -72,12 +71,12 @@ func (r *runner) start(ctx context.Context) {
 
 // stop cancels the runner and waits for it; its virtual node is left in
 // the parent (a new runner takes it over, or leave removes it).
-func (r *runner) stop() {
+func (r *targetRun) stop() {
 	r.cancel()
 	<-r.done
 }
 
-func (r *runner) run(ctx context.Context) {
+func (r *targetRun) run(ctx context.Context) {
 	defer close(r.done)
 	logger := klog.FromContext(ctx)
 	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 2 * time.Minute}
@@ -111,8 +110,8 @@ func (r *runner) run(ctx context.Context) {
 }
 
 // once joins (or reuses the stored identity) and runs the virtual node until
-// ctx ends, the node controller fails, or the certificate is renewed.
-func (r *runner) once(ctx context.Context) error {
+// ctx ends or something ends the run (hold).
+func (r *targetRun) once(ctx context.Context) error {
 	if err := validateSpec(r.target); err != nil {
 		return err
 	}
@@ -133,51 +132,55 @@ func (r *runner) once(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	reg := newRegistrar(nodeClient, r.target, r.a.clusterUID, r.a.cfg.LeaseDurationSeconds, r.a.cfg.Clock)
 	// Right after a join the node is looked up only if creating it finds
 	// one (register).
 	var existing *corev1.Node
 	if r.discovered == nil {
-		if existing, err = r.ownNode(ctx, nodeClient); err != nil {
+		if existing, err = reg.ownNode(ctx); err != nil {
 			return err
 		}
 	}
-	delegates := &lazyDelegates{}
-	kapi, err := r.setupKubeletAPI(ctx, id, cert, nodeClient, delegates)
+	kapi, err := r.chooseKubeletAPI(ctx, id, cert, nodeClient)
 	r.discovered = nil // later runs read it afresh
 	if err != nil {
 		return err
-	}
-	kctx, kcancel := context.WithCancel(ctx)
-	defer kcancel()
-	if kapi.run != nil {
-		go kapi.run(kctx)
 	}
 	select { // an outage reported by an earlier run is over
 	case <-r.reconnected:
 	default:
 	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	changed, unsubscribe := r.a.changes.subscribe()
 	defer unsubscribe()
 	prov, err := r.newProvider(ctx, id, nodeClient, kapi.hostPort, changed)
 	if err != nil {
+		kapi.close()
 		return err
 	}
-	reg := &registration{clock: r.a.cfg.Clock}
-	initial, err := r.register(ctx, nodeClient, prov, existing, reg)
+	pods, err := r.newForwarding(runCtx, nodeClient, prov, parentName(id, r.target))
+	if err != nil {
+		kapi.close()
+		return err
+	}
+	if err := kapi.serve(runCtx, r.target.Spec.ClusterName, pods.fwd, r.a); err != nil {
+		return err
+	}
+	initial, err := reg.register(ctx, prov, existing)
 	if err != nil {
 		return err
 	}
-	nc, err := r.newNodeController(nodeClient, prov, initial, reg)
+	nc, err := reg.nodeController(prov, initial)
 	if err != nil {
 		return err
 	}
-	runCtx, cancel := context.WithCancel(ctx)
 	defer func() {
 		cancel()
 		<-nc.Done()
 	}()
 	go func() { _ = nc.Run(runCtx) }()
-	pc, err := r.startControllers(ctx, runCtx, nc, nodeClient, prov, parentName(id, r.target), delegates)
+	pc, err := r.startControllers(ctx, runCtx, nc, nodeClient, pods)
 	if err != nil {
 		return err
 	}
@@ -190,13 +193,14 @@ func (r *runner) once(ctx context.Context) error {
 	r.setReady(ctx, metav1.ConditionTrue, v1alpha1.ReasonReporting,
 		fmt.Sprintf("virtual node %s is registered in the parent and reports every %s; %s", t.Spec.ClusterName, reportFrequency(t), kapi.describe()))
 
-	return r.hold(ctx, id, cert, nc, pc, r.watchProxy(runCtx, nodeClient, kapi))
+	return r.hold(ctx, newRenewal(r, id, cert), nc, pc, r.watchProxy(runCtx, nodeClient, kapi))
 }
 
 // hold keeps a started run going, renewing the node certificate in place,
-// until something ends it.
-func (r *runner) hold(ctx context.Context, id *join.Identity, cert *join.ClientCert, nc *node.NodeController, pc *node.PodController, proxyChanged <-chan struct{}) error {
-	renew := r.a.cfg.Clock.After(id.RenewAt().Sub(r.a.cfg.Clock.Now()))
+// until something ends it: the parent reachable again after an outage, the
+// parent's proxy changed, the node or pod controller stopped, or a
+// certificate that expired unrenewed.
+func (r *targetRun) hold(ctx context.Context, renewal *renewal, nc *node.NodeController, pc *node.PodController, proxyChanged <-chan struct{}) error {
 	for {
 		select {
 		case <-r.reconnected:
@@ -209,35 +213,17 @@ func (r *runner) hold(ctx context.Context, id *join.Identity, cert *join.ClientC
 			return nodeError(nc.Err(), r.target)
 		case <-pc.Done():
 			return join.Errorf(v1alpha1.ReasonNodeError, pc.Err(), "forwarding pods stopped")
-		case <-renew:
-			next, err := r.renew(ctx, id)
-			if err == nil {
-				err = cert.Rotate(next)
+		case <-renewal.due():
+			if err := renewal.renew(ctx); err != nil {
+				return err
 			}
-			now := r.a.cfg.Clock.Now()
-			if err != nil {
-				if !now.Before(id.NotAfter()) {
-					return join.Errorf(v1alpha1.ReasonNodeError, err, "the node certificate expired and could not be renewed; joining again")
-				}
-				retry := min(renewRetry, id.NotAfter().Sub(now)/4)
-				klog.FromContext(ctx).Error(err, "Renewing the node certificate failed; retrying while the current one is valid", "notAfter", id.NotAfter(), "after", retry)
-				renew = r.a.cfg.Clock.After(retry)
-				continue
-			}
-			id = next
-			r.setIdentity(id)
-			r.setJoined(ctx)
-			renew = r.a.cfg.Clock.After(id.RenewAt().Sub(now))
 		}
 	}
 }
 
-// renewRetry is the longest wait before renewing again after a failure.
-const renewRetry = 30 * time.Second
-
 // startControllers waits until the node controller is ready, then starts
-// the pod controller and waits until it is ready too.
-func (r *runner) startControllers(ctx, runCtx context.Context, nc *node.NodeController, nodeClient kubernetes.Interface, prov *vnode.Provider, parent string, delegates *lazyDelegates) (*node.PodController, error) {
+// forwarding the pods and waits until the pod controller is ready too.
+func (r *targetRun) startControllers(ctx, runCtx context.Context, nc *node.NodeController, nodeClient kubernetes.Interface, pods *forwarding) (*node.PodController, error) {
 	select {
 	case <-nc.Ready():
 	case <-nc.Done():
@@ -245,7 +231,7 @@ func (r *runner) startControllers(ctx, runCtx context.Context, nc *node.NodeCont
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	pc, err := r.startPods(runCtx, nodeClient, prov, parent, delegates)
+	pc, err := pods.start(runCtx, nodeClient, r.a.cfg.PodWorkers)
 	if err != nil {
 		return nil, err
 	}
@@ -288,69 +274,4 @@ func reportFrequency(t *v1alpha1.Target) time.Duration {
 	}
 	d, _ := time.ParseDuration(v1alpha1.DefaultReportFrequency)
 	return d
-}
-
-// ready fails when this cluster's API server is not ready, and has not
-// been for longer than Config.OutageTolerance since its last good check.
-// One answer serves every Target for readyTTL.
-func (a *Agent) ready(ctx context.Context) error {
-	a.readyMu.Lock()
-	defer a.readyMu.Unlock()
-	if now := a.cfg.Clock.Now(); !a.readyAt.IsZero() && now.Sub(a.readyAt) < readyTTL {
-		return a.readyErr
-	}
-	check := a.checkReady
-	if a.cfg.Ready != nil {
-		check = a.cfg.Ready
-	}
-	err := check(ctx)
-	a.readyAt = a.cfg.Clock.Now()
-	a.readyErr = a.tolerate(ctx, err, a.readyAt)
-	return a.readyErr
-}
-
-// tolerate returns err, or nil while this cluster's API server has been
-// failing for less than the outage tolerance after a good check; it logs
-// when an outage starts, when it is no longer tolerated and when it ends.
-// Called with readyMu held.
-func (a *Agent) tolerate(ctx context.Context, err error, now time.Time) error {
-	logger := klog.FromContext(ctx)
-	if err == nil {
-		if !a.failingSince.IsZero() {
-			logger.Info("This cluster's API server is ready again", "outage", now.Sub(a.failingSince).Round(time.Millisecond))
-		}
-		a.readyOK, a.failingSince, a.outageLogged = now, time.Time{}, false
-		return nil
-	}
-	tol := a.cfg.OutageTolerance
-	if a.failingSince.IsZero() {
-		a.failingSince = now
-		if tol > 0 && !a.readyOK.IsZero() {
-			logger.Info("This cluster's API server is not ready; the virtual nodes stay Ready in the parents meanwhile, for at most the outage tolerance", "err", err, "tolerance", tol)
-		}
-	}
-	if tol <= 0 || a.readyOK.IsZero() {
-		return err
-	}
-	if now.Sub(a.readyOK) < tol {
-		return nil
-	}
-	if !a.outageLogged {
-		a.outageLogged = true
-		logger.Info("This cluster's API server has not been ready for longer than the outage tolerance: the virtual nodes stop renewing their leases, and the parents will mark them lost", "err", err, "tolerance", tol)
-	}
-	return err
-}
-
-func (a *Agent) checkReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	body, err := a.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-	if err != nil {
-		return fmt.Errorf("this cluster's API server is not ready: %w", err)
-	}
-	if string(body) != "ok" {
-		return fmt.Errorf("this cluster's API server is not ready: %s", body)
-	}
-	return nil
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -24,11 +24,17 @@ import (
 
 const fieldManager = "nestlet"
 
-// targetController starts, restarts and stops one runner per Target.
+// targetController handles "a Target was added, edited or deleted": it
+// starts one run per Target generation (target_run.go), restarts it when
+// the spec changes, and on deletion stops it, leaves the parent and
+// removes the finalizer.
 type targetController struct {
 	a        *Agent
 	informer cache.SharedIndexInformer
 	queue    workqueue.TypedRateLimitingInterface[string]
+
+	mu   sync.Mutex
+	runs map[string]*targetRun // by Target name
 }
 
 func newTargetController(a *Agent) *targetController {
@@ -44,6 +50,7 @@ func newTargetController(a *Agent) *targetController {
 	tc := &targetController{
 		a:        a,
 		informer: inf,
+		runs:     map[string]*targetRun{},
 		// A Target that cannot leave its parent (unreachable) is retried
 		// every 30 s at most, so that it leaves soon after the parent is
 		// back (the default limiter waits up to 1000 s).
@@ -52,6 +59,7 @@ func newTargetController(a *Agent) *targetController {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "targets"}),
 	}
 	a.targetLister = inf.GetIndexer()
+	a.status.lister = inf.GetIndexer()
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 			tc.queue.Add(key)
@@ -66,6 +74,7 @@ func newTargetController(a *Agent) *targetController {
 }
 
 func (tc *targetController) run(ctx context.Context, workers int) {
+	defer tc.stopAll()
 	defer tc.queue.ShutDown()
 	for range workers {
 		go func() {
@@ -98,23 +107,23 @@ func (tc *targetController) sync(ctx context.Context, name string) error {
 		return err
 	}
 	if !exists {
-		a.stopRunner(name)
-		a.statusWritten.Delete(name)
+		tc.stopRun(name)
+		a.status.forget(name)
 		return nil
 	}
 	t := obj.(*v1alpha1.Target)
 	if t.DeletionTimestamp != nil {
-		a.stopRunner(name)
+		tc.stopRun(name)
 		if !slices.Contains(t.Finalizers, api.FinalizerCleanup) {
 			return nil
 		}
-		if err := a.leave(ctx, t); err != nil {
+		if err := tc.leave(ctx, t); err != nil {
 			reason, msg := join.ReasonOf(err, v1alpha1.ReasonNodeError)
-			a.setConditions(ctx, name, t.Generation, nil, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason,
+			a.status.set(ctx, name, t.Generation, nil, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason,
 				Message: "leaving the parent: " + msg + "; it is retried (remove finalizer " + api.FinalizerCleanup + " to give up)"})
 			return err
 		}
-		return a.removeFinalizer(ctx, name)
+		return tc.removeFinalizer(ctx, name)
 	}
 	// Targets written by `nestctl join` or the chart come with the
 	// finalizer; one written by hand gets it here.
@@ -127,33 +136,44 @@ func (tc *targetController) sync(ctx context.Context, name string) error {
 		}
 		t = updated // start now, not when the update comes back
 	}
-	a.ensureRunner(ctx, t)
+	tc.ensureRun(ctx, t)
 	return nil
 }
 
-// ensureRunner starts a runner for t unless one runs for its generation.
-func (a *Agent) ensureRunner(ctx context.Context, t *v1alpha1.Target) {
-	a.mu.Lock()
-	old := a.runners[t.Name]
+// ensureRun starts a run of t unless one runs for its generation.
+func (tc *targetController) ensureRun(ctx context.Context, t *v1alpha1.Target) {
+	tc.mu.Lock()
+	old := tc.runs[t.Name]
 	if old != nil && old.generation == t.Generation {
-		a.mu.Unlock()
+		tc.mu.Unlock()
 		return
 	}
-	r := newRunner(a, t.DeepCopy())
-	a.runners[t.Name] = r
-	a.mu.Unlock()
+	r := newTargetRun(tc.a, t.DeepCopy())
+	tc.runs[t.Name] = r
+	tc.mu.Unlock()
 	if old != nil {
 		old.stop()
 	}
 	r.start(ctx)
 }
 
-func (a *Agent) stopRunner(name string) {
-	a.mu.Lock()
-	r := a.runners[name]
-	delete(a.runners, name)
-	a.mu.Unlock()
+func (tc *targetController) stopRun(name string) {
+	tc.mu.Lock()
+	r := tc.runs[name]
+	delete(tc.runs, name)
+	tc.mu.Unlock()
 	if r != nil {
+		r.stop()
+	}
+}
+
+// stopAll stops every run; their virtual nodes stay in the parents.
+func (tc *targetController) stopAll() {
+	tc.mu.Lock()
+	runs := tc.runs
+	tc.runs = map[string]*targetRun{}
+	tc.mu.Unlock()
+	for _, r := range runs {
 		r.stop()
 	}
 }
@@ -166,7 +186,8 @@ const (
 )
 
 // leave removes the virtual node from the parent and forgets the identity.
-func (a *Agent) leave(ctx context.Context, t *v1alpha1.Target) error {
+func (tc *targetController) leave(ctx context.Context, t *v1alpha1.Target) error {
+	a := tc.a
 	logger := klog.FromContext(ctx).WithValues("target", t.Name)
 	store := a.store()
 	id, err := store.Load(ctx, t.Name, t.Spec.ParentURL, t.Spec.ClusterName, a.cfg.Clock.Now())
@@ -211,7 +232,8 @@ func deleteOwnNode(ctx context.Context, client kubernetes.Interface, name, clust
 	return client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}})
 }
 
-func (a *Agent) removeFinalizer(ctx context.Context, name string) error {
+func (tc *targetController) removeFinalizer(ctx context.Context, name string) error {
+	a := tc.a
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		t, err := a.targets.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -224,69 +246,4 @@ func (a *Agent) removeFinalizer(ctx context.Context, name string) error {
 		_, err = a.targets.Update(ctx, t, metav1.UpdateOptions{FieldManager: fieldManager})
 		return err
 	})
-}
-
-// setConditions writes conditions (and, when mutate is set, other status
-// fields) to the Target, if anything changed.
-func (a *Agent) setConditions(ctx context.Context, name string, generation int64, mutate func(*v1alpha1.TargetStatus), conds ...metav1.Condition) {
-	first := true
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		// The informer's copy, if it holds at least our last write (most
-		// writes then cost no read); else, or on a conflict, the server's.
-		var t *v1alpha1.Target
-		if obj, ok, _ := a.targetLister.GetByKey(name); first && ok && a.caughtUp(obj.(*v1alpha1.Target)) {
-			t = obj.(*v1alpha1.Target).DeepCopy()
-		} else {
-			var err error
-			if t, err = a.targets.Get(ctx, name, metav1.GetOptions{}); err != nil {
-				return err
-			}
-		}
-		first = false
-		if t.Generation != generation {
-			return nil // a newer runner owns the status
-		}
-		before := t.Status.DeepCopy()
-		for _, c := range conds {
-			c.ObservedGeneration = generation
-			meta.SetStatusCondition(&t.Status.Conditions, c)
-		}
-		t.Status.ObservedGeneration = generation
-		if mutate != nil {
-			mutate(&t.Status)
-		}
-		if equalStatus(before, &t.Status) {
-			return nil
-		}
-		updated, err := a.targets.UpdateStatus(ctx, t, metav1.UpdateOptions{FieldManager: fieldManager})
-		if err == nil {
-			a.statusWritten.Store(name, updated.ResourceVersion)
-		}
-		return err
-	})
-	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
-		klog.FromContext(ctx).Error(err, "Updating target status", "target", name)
-	}
-}
-
-// caughtUp reports whether the informer's copy of t is the one our last
-// status write returned (or we have written none): only then can it decide
-// that nothing needs writing.
-func (a *Agent) caughtUp(t *v1alpha1.Target) bool {
-	rv, ok := a.statusWritten.Load(t.Name)
-	return !ok || rv.(string) == t.ResourceVersion
-}
-
-func equalStatus(a, b *v1alpha1.TargetStatus) bool {
-	if a.ObservedGeneration != b.ObservedGeneration || a.NodeName != b.NodeName || a.ParentClusterName != b.ParentClusterName ||
-		!a.CertificateExpiry.Equal(b.CertificateExpiry) || !a.LastReportTime.Equal(b.LastReportTime) || len(a.Conditions) != len(b.Conditions) {
-		return false
-	}
-	for i := range a.Conditions {
-		x, y := a.Conditions[i], b.Conditions[i]
-		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message || x.ObservedGeneration != y.ObservedGeneration {
-			return false
-		}
-	}
-	return true
 }

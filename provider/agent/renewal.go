@@ -1,0 +1,92 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/provider/join"
+)
+
+// renewRetry is the longest wait before renewing again after a failure.
+const renewRetry = 30 * time.Second
+
+// renewal renews a run's node certificate before it expires and rotates it
+// in place: the virtual node, its tunnel and its streams go on with the new
+// one.
+type renewal struct {
+	run   *targetRun
+	id    *join.Identity
+	cert  *join.ClientCert
+	timer <-chan time.Time
+}
+
+func newRenewal(run *targetRun, id *join.Identity, cert *join.ClientCert) *renewal {
+	clk := run.a.cfg.Clock
+	return &renewal{run: run, id: id, cert: cert, timer: clk.After(id.RenewAt().Sub(clk.Now()))}
+}
+
+// due fires when the certificate is to be renewed.
+func (n *renewal) due() <-chan time.Time { return n.timer }
+
+// renew renews the certificate now and rotates it. A failure while the
+// current certificate is valid is retried later (due fires again); one
+// after it expired is returned: the run then joins again.
+func (n *renewal) renew(ctx context.Context) error {
+	r, clk := n.run, n.run.a.cfg.Clock
+	next, err := n.request(ctx, n.id)
+	if err == nil {
+		err = n.cert.Rotate(next)
+	}
+	now := clk.Now()
+	if err != nil {
+		if !now.Before(n.id.NotAfter()) {
+			return join.Errorf(v1alpha1.ReasonNodeError, err, "the node certificate expired and could not be renewed; joining again")
+		}
+		retry := min(renewRetry, n.id.NotAfter().Sub(now)/4)
+		klog.FromContext(ctx).Error(err, "Renewing the node certificate failed; retrying while the current one is valid", "notAfter", n.id.NotAfter(), "after", retry)
+		n.timer = clk.After(retry)
+		return nil
+	}
+	n.id = next
+	r.setIdentity(next)
+	r.setJoined(ctx)
+	n.timer = clk.After(next.RenewAt().Sub(now))
+	return nil
+}
+
+// renew gets a new certificate with the current one, or with the bootstrap
+// token if the parent does not let nodes renew, and stores it.
+func (n *renewal) request(ctx context.Context, old *join.Identity) (*join.Identity, error) {
+	r := n.run
+	logger := klog.FromContext(ctx)
+	parent := &join.Parent{URL: old.ParentURL, CAData: old.CAData, ClusterName: old.ParentClusterName}
+	client, err := kubernetes.NewForConfig(old.RESTConfig())
+	if err != nil {
+		return nil, err
+	}
+	id, err := r.requestIdentity(ctx, client, parent)
+	if err != nil {
+		logger.Info("Renewing with the node certificate failed, trying the bootstrap token", "err", err)
+		token, terr := r.token(ctx)
+		if terr != nil {
+			return nil, err
+		}
+		bootstrap, berr := kubernetes.NewForConfig(&rest.Config{Host: parent.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: parent.CAData}})
+		if berr != nil {
+			return nil, berr
+		}
+		if id, err = r.requestIdentity(ctx, bootstrap, parent); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.a.store().Save(ctx, r.target.Name, id); err != nil {
+		return nil, err
+	}
+	logger.Info("Renewed node certificate", "notAfter", id.NotAfter())
+	return id, nil
+}
