@@ -21,8 +21,8 @@ import (
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
-	"github.com/nestlet/nestlet/pkg/kubeclient"
 	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/pkg/kubeclient"
 	"github.com/nestlet/nestlet/provider/agent"
 )
 
