@@ -4,22 +4,32 @@
 // Targets are watched: adding, changing or deleting one takes effect at
 // run time. One type per controller, one file each:
 //
-//   - agent.go: Agent, its Config, and the wiring of everything below.
-//   - target_controller.go: "a Target was added, edited or deleted": one
-//     run per Target generation; leaving the parent on deletion.
-//   - target_status.go: writing a Target's status, only what changed.
-//   - target_run.go: one Target's run: join or reuse the identity, run
-//     the virtual node until something ends it, back off, again; its
-//     status steps in run_status.go, its join in identity.go.
-//   - registration.go: the virtual node registered in the parent and
-//     virtual-kubelet's node controller over it.
+//   - agent.go: Agent, its Config; New builds the shared parts, Run wires
+//     and starts the controllers below.
+//   - target_controller.go: "a Target was added, edited or deleted"
+//     (targetController): one run per Target generation; leaving the
+//     parent and the finalizer on deletion.
+//   - target_status.go: the Targets' status written only when it changed
+//     (statusWriter); run_status.go: what one run writes there (runStatus).
+//   - target_run.go: one Target's run (targetRun): join or reuse the
+//     identity, run the virtual node until something ends it, back off,
+//     again.
+//   - identity.go: the node identity, stored or got by joining (joiner).
+//   - registration.go: the virtual node created or adopted in the parent
+//     and virtual-kubelet's node controller over it (registrar), sparing
+//     the parent repeated requests (registration).
 //   - virtualnode.go: the virtual node's provider (provider/vnode).
-//   - renewal.go: the node certificate renewed and rotated in place.
-//   - pod_controller.go: the forwarder (provider/forward, where "a parent
-//     pod changed" is handled) under virtual-kubelet's pod controller.
-//   - kubeletapi.go: the virtual node's kubelet API (tunnel or direct).
+//   - renewal.go: the node certificate renewed and rotated in place
+//     (renewal).
+//   - pod_controller.go: "a parent pod changed" (forwarding):
+//     virtual-kubelet's pod controller over the forwarder
+//     (provider/forward: lifecycle.go creates, updates, deletes delegates;
+//     reconcile.go puts back a status someone else changed).
+//   - kubeletapi.go: the virtual node's kubelet API, tunnel or direct
+//     (kubeletAPI), bound before the node registers, served with the
+//     forwarder's delegates.
 //   - readiness.go: this cluster's readiness for the virtual nodes'
-//     pings, with outage tolerance.
+//     pings, with outage tolerance (readiness).
 //   - decorator.go, podcidrs.go: the virtual nodes of this cluster's own
 //     children (role label, taints, pod CIDR overlaps).
 //   - ownnode.go, secrets.go, changes.go, validate.go: helpers of the
@@ -93,24 +103,27 @@ type Config struct {
 	Clock   clock.WithTicker
 }
 
-// Agent runs the Targets of one cluster.
+// Agent runs the Targets of one cluster. New builds its parts, Run starts
+// them; the runs of the Targets share them.
 type Agent struct {
-	cfg        Config
-	client     kubernetes.Interface
-	targets    v1alpha1.TargetInterface
+	cfg     Config
+	client  kubernetes.Interface
+	targets v1alpha1.TargetInterface
+	// clusterUID identifies this cluster (kube-system's UID), read by Run.
 	clusterUID string
 
+	// factory holds the informers of this cluster's nodes and pods.
 	factory      *kubeclient.CoreFactory
 	nodes        corelisters.NodeLister
 	pods         corelisters.PodLister
+	targetWatch  cache.SharedIndexInformer
 	targetLister cache.Indexer
 	secrets      *ownSecrets
 	// status writes the Targets' status.
-	status  *statusWriter
+	status *statusWriter
+	// changes tells the virtual nodes that a node or pod changed here.
 	changes *broadcaster
-
 	metrics *forward.Metrics
-
 	// readiness answers every virtual node's ping.
 	readiness *readiness
 }
@@ -164,8 +177,18 @@ func New(cfg Config) (*Agent, error) {
 			return nil, err
 		}
 	}
-	return &Agent{cfg: cfg, client: client, targets: targets, changes: newBroadcaster(), status: &statusWriter{targets: targets},
-		metrics: forward.NewMetrics(cfg.Metrics), readiness: newReadiness(client, cfg.Ready, cfg.OutageTolerance, cfg.Clock)}, nil
+	a := &Agent{cfg: cfg, client: client, targets: targets,
+		factory:     kubeclient.NewCoreFactory(client, nil, kubeclient.StripManagedFields),
+		targetWatch: newTargetInformer(targets),
+		secrets:     newOwnSecrets(client, cfg.Namespace),
+		changes:     newBroadcaster(),
+		metrics:     forward.NewMetrics(cfg.Metrics),
+		readiness:   newReadiness(client, cfg.Ready, cfg.OutageTolerance, cfg.Clock),
+	}
+	a.nodes, a.pods = a.factory.CoreV1().Nodes().Lister(), a.factory.CoreV1().Pods().Lister()
+	a.targetLister = a.targetWatch.GetIndexer()
+	a.status = &statusWriter{targets: targets, lister: a.targetLister}
+	return a, nil
 }
 
 // Run runs the agent until ctx is cancelled.
@@ -180,10 +203,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("creating namespace %s: %w", a.cfg.Namespace, err)
 	}
 
-	a.factory = kubeclient.NewCoreFactory(a.client, nil, kubeclient.StripManagedFields)
 	nodeInformer := a.factory.CoreV1().Nodes()
 	podInformer := a.factory.CoreV1().Pods()
-	a.nodes, a.pods = nodeInformer.Lister(), podInformer.Lister()
 	notify := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { a.changes.notify() },
 		UpdateFunc: func(any, any) { a.changes.notify() },
@@ -196,17 +217,20 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 
-	tc := newTargetController(a)
+	tc, err := newTargetController(a.targets, a.targetWatch, a.status, a.store(), a.clusterUID, a.cfg.Clock,
+		func(t *v1alpha1.Target) *targetRun { return newTargetRun(a, t) })
+	if err != nil {
+		return err
+	}
 	dc, err := newDecorator(a.client, nodeInformer, a.cfg.Clock)
 	if err != nil {
 		return err
 	}
-	a.secrets = newOwnSecrets(a.client, a.cfg.Namespace)
 	a.factory.Start(ctx.Done())
-	go tc.informer.RunWithContext(ctx)
+	go a.targetWatch.RunWithContext(ctx)
 	// Not waited for: without it every Secret is read from the API server.
 	go a.secrets.run(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), nodeInformer.Informer().HasSynced, podInformer.Informer().HasSynced, tc.informer.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), nodeInformer.Informer().HasSynced, podInformer.Informer().HasSynced, a.targetWatch.HasSynced) {
 		return fmt.Errorf("waiting for caches to sync: %w", ctx.Err())
 	}
 	logger.Info("Agent started", "clusterUID", a.clusterUID, "namespace", a.cfg.Namespace)

@@ -11,63 +11,84 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/utils/clock"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/provider/join"
 )
 
-// identity returns the stored node identity, or joins to get one.
-func (r *targetRun) identity(ctx context.Context) (*join.Identity, error) {
-	t := r.target
-	store := r.a.store()
+// joiner gets a Target's node identity in its parent: the one stored, or
+// a new one by joining with the bootstrap token (discovery, certificate
+// signing request). Renewal asks it for the next certificate.
+type joiner struct {
+	target *v1alpha1.Target
+	// client and secrets read the bootstrap token Secret in this cluster.
+	client  kubernetes.Interface
+	secrets *ownSecrets
+	// store keeps the identities in this cluster.
+	store *join.Store
+	// own reaches this cluster's API server: a Target may not name it.
+	own *rest.Config
+	// status records the steps of a join that takes a while.
+	status *runStatus
+	clock  clock.PassiveClock
+}
+
+// identity returns the stored node identity, or joins to get one. After a
+// join it also returns the parent as discovered, with what it published
+// in nestlet-info moments ago (the kubelet API set-up takes it instead of
+// reading it again); nil for a stored identity.
+func (j *joiner) identity(ctx context.Context) (*join.Identity, *join.Parent, error) {
+	t := j.target
 	// A Target that never held an identity has none stored: no read.
-	if t.Status.CertificateExpiry != nil || r.heldIdentity() {
-		id, err := store.Load(ctx, t.Name, t.Spec.ParentURL, t.Spec.ClusterName, r.a.cfg.Clock.Now())
+	if t.Status.CertificateExpiry != nil || j.status.heldIdentity() {
+		id, err := j.store.Load(ctx, t.Name, t.Spec.ParentURL, t.Spec.ClusterName, j.clock.Now())
 		if err != nil || id != nil {
-			return id, err
+			return id, nil, err
 		}
 	}
-	if r.isSelf(t.Spec.ParentURL, nil) {
-		return nil, selfTarget()
+	if isSelf(j.own, t.Spec.ParentURL, nil) {
+		return nil, nil, selfTarget()
 	}
-	token, err := r.token(ctx)
+	token, err := j.token(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	r.progress(ctx, v1alpha1.ReasonJoining, "discovering the parent and checking the bootstrap token")
+	j.status.progress(ctx, v1alpha1.ReasonJoining, "discovering the parent and checking the bootstrap token")
 	parent, err := join.Discover(ctx, join.DiscoveryOptions{
 		ParentURL: t.Spec.ParentURL, Token: token, CACertHash: t.Spec.CACertHash, CABundle: t.Spec.CABundle,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if r.isSelf(t.Spec.ParentURL, parent.CAData) {
-		return nil, selfTarget()
+	if isSelf(j.own, t.Spec.ParentURL, parent.CAData) {
+		return nil, nil, selfTarget()
 	}
 	bootstrap, err := kubernetes.NewForConfig(&rest.Config{Host: parent.URL, BearerToken: token,
 		TLSClientConfig: rest.TLSClientConfig{CAData: parent.CAData}})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	id, err := r.requestIdentity(ctx, bootstrap, parent)
+	id, err := j.request(ctx, bootstrap, parent)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := store.Save(ctx, t.Name, id); err != nil {
-		return nil, err
+	if err := j.store.Save(ctx, t.Name, id); err != nil {
+		return nil, nil, err
 	}
-	r.discovered = &parent.Info // read moments ago: the kubelet API set-up uses it
-	return id, nil
+	return id, parent, nil
 }
 
-func (r *targetRun) requestIdentity(ctx context.Context, client kubernetes.Interface, parent *join.Parent) (*join.Identity, error) {
-	t := r.target
+// request gets a node certificate for a new key from the parent through
+// client (the bootstrap token's, or the current node identity's).
+func (j *joiner) request(ctx context.Context, client kubernetes.Interface, parent *join.Parent) (*join.Identity, error) {
+	t := j.target
 	key, err := join.NewKey()
 	if err != nil {
 		return nil, err
 	}
 	cert, err := join.RequestNodeCertificate(ctx, client, t.Spec.ClusterName, key, func(csr string) {
-		r.progress(ctx, v1alpha1.ReasonAwaitingApproval, fmt.Sprintf(
+		j.status.progress(ctx, v1alpha1.ReasonAwaitingApproval, fmt.Sprintf(
 			"certificate signing request %s awaits approval in the parent: run 'nestctl approve %s' against the parent (or create tokens with 'nestctl token create --auto-approve')",
 			csr, t.Spec.ClusterName))
 	})
@@ -78,12 +99,12 @@ func (r *targetRun) requestIdentity(ctx context.Context, client kubernetes.Inter
 }
 
 // token reads the bootstrap token from the Secret the Target names.
-func (r *targetRun) token(ctx context.Context) (string, error) {
-	ref := r.target.Spec.BootstrapTokenSecretRef
-	sec := r.a.secrets.get(ref.Namespace, ref.Name)
+func (j *joiner) token(ctx context.Context) (string, error) {
+	ref := j.target.Spec.BootstrapTokenSecretRef
+	sec := j.secrets.get(ref.Namespace, ref.Name)
 	var err error
 	if sec == nil {
-		sec, err = r.a.client.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		sec, err = j.client.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	}
 	if err != nil {
 		return "", join.Errorf(v1alpha1.ReasonTokenSecretError, err,
@@ -102,10 +123,9 @@ func selfTarget() error {
 		"spec.parentURL points at this very cluster: a cluster cannot be its own parent; set the URL of another cluster's API server")
 }
 
-// isSelf reports whether parentURL is this cluster's own API server, or
-// parentCA one of this cluster's CA certificates.
-func (r *targetRun) isSelf(parentURL string, parentCA []byte) bool {
-	own := r.a.cfg.RESTConfig
+// isSelf reports whether parentURL is this cluster's own API server
+// (reached with own), or parentCA one of this cluster's CA certificates.
+func isSelf(own *rest.Config, parentURL string, parentCA []byte) bool {
 	if sameEndpoint(own.Host, parentURL) {
 		return true
 	}

@@ -11,12 +11,11 @@ import (
 	"strconv"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
@@ -47,6 +46,9 @@ const (
 // whose delegates it reaches exists.
 type kubeletAPI struct {
 	mode string
+	// follow is set when the configured mode follows the parent's
+	// nestlet-proxy (auto, tunnel): watchProxy watches it.
+	follow bool
 	// proxy is what the parent published when the mode was chosen (the
 	// nestlet-proxy keys of kube-public/nestlet-info).
 	proxy    map[string]string
@@ -89,16 +91,18 @@ func (k *kubeletAPI) close() {
 	}
 }
 
-// chooseKubeletAPI picks the mode for this parent and binds what it needs:
-// the listener in direct mode, so that its port is known before the node
-// registers.
-func (r *targetRun) chooseKubeletAPI(ctx context.Context, id *join.Identity, cert *join.ClientCert, nodeClient kubernetes.Interface) (*kubeletAPI, error) {
-	mode := r.a.cfg.KubeletAPI
+// chooseKubeletAPI picks the mode for this parent, from the configured
+// mode and directAddress (Config.KubeletAPI, Config.DirectAddress), and
+// binds what it needs: the listener in direct mode, so that its port is
+// known before the node registers. discovered is the parent as a join
+// just discovered it (its nestlet-info then is not read again), or nil.
+func chooseKubeletAPI(ctx context.Context, nodeClient kubernetes.Interface, id *join.Identity, cert *join.ClientCert, mode, directAddress string, discovered *join.Parent) (*kubeletAPI, error) {
+	follow := mode == KubeletAPIAuto || mode == KubeletAPITunnel
 	var info, proxy map[string]string
-	if mode == KubeletAPIAuto || mode == KubeletAPITunnel {
+	if follow {
 		var err error
-		if d := r.discovered; d != nil {
-			info = *d
+		if discovered != nil {
+			info = discovered.Info
 		} else if cm, gerr := nodeClient.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{}); gerr == nil {
 			info = cm.Data
 		} else {
@@ -111,13 +115,13 @@ func (r *targetRun) chooseKubeletAPI(ctx context.Context, id *join.Identity, cer
 		case mode == KubeletAPITunnel:
 			return nil, join.Errorf(v1alpha1.ReasonKubeletAPIUnavailable, err,
 				"--kubelet-api=tunnel, but the parent publishes no nestlet-proxy in kube-public/%s: install the proxy in the parent (helm chart value proxy.enabled) or use --kubelet-api=direct", api.ClusterInfoConfigMap)
-		case r.a.cfg.DirectAddress != "":
+		case directAddress != "":
 			mode = KubeletAPIDirect
 		default:
 			mode = KubeletAPIOff
 		}
 	}
-	k := &kubeletAPI{mode: mode, proxy: proxy}
+	k := &kubeletAPI{mode: mode, follow: follow, proxy: proxy}
 	switch mode {
 	case KubeletAPIOff:
 	case KubeletAPITunnel:
@@ -131,9 +135,9 @@ func (r *targetRun) chooseKubeletAPI(ctx context.Context, id *join.Identity, cer
 		if err != nil {
 			return nil, err
 		}
-		l, err := listenDirect(r.a.cfg.DirectAddress)
+		l, err := listenDirect(directAddress)
 		if err != nil {
-			return nil, join.Errorf(v1alpha1.ReasonKubeletAPIUnavailable, err, "cannot serve the kubelet API on --kubelet-direct-address %s", r.a.cfg.DirectAddress)
+			return nil, join.Errorf(v1alpha1.ReasonKubeletAPIUnavailable, err, "cannot serve the kubelet API on --kubelet-direct-address %s", directAddress)
 		}
 		k.auth, k.listener, k.endpoint = auth, l, l.Addr().String()
 	default:
@@ -142,19 +146,15 @@ func (r *targetRun) chooseKubeletAPI(ctx context.Context, id *join.Identity, cer
 	return k, nil
 }
 
-// serve serves the kubelet API of virtual node nodeName, reaching the pods
-// through delegates, in the background until ctx ends.
-func (k *kubeletAPI) serve(ctx context.Context, nodeName string, delegates kubeletapi.Delegates, a *Agent) error {
+// serve builds the kubelet API server of cfg (its virtual node, and the
+// forwarder's delegates through which it reaches the pods) and serves it
+// in the background until ctx ends.
+func (k *kubeletAPI) serve(ctx context.Context, cfg kubeletapi.Config) error {
 	if k.mode == KubeletAPIOff {
 		return nil
 	}
-	srv, err := kubeletapi.New(kubeletapi.Config{
-		NodeName:    nodeName,
-		Delegates:   delegates,
-		Child:       a.client,
-		ChildConfig: a.cfg.RESTConfig,
-		Nodes:       func() ([]*corev1.Node, error) { return a.nodes.List(labels.Everything()) },
-	})
+	nodeName := cfg.NodeName
+	srv, err := kubeletapi.New(cfg)
 	if err != nil {
 		k.close()
 		return err
@@ -162,10 +162,10 @@ func (k *kubeletAPI) serve(ctx context.Context, nodeName string, delegates kubel
 	logger := klog.FromContext(ctx)
 	switch k.mode {
 	case KubeletAPITunnel:
-		cfg := k.tunnel
-		cfg.Handler = srv.Handler()
+		tc := k.tunnel
+		tc.Handler = srv.Handler()
 		go func() {
-			if err := tunnel.Run(ctx, cfg); err != nil {
+			if err := tunnel.Run(ctx, tc); err != nil {
 				logger.Error(err, "Tunnel to the parent's proxy")
 			}
 		}()
@@ -229,13 +229,13 @@ const proxyCheckPeriod = 30 * time.Second
 // was set up with: a proxy installed after the join, removed, or restarted
 // with another certificate or address. Only in the modes that follow the
 // proxy (auto, tunnel); a read that fails changes nothing.
-func (r *targetRun) watchProxy(ctx context.Context, nodeClient kubernetes.Interface, k *kubeletAPI) <-chan struct{} {
+func (k *kubeletAPI) watchProxy(ctx context.Context, clk clock.WithTicker, nodeClient kubernetes.Interface) <-chan struct{} {
 	changed := make(chan struct{})
-	if r.a.cfg.KubeletAPI != KubeletAPIAuto && r.a.cfg.KubeletAPI != KubeletAPITunnel {
+	if !k.follow {
 		return changed
 	}
 	go func() {
-		tick := r.a.cfg.Clock.NewTicker(proxyCheckPeriod)
+		tick := clk.NewTicker(proxyCheckPeriod)
 		defer tick.Stop()
 		for {
 			select {

@@ -35,36 +35,24 @@ type forwarding struct {
 	recorder record.EventRecorder
 }
 
-// newForwarding builds the forwarder of this run; nothing runs before
-// start. Its delegates answer the kubelet API from the start: none until
-// start has synced them.
-func (r *targetRun) newForwarding(ctx context.Context, nodeClient kubernetes.Interface, avoider forward.Avoider, parent string) (*forwarding, error) {
-	t := r.target
+// newForwarding builds the forwarder of cfg over the parent pods bound to
+// virtual node cfg.ClusterName, read through nodeClient; nothing runs
+// before start. Its delegates answer the kubelet API from the start: none
+// until start has synced them.
+func newForwarding(ctx context.Context, nodeClient kubernetes.Interface, cfg forward.Config) (*forwarding, error) {
 	f := &forwarding{factory: kubeclient.NewCoreFactory(nodeClient, func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", t.Spec.ClusterName).String()
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.ClusterName).String()
 	}, kubeclient.StripManagedFields)}
 	f.pods = f.factory.CoreV1().Pods()
 	f.pods.Informer() // register before Start
-	f.recorder = newRecorder(ctx, nodeClient, t.Spec.ClusterName)
+	f.recorder = newRecorder(ctx, nodeClient, cfg.ClusterName)
+	cfg.Parent = nodeClient
+	cfg.ParentPods = f.pods.Lister()
+	cfg.ParentPodEvents = f.pods.Informer()
+	cfg.Recorder = f.recorder
+	cfg.ChildRecorder = newRecorder(ctx, cfg.Child, cfg.ClusterName)
 	var err error
-	f.fwd, err = forward.New(forward.Config{
-		TargetName:      t.Name,
-		TargetUID:       t.UID,
-		ClusterName:     t.Spec.ClusterName,
-		ParentName:      parent,
-		BounceTimeout:   r.a.cfg.BounceTimeout,
-		Parent:          nodeClient,
-		ParentPods:      f.pods.Lister(),
-		ParentPodEvents: f.pods.Informer(),
-		Child:           r.a.client,
-		Recorder:        f.recorder,
-		ChildRecorder:   newRecorder(ctx, r.a.client, t.Spec.ClusterName),
-		Avoider:         avoider,
-		Metrics:         r.a.metrics,
-		// Never Ready, never run: nothing was forwarded for it yet.
-		New: t.Status.NodeName == "" && !r.started,
-	})
-	r.started = true
+	f.fwd, err = forward.New(cfg)
 	return f, err
 }
 

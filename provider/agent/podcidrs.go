@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
@@ -131,10 +132,10 @@ func (c *cidrCache) of(n *corev1.Node) (cidrs []string, sum *api.Summary) {
 
 // checkPodCIDRs keeps ConditionPodCIDRsDistinct of the Target in step with
 // what the parent found (see above), reading this cluster's virtual node
-// every few report periods, until ctx ends.
-func (r *targetRun) checkPodCIDRs(ctx context.Context, nodeClient kubernetes.Interface, prov *vnode.Provider) {
-	every := max(3*reportFrequency(r.target), 15*time.Second)
-	tick := r.a.cfg.Clock.NewTicker(every)
+// (prov's, named name) every few report periods, until ctx ends.
+func checkPodCIDRs(ctx context.Context, clk clock.WithTicker, nodeClient kubernetes.Interface, name string, prov *vnode.Provider, status *runStatus) {
+	every := max(3*reportFrequency(status.target), 15*time.Second)
+	tick := clk.NewTicker(every)
 	defer tick.Stop()
 	// The Ready write of the run recorded the check as pending (or
 	// impossible): the parent's agent answers within a report or two.
@@ -144,15 +145,17 @@ func (r *targetRun) checkPodCIDRs(ctx context.Context, nodeClient kubernetes.Int
 			return
 		case <-tick.C():
 		}
-		if cond, err := r.podCIDRCondition(ctx, nodeClient, prov); err == nil {
-			r.a.status.set(ctx, r.target.Name, r.generation, nil, cond)
+		if cond, err := podCIDRCondition(ctx, nodeClient, name, prov); err == nil {
+			status.set(ctx, cond)
 		} else if ctx.Err() == nil {
 			klog.FromContext(ctx).V(2).Info("Reading the parent's pod CIDR check", "err", err)
 		}
 	}
 }
 
-func (r *targetRun) podCIDRCondition(ctx context.Context, nodeClient kubernetes.Interface, prov *vnode.Provider) (metav1.Condition, error) {
+// podCIDRCondition reads what the parent found about prov's pod CIDRs on
+// virtual node name.
+func podCIDRCondition(ctx context.Context, nodeClient kubernetes.Interface, name string, prov *vnode.Provider) (metav1.Condition, error) {
 	own, err := prov.PodCIDRs()
 	if err != nil {
 		return metav1.Condition{}, err
@@ -161,7 +164,7 @@ func (r *targetRun) podCIDRCondition(ctx context.Context, nodeClient kubernetes.
 	if len(own) == 0 {
 		return cond, nil
 	}
-	n, err := nodeClient.CoreV1().Nodes().Get(ctx, r.target.Spec.ClusterName, metav1.GetOptions{ResourceVersion: "0"})
+	n, err := nodeClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
 	if err != nil {
 		return cond, err
 	}

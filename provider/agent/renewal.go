@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/provider/join"
@@ -17,17 +18,19 @@ const renewRetry = 30 * time.Second
 
 // renewal renews a run's node certificate before it expires and rotates it
 // in place: the virtual node, its tunnel and its streams go on with the new
-// one.
+// one. The joiner requests the new certificate; status records it.
 type renewal struct {
-	run   *targetRun
-	id    *join.Identity
-	cert  *join.ClientCert
-	timer <-chan time.Time
+	joiner *joiner
+	status *runStatus
+	clock  clock.Clock
+	id     *join.Identity
+	cert   *join.ClientCert
+	timer  <-chan time.Time
 }
 
-func newRenewal(run *targetRun, id *join.Identity, cert *join.ClientCert) *renewal {
-	clk := run.a.cfg.Clock
-	return &renewal{run: run, id: id, cert: cert, timer: clk.After(id.RenewAt().Sub(clk.Now()))}
+// newRenewal renews id, whose key and certificate cert serves, when due.
+func newRenewal(j *joiner, status *runStatus, clk clock.Clock, id *join.Identity, cert *join.ClientCert) *renewal {
+	return &renewal{joiner: j, status: status, clock: clk, id: id, cert: cert, timer: clk.After(id.RenewAt().Sub(clk.Now()))}
 }
 
 // due fires when the certificate is to be renewed.
@@ -37,7 +40,7 @@ func (n *renewal) due() <-chan time.Time { return n.timer }
 // current certificate is valid is retried later (due fires again); one
 // after it expired is returned: the run then joins again.
 func (n *renewal) renew(ctx context.Context) error {
-	r, clk := n.run, n.run.a.cfg.Clock
+	clk := n.clock
 	next, err := n.request(ctx, n.id)
 	if err == nil {
 		err = n.cert.Rotate(next)
@@ -53,26 +56,26 @@ func (n *renewal) renew(ctx context.Context) error {
 		return nil
 	}
 	n.id = next
-	r.setIdentity(next)
-	r.setJoined(ctx)
+	n.status.setIdentity(next)
+	n.status.setJoined(ctx)
 	n.timer = clk.After(next.RenewAt().Sub(now))
 	return nil
 }
 
-// renew gets a new certificate with the current one, or with the bootstrap
-// token if the parent does not let nodes renew, and stores it.
+// request gets a new certificate with the current one, or with the
+// bootstrap token if the parent does not let nodes renew, and stores it.
 func (n *renewal) request(ctx context.Context, old *join.Identity) (*join.Identity, error) {
-	r := n.run
+	j := n.joiner
 	logger := klog.FromContext(ctx)
 	parent := &join.Parent{URL: old.ParentURL, CAData: old.CAData, ClusterName: old.ParentClusterName}
 	client, err := kubernetes.NewForConfig(old.RESTConfig())
 	if err != nil {
 		return nil, err
 	}
-	id, err := r.requestIdentity(ctx, client, parent)
+	id, err := j.request(ctx, client, parent)
 	if err != nil {
 		logger.Info("Renewing with the node certificate failed, trying the bootstrap token", "err", err)
-		token, terr := r.token(ctx)
+		token, terr := j.token(ctx)
 		if terr != nil {
 			return nil, err
 		}
@@ -80,11 +83,11 @@ func (n *renewal) request(ctx context.Context, old *join.Identity) (*join.Identi
 		if berr != nil {
 			return nil, berr
 		}
-		if id, err = r.requestIdentity(ctx, bootstrap, parent); err != nil {
+		if id, err = j.request(ctx, bootstrap, parent); err != nil {
 			return nil, err
 		}
 	}
-	if err := r.a.store().Save(ctx, r.target.Name, id); err != nil {
+	if err := j.store.Save(ctx, j.target.Name, id); err != nil {
 		return nil, err
 	}
 	logger.Info("Renewed node certificate", "notAfter", id.NotAfter())

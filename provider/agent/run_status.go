@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/provider/join"
@@ -18,8 +19,15 @@ import (
 // writes its outcome only, one status write instead of one per step.
 const progressDelay = 2 * time.Second
 
-// runStatus is what a runner has to write to its Target's status.
+// runStatus writes what one run of a Target has to say in the Target's
+// status: its join's progress, its outcome, its identity, its reports. It
+// writes through the agent's statusWriter, for the run's generation only.
 type runStatus struct {
+	writer     *statusWriter
+	target     *v1alpha1.Target
+	generation int64
+	clock      clock.Clock
+
 	mu sync.Mutex
 	// id is the identity of the current run, recorded as Joined with the
 	// Ready condition.
@@ -35,33 +43,41 @@ type runStatus struct {
 	cidr *metav1.Condition
 }
 
-// setPodCIDRs records the pod CIDRs the run reports, for the Ready write.
-func (r *targetRun) setPodCIDRs(own []string) {
-	c := podCIDRPending(own)
-	r.status.mu.Lock()
-	r.status.cidr = &c
-	r.status.mu.Unlock()
+func newRunStatus(w *statusWriter, t *v1alpha1.Target, clk clock.Clock) *runStatus {
+	return &runStatus{writer: w, target: t, generation: t.Generation, clock: clk}
 }
 
-// heldIdentity reports whether a run of this runner held an identity.
-func (r *targetRun) heldIdentity() bool {
-	r.status.mu.Lock()
-	defer r.status.mu.Unlock()
-	return r.status.id != nil
+// set writes conditions of the run's generation.
+func (s *runStatus) set(ctx context.Context, conds ...metav1.Condition) {
+	s.writer.set(ctx, s.target.Name, s.generation, nil, conds...)
+}
+
+// setPodCIDRs records the pod CIDRs the run reports, for the Ready write.
+func (s *runStatus) setPodCIDRs(own []string) {
+	c := podCIDRPending(own)
+	s.mu.Lock()
+	s.cidr = &c
+	s.mu.Unlock()
+}
+
+// heldIdentity reports whether a run of this generation held an identity.
+func (s *runStatus) heldIdentity() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id != nil
 }
 
 // setIdentity records the identity the run holds.
-func (r *targetRun) setIdentity(id *join.Identity) {
-	r.status.mu.Lock()
-	r.status.id = id
-	r.status.mu.Unlock()
+func (s *runStatus) setIdentity(id *join.Identity) {
+	s.mu.Lock()
+	s.id = id
+	s.mu.Unlock()
 }
 
 // progress records a step of a join that may take a while. It is written
 // once the join has taken progressDelay without an outcome, then at once
 // for the steps after.
-func (r *targetRun) progress(ctx context.Context, reason, msg string) {
-	s := &r.status
+func (s *runStatus) progress(ctx context.Context, reason, msg string) {
 	s.mu.Lock()
 	s.step = &metav1.Condition{Reason: reason, Message: msg}
 	arm := !s.armed
@@ -73,14 +89,14 @@ func (r *targetRun) progress(ctx context.Context, reason, msg string) {
 	go func() {
 		select {
 		case <-ctx.Done():
-		case <-r.a.cfg.Clock.After(progressDelay):
+		case <-s.clock.After(progressDelay):
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock() // an outcome waits for this write: it comes after
 		step := s.step
 		s.step, s.armed = nil, false
 		if step != nil && ctx.Err() == nil {
-			r.a.status.set(ctx, r.target.Name, r.generation, nil,
+			s.set(ctx,
 				metav1.Condition{Type: v1alpha1.ConditionJoined, Status: metav1.ConditionFalse, Reason: step.Reason, Message: step.Message},
 				metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: step.Reason, Message: step.Message})
 		}
@@ -95,8 +111,7 @@ var joinedReasons = map[string]bool{v1alpha1.ReasonNameTaken: true, v1alpha1.Rea
 // fine) or Joined=False; on success also the node name, the report time
 // (registering the node reported the summary) and a pending pod CIDR
 // check. One status write.
-func (r *targetRun) setReady(ctx context.Context, status metav1.ConditionStatus, reason, msg string) {
-	s := &r.status
+func (s *runStatus) setReady(ctx context.Context, status metav1.ConditionStatus, reason, msg string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.step = nil // not written now: this outcome supersedes it
@@ -104,27 +119,27 @@ func (r *targetRun) setReady(ctx context.Context, status metav1.ConditionStatus,
 	var mutations []func(*v1alpha1.TargetStatus)
 	switch {
 	case s.id != nil && (status == metav1.ConditionTrue || joinedReasons[reason]):
-		cond, mutate := r.joined(s.id)
+		cond, mutate := s.joined(s.id)
 		conds = append(conds, cond)
 		mutations = append(mutations, mutate)
 	case status == metav1.ConditionFalse && !joinedReasons[reason]:
 		conds = append(conds, metav1.Condition{Type: v1alpha1.ConditionJoined, Status: metav1.ConditionFalse, Reason: reason, Message: msg})
 	}
 	if status == metav1.ConditionTrue {
-		now := r.a.cfg.Clock.Now()
+		now := s.clock.Now()
 		s.lastReport = now
 		ts := metav1.NewTime(now)
-		name := r.target.Spec.ClusterName
+		name := s.target.Spec.ClusterName
 		mutations = append(mutations, func(st *v1alpha1.TargetStatus) {
 			st.NodeName = name
 			st.LastReportTime = &ts
 			if c := s.cidr; c != nil && meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionPodCIDRsDistinct) == nil {
-				c.ObservedGeneration = r.generation
+				c.ObservedGeneration = s.generation
 				meta.SetStatusCondition(&st.Conditions, *c)
 			}
 		})
 	}
-	r.a.status.set(ctx, r.target.Name, r.generation, func(st *v1alpha1.TargetStatus) {
+	s.writer.set(ctx, s.target.Name, s.generation, func(st *v1alpha1.TargetStatus) {
 		for _, m := range mutations {
 			m(st)
 		}
@@ -132,22 +147,21 @@ func (r *targetRun) setReady(ctx context.Context, status metav1.ConditionStatus,
 }
 
 // setJoined writes the identity held (after a renewal).
-func (r *targetRun) setJoined(ctx context.Context) {
-	s := &r.status
+func (s *runStatus) setJoined(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.id == nil {
 		return
 	}
-	cond, mutate := r.joined(s.id)
-	r.a.status.set(ctx, r.target.Name, r.generation, mutate, cond)
+	cond, mutate := s.joined(s.id)
+	s.writer.set(ctx, s.target.Name, s.generation, mutate, cond)
 }
 
 // joined returns the Joined condition and status fields of id.
-func (r *targetRun) joined(id *join.Identity) (metav1.Condition, func(*v1alpha1.TargetStatus)) {
+func (s *runStatus) joined(id *join.Identity) (metav1.Condition, func(*v1alpha1.TargetStatus)) {
 	expiry := metav1.NewTime(id.NotAfter())
 	return metav1.Condition{Type: v1alpha1.ConditionJoined, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonJoined,
-			Message: fmt.Sprintf("this cluster holds the identity %s in the parent until %s", join.NodeUser(r.target.Spec.ClusterName), id.NotAfter().UTC().Format(time.RFC3339))},
+			Message: fmt.Sprintf("this cluster holds the identity %s in the parent until %s", join.NodeUser(s.target.Spec.ClusterName), id.NotAfter().UTC().Format(time.RFC3339))},
 		func(st *v1alpha1.TargetStatus) {
 			st.CertificateExpiry = &expiry
 			st.ParentClusterName = id.ParentClusterName
@@ -156,15 +170,14 @@ func (r *targetRun) joined(id *join.Identity) (metav1.Condition, func(*v1alpha1.
 
 // reported records the time of the last report, at most once per report
 // period.
-func (r *targetRun) reported(ctx context.Context, at time.Time) {
-	s := &r.status
+func (s *runStatus) reported(ctx context.Context, at time.Time) {
 	s.mu.Lock()
-	if at.Sub(s.lastReport) < reportFrequency(r.target) {
+	if at.Sub(s.lastReport) < reportFrequency(s.target) {
 		s.mu.Unlock()
 		return
 	}
 	s.lastReport = at
 	s.mu.Unlock()
 	ts := metav1.NewTime(at)
-	r.a.status.set(ctx, r.target.Name, r.generation, func(st *v1alpha1.TargetStatus) { st.LastReportTime = &ts })
+	s.writer.set(ctx, s.target.Name, s.generation, func(st *v1alpha1.TargetStatus) { st.LastReportTime = &ts })
 }

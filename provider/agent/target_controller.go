@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
@@ -29,28 +30,47 @@ const fieldManager = "nestlet"
 // the spec changes, and on deletion stops it, leaves the parent and
 // removes the finalizer.
 type targetController struct {
-	a        *Agent
-	informer cache.SharedIndexInformer
-	queue    workqueue.TypedRateLimitingInterface[string]
+	targets v1alpha1.TargetInterface
+	lister  cache.Indexer
+	queue   workqueue.TypedRateLimitingInterface[string]
+	// status writes the Targets' status (a failure to leave).
+	status *statusWriter
+	// store holds the node identities, forgotten on leaving.
+	store      *join.Store
+	clusterUID string
+	clock      clock.PassiveClock
+	// newRun returns a run of t, not started.
+	newRun func(t *v1alpha1.Target) *targetRun
 
 	mu   sync.Mutex
 	runs map[string]*targetRun // by Target name
 }
 
-func newTargetController(a *Agent) *targetController {
+// newTargetInformer watches the Targets of this cluster.
+func newTargetInformer(targets v1alpha1.TargetInterface) cache.SharedIndexInformer {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return a.targets.List(ctx, o)
+			return targets.List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return a.targets.Watch(ctx, o)
+			return targets.Watch(ctx, o)
 		},
 	}
-	inf := cache.NewSharedIndexInformer(lw, &v1alpha1.Target{}, 0, cache.Indexers{})
+	return cache.NewSharedIndexInformer(lw, &v1alpha1.Target{}, 0, cache.Indexers{})
+}
+
+// newTargetController queues the Targets that informer sees change.
+func newTargetController(targets v1alpha1.TargetInterface, informer cache.SharedIndexInformer, status *statusWriter, store *join.Store,
+	clusterUID string, clk clock.PassiveClock, newRun func(*v1alpha1.Target) *targetRun) (*targetController, error) {
 	tc := &targetController{
-		a:        a,
-		informer: inf,
-		runs:     map[string]*targetRun{},
+		targets:    targets,
+		lister:     informer.GetIndexer(),
+		status:     status,
+		store:      store,
+		clusterUID: clusterUID,
+		clock:      clk,
+		newRun:     newRun,
+		runs:       map[string]*targetRun{},
 		// A Target that cannot leave its parent (unreachable) is retried
 		// every 30 s at most, so that it leaves soon after the parent is
 		// back (the default limiter waits up to 1000 s).
@@ -58,19 +78,17 @@ func newTargetController(a *Agent) *targetController {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, leaveRetryMax),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "targets"}),
 	}
-	a.targetLister = inf.GetIndexer()
-	a.status.lister = inf.GetIndexer()
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 			tc.queue.Add(key)
 		}
 	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 		DeleteFunc: enqueue,
 	})
-	return tc
+	return tc, err
 }
 
 func (tc *targetController) run(ctx context.Context, workers int) {
@@ -101,14 +119,13 @@ func (tc *targetController) processNext(ctx context.Context) bool {
 }
 
 func (tc *targetController) sync(ctx context.Context, name string) error {
-	a := tc.a
-	obj, exists, err := a.targetLister.GetByKey(name)
+	obj, exists, err := tc.lister.GetByKey(name)
 	if err != nil {
 		return err
 	}
 	if !exists {
 		tc.stopRun(name)
-		a.status.forget(name)
+		tc.status.forget(name)
 		return nil
 	}
 	t := obj.(*v1alpha1.Target)
@@ -119,7 +136,7 @@ func (tc *targetController) sync(ctx context.Context, name string) error {
 		}
 		if err := tc.leave(ctx, t); err != nil {
 			reason, msg := join.ReasonOf(err, v1alpha1.ReasonNodeError)
-			a.status.set(ctx, name, t.Generation, nil, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason,
+			tc.status.set(ctx, name, t.Generation, nil, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason,
 				Message: "leaving the parent: " + msg + "; it is retried (remove finalizer " + api.FinalizerCleanup + " to give up)"})
 			return err
 		}
@@ -130,7 +147,7 @@ func (tc *targetController) sync(ctx context.Context, name string) error {
 	if !slices.Contains(t.Finalizers, api.FinalizerCleanup) {
 		t = t.DeepCopy()
 		t.Finalizers = append(t.Finalizers, api.FinalizerCleanup)
-		updated, err := a.targets.Update(ctx, t, metav1.UpdateOptions{FieldManager: fieldManager})
+		updated, err := tc.targets.Update(ctx, t, metav1.UpdateOptions{FieldManager: fieldManager})
 		if err != nil {
 			return fmt.Errorf("adding finalizer: %w", err)
 		}
@@ -148,7 +165,7 @@ func (tc *targetController) ensureRun(ctx context.Context, t *v1alpha1.Target) {
 		tc.mu.Unlock()
 		return
 	}
-	r := newTargetRun(tc.a, t.DeepCopy())
+	r := tc.newRun(t.DeepCopy())
 	tc.runs[t.Name] = r
 	tc.mu.Unlock()
 	if old != nil {
@@ -187,10 +204,8 @@ const (
 
 // leave removes the virtual node from the parent and forgets the identity.
 func (tc *targetController) leave(ctx context.Context, t *v1alpha1.Target) error {
-	a := tc.a
 	logger := klog.FromContext(ctx).WithValues("target", t.Name)
-	store := a.store()
-	id, err := store.Load(ctx, t.Name, t.Spec.ParentURL, t.Spec.ClusterName, a.cfg.Clock.Now())
+	id, err := tc.store.Load(ctx, t.Name, t.Spec.ParentURL, t.Spec.ClusterName, tc.clock.Now())
 	if err != nil {
 		return err
 	}
@@ -202,7 +217,7 @@ func (tc *targetController) leave(ctx context.Context, t *v1alpha1.Target) error
 		// A parent that accepts connections and never answers must not
 		// hold this worker.
 		pctx, cancel := context.WithTimeout(ctx, leaveTimeout)
-		err = deleteOwnNode(pctx, nodeClient, t.Spec.ClusterName, a.clusterUID)
+		err = deleteOwnNode(pctx, nodeClient, t.Spec.ClusterName, tc.clusterUID)
 		cancel()
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
@@ -215,7 +230,7 @@ func (tc *targetController) leave(ctx context.Context, t *v1alpha1.Target) error
 			return join.Classify(err, t.Spec.ParentURL)
 		}
 	}
-	return store.Delete(ctx, t.Name)
+	return tc.store.Delete(ctx, t.Name)
 }
 
 // deleteOwnNode deletes node name in the parent only if it is this
@@ -233,9 +248,8 @@ func deleteOwnNode(ctx context.Context, client kubernetes.Interface, name, clust
 }
 
 func (tc *targetController) removeFinalizer(ctx context.Context, name string) error {
-	a := tc.a
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		t, err := a.targets.Get(ctx, name, metav1.GetOptions{})
+		t, err := tc.targets.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -243,7 +257,7 @@ func (tc *targetController) removeFinalizer(ctx context.Context, name string) er
 			return err
 		}
 		t.Finalizers = slices.DeleteFunc(t.Finalizers, func(f string) bool { return f == api.FinalizerCleanup })
-		_, err = a.targets.Update(ctx, t, metav1.UpdateOptions{FieldManager: fieldManager})
+		_, err = tc.targets.Update(ctx, t, metav1.UpdateOptions{FieldManager: fieldManager})
 		return err
 	})
 }

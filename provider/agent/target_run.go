@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
@@ -18,10 +19,13 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/pkg/kubeletapi"
+	"github.com/nestlet/nestlet/provider/forward"
 	"github.com/nestlet/nestlet/provider/join"
+	"github.com/nestlet/nestlet/provider/vnode"
 )
 
-// Reasons after which retrying the same spec is pointless: the runner waits
+// Reasons after which retrying the same spec is pointless: the run waits
 // for the Target to change.
 var terminalReasons = map[string]bool{
 	v1alpha1.ReasonInvalidSpec: true,
@@ -39,20 +43,19 @@ var errReconnected = errors.New("the parent is reachable again")
 // went, or changed its endpoints, to serve the kubelet API the new way.
 var errProxyChanged = errors.New("the parent's nestlet-proxy changed")
 
-// targetRun joins one parent for one generation of a Target and keeps its
-// virtual node running.
+// targetRun is one generation of one Target: it joins the parent or reuses
+// the stored identity (joiner, identity.go), runs the virtual node there
+// until something ends it (registrar, forwarding, kubeletAPI, renewal),
+// backs off and starts again. Its status goes through runStatus.
 type targetRun struct {
 	a          *Agent
 	target     *v1alpha1.Target
 	generation int64
 	cancel     context.CancelFunc
 	done       chan struct{}
-	status     runStatus
-	// discovered is what the parent published in nestlet-info when this
-	// run discovered it (nil map: nothing), taken by the kubelet API
-	// set-up of the same run instead of reading it again.
-	discovered *map[string]string
-	// started is set once a run of this runner forwarded pods.
+	status     *runStatus
+	joiner     *joiner
+	// started is set once a run of this generation forwarded pods.
 	started bool
 	// reconnected receives a value when the parent is reachable again
 	// after an outage.
@@ -60,7 +63,10 @@ type targetRun struct {
 }
 
 func newTargetRun(a *Agent, t *v1alpha1.Target) *targetRun {
-	return &targetRun{a: a, target: t, generation: t.Generation, done: make(chan struct{}), reconnected: make(chan struct{}, 1)}
+	status := newRunStatus(a.status, t, a.cfg.Clock)
+	return &targetRun{a: a, target: t, generation: t.Generation, done: make(chan struct{}), reconnected: make(chan struct{}, 1),
+		status: status,
+		joiner: &joiner{target: t, client: a.client, secrets: a.secrets, store: a.store(), own: a.cfg.RESTConfig, status: status, clock: a.cfg.Clock}}
 }
 
 func (r *targetRun) start(ctx context.Context) {
@@ -69,8 +75,8 @@ func (r *targetRun) start(ctx context.Context) {
 	go r.run(ctx)
 }
 
-// stop cancels the runner and waits for it; its virtual node is left in
-// the parent (a new runner takes it over, or leave removes it).
+// stop cancels the run and waits for it; its virtual node is left in the
+// parent (a new run takes it over, or leave removes it).
 func (r *targetRun) stop() {
 	r.cancel()
 	<-r.done
@@ -96,7 +102,7 @@ func (r *targetRun) run(ctx context.Context) {
 		}
 		reason, msg := join.ReasonOf(err, v1alpha1.ReasonNodeError)
 		logger.Info("Target not ready", "reason", reason, "message", msg)
-		r.setReady(ctx, metav1.ConditionFalse, reason, msg)
+		r.status.setReady(ctx, metav1.ConditionFalse, reason, msg)
 		if terminalReasons[reason] {
 			<-ctx.Done()
 			return
@@ -109,17 +115,17 @@ func (r *targetRun) run(ctx context.Context) {
 	}
 }
 
-// once joins (or reuses the stored identity) and runs the virtual node until
-// ctx ends or something ends the run (hold).
+// once joins (or reuses the stored identity), chooses the kubelet API,
+// then runs the virtual node (runNode).
 func (r *targetRun) once(ctx context.Context) error {
 	if err := validateSpec(r.target); err != nil {
 		return err
 	}
-	id, err := r.identity(ctx)
+	id, discovered, err := r.joiner.identity(ctx)
 	if err != nil {
 		return err
 	}
-	r.setIdentity(id)
+	r.status.setIdentity(id)
 	cert, err := join.NewClientCert(id)
 	if err != nil {
 		return err
@@ -136,13 +142,12 @@ func (r *targetRun) once(ctx context.Context) error {
 	// Right after a join the node is looked up only if creating it finds
 	// one (register).
 	var existing *corev1.Node
-	if r.discovered == nil {
+	if discovered == nil {
 		if existing, err = reg.ownNode(ctx); err != nil {
 			return err
 		}
 	}
-	kapi, err := r.chooseKubeletAPI(ctx, id, cert, nodeClient)
-	r.discovered = nil // later runs read it afresh
+	kapi, err := chooseKubeletAPI(ctx, nodeClient, id, cert, r.a.cfg.KubeletAPI, r.a.cfg.DirectAddress, discovered)
 	if err != nil {
 		return err
 	}
@@ -150,21 +155,36 @@ func (r *targetRun) once(ctx context.Context) error {
 	case <-r.reconnected:
 	default:
 	}
+	return r.runNode(ctx, id, cert, nodeClient, reg, existing, kapi)
+}
+
+// runNode builds the virtual node's provider and the forwarder, serves the
+// kubelet API with the forwarder's delegates, registers the node, starts
+// the node and pod controllers, and holds the run until something ends it.
+func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.ClientCert, nodeClient kubernetes.Interface, reg *registrar, existing *corev1.Node, kapi *kubeletAPI) error {
+	t := r.target
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	changed, unsubscribe := r.a.changes.subscribe()
 	defer unsubscribe()
-	prov, err := r.newProvider(ctx, id, nodeClient, kapi.hostPort, changed)
+	prov, err := newVirtualNode(t, nodeClient, r.vnodeConfig(ctx, parentName(id, t), kapi, changed))
 	if err != nil {
 		kapi.close()
 		return err
 	}
-	pods, err := r.newForwarding(runCtx, nodeClient, prov, parentName(id, r.target))
+	pods, err := newForwarding(runCtx, nodeClient, r.forwardConfig(parentName(id, t), prov))
+	r.started = true
 	if err != nil {
 		kapi.close()
 		return err
 	}
-	if err := kapi.serve(runCtx, r.target.Spec.ClusterName, pods.fwd, r.a); err != nil {
+	if err := kapi.serve(runCtx, kubeletapi.Config{
+		NodeName:    t.Spec.ClusterName,
+		Delegates:   pods.fwd,
+		Child:       r.a.client,
+		ChildConfig: r.a.cfg.RESTConfig,
+		Nodes:       func() ([]*corev1.Node, error) { return r.a.nodes.List(labels.Everything()) },
+	}); err != nil {
 		return err
 	}
 	initial, err := reg.register(ctx, prov, existing)
@@ -185,15 +205,58 @@ func (r *targetRun) once(ctx context.Context) error {
 		return err
 	}
 	if own, err := prov.PodCIDRs(); err == nil {
-		r.setPodCIDRs(own)
+		r.status.setPodCIDRs(own)
 	}
-	go r.checkPodCIDRs(runCtx, nodeClient, prov)
-	watchOwnNode(runCtx, nodeClient, r.target.Spec.ClusterName, r.a.cfg.Clock, prov.PostStatus)
-	t := r.target
-	r.setReady(ctx, metav1.ConditionTrue, v1alpha1.ReasonReporting,
+	go checkPodCIDRs(runCtx, r.a.cfg.Clock, nodeClient, t.Spec.ClusterName, prov, r.status)
+	watchOwnNode(runCtx, nodeClient, t.Spec.ClusterName, r.a.cfg.Clock, prov.PostStatus)
+	r.status.setReady(ctx, metav1.ConditionTrue, v1alpha1.ReasonReporting,
 		fmt.Sprintf("virtual node %s is registered in the parent and reports every %s; %s", t.Spec.ClusterName, reportFrequency(t), kapi.describe()))
 
-	return r.hold(ctx, newRenewal(r, id, cert), nc, pc, r.watchProxy(runCtx, nodeClient, kapi))
+	return r.hold(ctx, newRenewal(r.joiner, r.status, r.a.cfg.Clock, id, cert), nc, pc, kapi.watchProxy(runCtx, r.a.cfg.Clock, nodeClient))
+}
+
+// vnodeConfig is what the virtual node's provider gets from the agent and
+// from this run (newVirtualNode adds the Target's own fields).
+func (r *targetRun) vnodeConfig(ctx context.Context, parent string, kapi *kubeletAPI, changed <-chan struct{}) vnode.Config {
+	a := r.a
+	return vnode.Config{
+		ClusterUID:   a.clusterUID,
+		ParentName:   parent,
+		GroupKeys:    a.cfg.GroupKeys,
+		SharePercent: func() int { return sharePercent(r.target, len(a.targetLister.ListKeys())) },
+		Parents:      func() int { return len(a.targetLister.ListKeys()) },
+		Reconnected: func(time.Duration) {
+			select {
+			case r.reconnected <- struct{}{}:
+			default:
+			}
+		},
+		Nodes:           a.nodes,
+		Pods:            a.pods,
+		Changed:         changed,
+		Ready:           a.readiness.ready,
+		Reported:        func(at time.Time) { r.status.reported(ctx, at) },
+		KubeletEndpoint: kapi.hostPort,
+		Clock:           a.cfg.Clock,
+	}
+}
+
+// forwardConfig is what the forwarder gets from the agent and from this
+// run (newForwarding adds the parent pods and the recorders).
+func (r *targetRun) forwardConfig(parent string, avoider forward.Avoider) forward.Config {
+	t := r.target
+	return forward.Config{
+		TargetName:    t.Name,
+		TargetUID:     t.UID,
+		ClusterName:   t.Spec.ClusterName,
+		ParentName:    parent,
+		BounceTimeout: r.a.cfg.BounceTimeout,
+		Child:         r.a.client,
+		Avoider:       avoider,
+		Metrics:       r.a.metrics,
+		// Never Ready, never run: nothing was forwarded for it yet.
+		New: t.Status.NodeName == "" && !r.started,
+	}
 }
 
 // hold keeps a started run going, renewing the node certificate in place,

@@ -47,7 +47,7 @@ func (w *statusWriter) set(ctx context.Context, name string, generation int64, m
 		}
 		first = false
 		if t.Generation != generation {
-			return nil // a newer runner owns the status
+			return nil // a newer run owns the status
 		}
 		before := t.Status.DeepCopy()
 		for _, c := range conds {
