@@ -14,11 +14,22 @@ import (
 
 // startAPIServer starts the kube-apiserver on port and waits until it is ready.
 func (c *Cluster) startAPIServer(ctx context.Context, bins *Binaries, etcd *Etcd, pki *clusterPKI, port int) (*Process, error) {
+	// Pods reach their cluster's API server as in any cluster, through
+	// the kubernetes Service (10.96.0.1, in the serving certificate),
+	// whose endpoint is this machine's address: the API server listens
+	// there too, and advertises it. Programs on this machine use
+	// 127.0.0.1. A machine with no address but loopback keeps the API
+	// server on loopback, with no endpoint (an endpoint may not be
+	// loopback).
+	bind, advertise, reconciler := "0.0.0.0", HostIP(), "lease"
+	if advertise == "127.0.0.1" {
+		bind, reconciler = "127.0.0.1", "none"
+	}
 	apiserver, err := startProcess(c.Dir, "kube-apiserver", bins.KubeAPIServer,
 		"--etcd-servers="+etcd.URL,
 		"--etcd-prefix=/clusters/"+c.Name,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--bind-address="+bind,
+		"--advertise-address="+advertise,
 		"--secure-port="+strconv.Itoa(port),
 		"--tls-cert-file="+pki.serving.CertPath,
 		"--tls-private-key-file="+pki.serving.KeyPath,
@@ -35,7 +46,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, bins *Binaries, etcd *Etcd
 		"--enable-admission-plugins=NodeRestriction",
 		"--enable-bootstrap-token-auth=true",
 		"--allow-privileged=true",
-		"--endpoint-reconciler-type=none",
+		"--endpoint-reconciler-type="+reconciler,
 		"--profiling=false",
 		"--v=1",
 	)

@@ -85,3 +85,56 @@ func webAtRoot(t *testing.T, ns string, replicas int32) *corev1.Service {
 	require.NoError(t, err)
 	return svc
 }
+
+// TestClientInLeafResolvesNames: the leaf runs cluster DNS as any cluster
+// does, so a client pod made at the root and running in the leaf resolves
+// the leaf's own names (its API server's Service, the copy of a Service
+// made at the root, by its full name and by the short name of its search
+// path) and reaches the replicas by name.
+func TestClientInLeafResolvesNames(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := t.Context()
+	leafCluster := env.Cluster("leaf")
+	require.NoError(t, leafCluster.WaitClusterDNS(ctx, 2*time.Minute))
+	webAtRoot(t, ns, 1)
+	leaf := leafCluster.Client
+	var copyIP string
+	eventually(t, 2*time.Minute, "web's copy in the leaf", func() (bool, string) {
+		svc, err := leaf.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		copyIP = svc.Spec.ClusterIP
+		return true, ""
+	})
+	api, err := leaf.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
+	require.NoError(t, err)
+
+	createAt(t, ns, appPod("client"))
+	waitRoot(t, ns, "client", "Ready", podReady)
+	resolve := func(name string) string {
+		return mustKubectl(t, "", "-n", ns, "exec", "client", "--", "/demo-app", "resolve", name)
+	}
+	require.Equal(t, api.Spec.ClusterIP+"\n", resolve("kubernetes.default.svc.cluster.local"), "the leaf's API server Service")
+	require.Equal(t, copyIP+"\n", resolve("web."+ns+".svc.cluster.local"), "the leaf's copy of web, by its full name")
+	require.Equal(t, copyIP+"\n", resolve("web"), "the leaf's copy of web, by the short name")
+
+	var webPod string
+	eventually(t, 2*time.Minute, "web's pod Ready in the leaf", func() (bool, string) {
+		pods, err := leaf.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			return false, err.Error()
+		}
+		for i := range pods.Items {
+			if podReady(&pods.Items[i]) {
+				webPod = pods.Items[i].Name
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d of web's pods, none Ready", len(pods.Items))
+	})
+	eventually(t, time.Minute, "web answers by name", func() (bool, string) {
+		out, errOut, err := kubectl(ctx, "", "-n", ns, "exec", "client", "--", "/demo-app", "get", "http://web/by-name")
+		return err == nil && out == "hello from "+webPod+"\n", fmt.Sprintf("%q %q %v", out, errOut, err)
+	})
+}
