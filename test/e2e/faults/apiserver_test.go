@@ -98,6 +98,8 @@ func TestParentAPIServerDown(t *testing.T) {
 	})
 	require.NoError(t, err, "the root's API server is not ready again")
 	t.Logf("the root's API server ready %s after its restart", time.Since(back).Round(time.Millisecond))
+	waitRootLive(ctx, t)
+	t.Logf("the root's scheduler and controllers act again %s after its restart", time.Since(back).Round(time.Millisecond))
 
 	settle(t, ns, 6, 2*time.Minute)
 	t.Logf("settled %s after the restart", time.Since(back).Round(time.Millisecond))
