@@ -92,6 +92,8 @@ type Cluster struct {
 
 	realMu    sync.Mutex
 	realNodes []*RealNode
+	// dnsInstalled is set once ensureClusterDNS succeeded (realMu).
+	dnsInstalled bool
 }
 
 // RealNodes returns the cluster's real nodes.
@@ -289,7 +291,7 @@ spec:
 
 // schedulerCommand returns the scheduler to run: nestlet-scheduler with the
 // shipped profile, or the stock kube-scheduler.
-func (c *Cluster) schedulerCommand(ctx context.Context, bins *Binaries, kubeconfig string, stock bool) (string, []string, error) {
+func (c *Cluster) schedulerCommand(bins *Binaries, kubeconfig string, stock bool) (string, []string, error) {
 	common := []string{
 		"--authentication-kubeconfig=" + kubeconfig,
 		"--authorization-kubeconfig=" + kubeconfig,

@@ -50,6 +50,21 @@ const corefile = `.:53 {
 }
 `
 
+// installClusterDNS installs the cluster DNS once per cluster (its first
+// real node); a failure is tried again with the next real node.
+func (c *Cluster) installClusterDNS(ctx context.Context) error {
+	c.realMu.Lock()
+	defer c.realMu.Unlock()
+	if c.dnsInstalled {
+		return nil
+	}
+	if err := ensureClusterDNS(ctx, c.Client); err != nil {
+		return err
+	}
+	c.dnsInstalled = true
+	return nil
+}
+
 // ensureClusterDNS installs CoreDNS in the cluster as kubeadm does (its
 // ServiceAccount and RBAC, the Corefile, a Deployment on the real nodes,
 // the kube-dns Service at ClusterDNSIP); what exists already is left as it

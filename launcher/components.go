@@ -119,7 +119,7 @@ func (c *Cluster) startScheduler(ctx context.Context, bins *Binaries, pki *clust
 	if err != nil {
 		return nil, err
 	}
-	schedBin, schedArgs, err := c.schedulerCommand(ctx, bins, schedKubeconfig, opts.StockScheduler)
+	schedBin, schedArgs, err := c.schedulerCommand(bins, schedKubeconfig, opts.StockScheduler)
 	if err != nil {
 		return nil, err
 	}

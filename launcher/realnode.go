@@ -140,7 +140,7 @@ func (c *Cluster) AddRealNode(ctx context.Context, o RealNodeOptions) (n *RealNo
 	}
 	// A cluster with real nodes has cluster DNS, as any cluster a user
 	// has; it answers where kube-proxy runs (RealNodeOptions.KubeProxy).
-	return n, ensureClusterDNS(ctx, c.Client)
+	return n, c.installClusterDNS(ctx)
 }
 
 // prepareHost creates the node's bridge with its gateway address (so the

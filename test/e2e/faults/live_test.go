@@ -40,21 +40,34 @@ func waitRootLive(ctx context.Context, t *testing.T) {
 	}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
 		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(80)}}}}
+	// Each object is created once, retried until the root takes it: the
+	// namespace, then (once its default service account exists, which
+	// admission needs) the probe pod and Service.
+	creates := []struct {
+		what   string
+		create func(context.Context) error
+	}{
+		{"namespace", func(ctx context.Context) error {
+			_, err := root.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+			return err
+		}},
+		{"probe pod", func(ctx context.Context) error {
+			_, err := root.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+			return err
+		}},
+		{"probe Service", func(ctx context.Context) error {
+			_, err := root.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+			return err
+		}},
+	}
 	var why string
 	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		// Each step is retried until it holds: the namespace, its
-		// default service account (admission needs it), the objects.
-		if _, err := root.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			why = "namespace: " + err.Error()
-			return false, nil
-		}
-		if _, err := root.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			why = "probe pod: " + err.Error()
-			return false, nil
-		}
-		if _, err := root.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			why = "probe Service: " + err.Error()
-			return false, nil
+		for len(creates) > 0 {
+			if err := creates[0].create(ctx); err != nil && !apierrors.IsAlreadyExists(err) {
+				why = creates[0].what + ": " + err.Error()
+				return false, nil
+			}
+			creates = creates[1:]
 		}
 		p, err := root.CoreV1().Pods(ns).Get(ctx, "probe", metav1.GetOptions{})
 		if err != nil || p.Spec.NodeName == "" {
