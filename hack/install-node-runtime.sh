@@ -67,6 +67,9 @@ apt_need() {
 }
 apt_need libseccomp-dev test -e /usr/include/seccomp.h
 apt_need nftables command -v nft
+# Hosts of their own for every cluster (launcher.NetworkHosts): ip and nsenter.
+apt_need iproute2 command -v ip
+apt_need util-linux command -v nsenter
 
 module_version() { # DIR MODULE
   (cd "$1" && go list -m -f '{{.Version}}' "$2")

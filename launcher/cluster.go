@@ -29,6 +29,9 @@ type ClusterOptions struct {
 	// Name identifies the cluster: its etcd prefix, its directory and its
 	// kubeconfig context. Required.
 	Name string
+	// Region is where the cluster lives (a playground topology says), shown
+	// with its host (NetworkHosts).
+	Region string
 	// StockScheduler runs the stock kube-scheduler instead of
 	// nestlet-scheduler with its shipped profile (for baselines).
 	StockScheduler bool
@@ -62,8 +65,11 @@ type Cluster struct {
 	Name string
 	// Dir holds the cluster's certificates, kubeconfigs and logs.
 	Dir string
-	// URL is the kube-apiserver's address, https://127.0.0.1:<port>.
+	// URL is the kube-apiserver's address: https://<host IP>:<port> on a
+	// host of its own (NetworkHosts), https://127.0.0.1:<port> else.
 	URL string
+	// Host is the cluster's host (NetworkHosts), else nil.
+	Host *Host
 	// KubeconfigPath is an admin (system:masters) kubeconfig.
 	KubeconfigPath string
 	// CAPath is the cluster CA, which also signs CSRs.
@@ -164,7 +170,7 @@ const (
 // startCluster starts a control plane against etcd and waits until its API
 // server is ready and its controller manager has created the default
 // ServiceAccount.
-func startCluster(ctx context.Context, bins *Binaries, own *NestletBinaries, etcd *Etcd, baseDir string, opts ClusterOptions, procs *processGroup) (*Cluster, error) {
+func startCluster(ctx context.Context, bins *Binaries, own *NestletBinaries, etcd *Etcd, baseDir string, host *Host, opts ClusterOptions, procs *processGroup) (*Cluster, error) {
 	if opts.Name == "" {
 		return nil, fmt.Errorf("cluster options: name is required")
 	}
@@ -176,7 +182,8 @@ func startCluster(ctx context.Context, bins *Binaries, own *NestletBinaries, etc
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Name: opts.Name, Dir: dir, URL: fmt.Sprintf("https://127.0.0.1:%d", ports[0]), KwokNodePort: ports[1], procs: procs, bins: bins, nestlet: own}
+	c := &Cluster{Name: opts.Name, Dir: dir, Host: host, KwokNodePort: ports[1], procs: procs, bins: bins, nestlet: own}
+	c.URL = fmt.Sprintf("https://%s:%d", c.Address(), ports[0])
 
 	pki, err := c.writePKI()
 	if err != nil {
@@ -185,7 +192,7 @@ func startCluster(ctx context.Context, bins *Binaries, own *NestletBinaries, etc
 	c.CAPath = c.ca.CertPath
 
 	if opts.OwnEtcd {
-		own, err := startEtcd(ctx, bins, dir, procs)
+		own, err := startEtcd(ctx, bins, dir, c.netns(), c.Address(), procs)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", opts.Name, err)
 		}
@@ -320,6 +327,29 @@ func (c *Cluster) schedulerCommand(bins *Binaries, kubeconfig string, stock bool
 	return c.nestlet.Scheduler, append(common, "--config="+path), nil
 }
 
+// Address is where the cluster's programs serve what others reach: its
+// host's address on the WAN (NetworkHosts), else 127.0.0.1.
+func (c *Cluster) Address() string {
+	if c.Host != nil {
+		return c.Host.IP
+	}
+	return "127.0.0.1"
+}
+
+// netns is the network namespace of the cluster's host, or empty (this
+// machine's). Nil-safe.
+func (c *Cluster) netns() string {
+	if c == nil || c.Host == nil {
+		return ""
+	}
+	return c.Host.Netns
+}
+
+// start starts a program of the cluster on its host, its log in Dir.
+func (c *Cluster) start(name, bin string, args ...string) (*Process, error) {
+	return startProcessIn(c.netns(), c.Dir, name, bin, nil, args...)
+}
+
 func (c *Cluster) track(p *Process) {
 	c.own = append(c.own, p)
 	c.procs.add(p)
@@ -341,6 +371,12 @@ func (c *Cluster) writePKI() (*clusterPKI, error) {
 	}
 	c.ca = ca
 	loopback := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")}
+	serving := loopback
+	if c.Host != nil {
+		// Its host's address, and the operator's, where the tests' link
+		// proxies take a child's connections to this parent.
+		serving = append(slices.Clone(loopback), net.ParseIP(c.Host.IP), net.ParseIP(OperatorIP()))
+	}
 	var p clusterPKI
 	steps := []struct {
 		out      **certKey
@@ -349,7 +385,7 @@ func (c *Cluster) writePKI() (*clusterPKI, error) {
 		ips      []net.IP
 		dnsNames []string
 	}{
-		{&p.serving, "apiserver", pkix.Name{CommonName: "kube-apiserver"}, loopback, []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}},
+		{&p.serving, "apiserver", pkix.Name{CommonName: "kube-apiserver"}, serving, []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}},
 		{&p.kwokServing, "kwok-serving", pkix.Name{CommonName: "kwok"}, loopback[:1], []string{"localhost"}},
 		{&p.admin, "admin", pkix.Name{CommonName: "kubernetes-admin", Organization: []string{"system:masters"}}, nil, nil},
 		{&p.controllerManager, "kube-controller-manager", pkix.Name{CommonName: "system:kube-controller-manager"}, nil, nil},

@@ -22,10 +22,13 @@ func (c *Cluster) startAPIServer(ctx context.Context, bins *Binaries, etcd *Etcd
 	// server on loopback, with no endpoint (an endpoint may not be
 	// loopback).
 	bind, advertise, reconciler := "0.0.0.0", HostIP(), "lease"
+	if c.Host != nil {
+		advertise = c.Host.IP
+	}
 	if advertise == "127.0.0.1" {
 		bind, reconciler = "127.0.0.1", "none"
 	}
-	apiserver, err := startProcess(c.Dir, "kube-apiserver", bins.KubeAPIServer,
+	apiserver, err := c.start("kube-apiserver", bins.KubeAPIServer,
 		"--etcd-servers="+etcd.URL,
 		"--etcd-prefix=/clusters/"+c.Name,
 		"--bind-address="+bind,
@@ -83,7 +86,7 @@ func (c *Cluster) startControllerManager(bins *Binaries, pki *clusterPKI, opts C
 	if err != nil {
 		return nil, err
 	}
-	kcm, err := startProcess(c.Dir, "kube-controller-manager", bins.KubeControllerManager, append([]string{
+	kcm, err := c.start("kube-controller-manager", bins.KubeControllerManager, append([]string{
 		"--kubeconfig=" + kcmKubeconfig,
 		"--authentication-kubeconfig=" + kcmKubeconfig,
 		"--authorization-kubeconfig=" + kcmKubeconfig,
@@ -128,11 +131,11 @@ func (c *Cluster) startScheduler(ctx context.Context, bins *Binaries, pki *clust
 		if err != nil {
 			return nil, err
 		}
-		c.SchedulerMetricsURL = fmt.Sprintf("https://127.0.0.1:%d/metrics", port)
-		schedArgs = append(schedArgs, "--secure-port="+strconv.Itoa(port),
+		c.SchedulerMetricsURL = fmt.Sprintf("https://%s:%d/metrics", c.Address(), port)
+		schedArgs = append(schedArgs, "--secure-port="+strconv.Itoa(port), "--bind-address="+c.Address(),
 			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics")
 	}
-	sched, err := startProcess(c.Dir, "kube-scheduler", schedBin, append(schedArgs, opts.SchedulerArgs...)...)
+	sched, err := c.start("kube-scheduler", schedBin, append(schedArgs, opts.SchedulerArgs...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +157,7 @@ func (c *Cluster) startKwok(bins *Binaries, pki *clusterPKI, opts ClusterOptions
 	if err != nil {
 		return nil, err
 	}
-	kwok, err := startProcess(c.Dir, "kwok", bins.Kwok, append([]string{
+	kwok, err := c.start("kwok", bins.Kwok, append([]string{
 		"--kubeconfig=" + kwokKubeconfig,
 		"--config=" + bins.KwokStages,
 		"--config=" + extraStages,

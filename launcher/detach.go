@@ -282,6 +282,12 @@ func StopDetached(dir string, grace time.Duration) ([]ProcessRecord, error) {
 		}
 		return running, fmt.Errorf("still running after SIGKILL: %s; %s kept", strings.Join(names, ", "), abs)
 	}
+	if err := removeDetachedHosts(abs); err != nil {
+		return running, fmt.Errorf("removing hosts: %w; %s kept", err, abs)
+	}
+	if err := removeUnusedWAN(); err != nil {
+		return running, err
+	}
 	unregisterDetached(abs)
 	if err := os.RemoveAll(abs); err != nil {
 		return running, fmt.Errorf("removing %s: %w", abs, err)

@@ -34,6 +34,10 @@ type Config struct {
 	// StopDetached stops it from its state file. Stop still works while
 	// this program runs. Dir must not hold a state file already.
 	Detach bool
+	// Network lays the clusters out: each on a host of its own behind NAT
+	// (NetworkHosts), or all on this machine's network (NetworkShared).
+	// DefaultNetwork when empty.
+	Network Network
 }
 
 // Environment is a set of clusters sharing one etcd.
@@ -42,8 +46,11 @@ type Environment struct {
 	Binaries *Binaries
 	Nestlet  *NestletBinaries
 	Etcd     *Etcd
+	// Network is how its clusters are laid out.
+	Network Network
 
 	mu       sync.Mutex
+	hosts    []*Host
 	clusters map[string]*Cluster
 	order    []string
 	procs    processGroup
@@ -68,7 +75,20 @@ func Start(ctx context.Context, cfg Config, spec Spec) (env *Environment, err er
 			return nil, err
 		}
 	}
-	env = &Environment{Dir: dir, Binaries: bins, Nestlet: own, clusters: map[string]*Cluster{}}
+	network := cfg.Network
+	if network == "" {
+		network = DefaultNetwork()
+	}
+	switch network {
+	case NetworkHosts:
+		if err := CheckHosts(); err != nil {
+			return nil, err
+		}
+	case NetworkShared:
+	default:
+		return nil, fmt.Errorf("unknown network %q: use %s or %s", network, NetworkHosts, NetworkShared)
+	}
+	env = &Environment{Dir: dir, Binaries: bins, Nestlet: own, Network: network, clusters: map[string]*Cluster{}}
 	if cfg.Detach {
 		if env.Dir, err = filepath.Abs(dir); err != nil {
 			return nil, err
@@ -86,7 +106,16 @@ func Start(ctx context.Context, cfg Config, spec Spec) (env *Environment, err er
 			err = fmt.Errorf("%w (logs kept in %s)", err, dir)
 		}
 	}()
-	if env.Etcd, err = startEtcd(ctx, bins, dir, &env.procs); err != nil {
+	// The shared etcd listens where the API servers reach it: loopback,
+	// or the operator's address on the WAN, reachable from every host.
+	etcdIP := "127.0.0.1"
+	if network == NetworkHosts {
+		if err := EnsureWAN(); err != nil {
+			return env, err
+		}
+		etcdIP = OperatorIP()
+	}
+	if env.Etcd, err = startEtcd(ctx, bins, dir, "", etcdIP, &env.procs); err != nil {
 		return env, err
 	}
 	if err := env.AddClusters(ctx, spec.Clusters...); err != nil {
@@ -108,7 +137,19 @@ func (e *Environment) AddClusters(ctx context.Context, clusters ...ClusterOption
 	var wg sync.WaitGroup
 	for i, o := range clusters {
 		wg.Go(func() {
-			c, err := startCluster(ctx, e.Binaries, e.Nestlet, e.Etcd, e.Dir, o, &e.procs)
+			var host *Host
+			if e.Network == NetworkHosts {
+				h, err := newHost(o.Name, o.Region, e.Dir, e.state != nil)
+				if err != nil {
+					errs[i] = fmt.Errorf("cluster %s: %w", o.Name, err)
+					return
+				}
+				e.mu.Lock()
+				e.hosts = append(e.hosts, h)
+				e.mu.Unlock()
+				host = h
+			}
+			c, err := startCluster(ctx, e.Binaries, e.Nestlet, e.Etcd, e.Dir, host, o, &e.procs)
 			if err != nil {
 				if c != nil {
 					err = errors.Join(err, c.stopRealNodes())
@@ -151,10 +192,25 @@ func (e *Environment) Clusters() []*Cluster {
 	return out
 }
 
+// Hosts returns the hosts of the clusters (NetworkHosts), by cluster name.
+func (e *Environment) Hosts() []*Host {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := append([]*Host(nil), e.hosts...)
+	slices.SortFunc(out, func(a, b *Host) int { return strings.Compare(a.Cluster, b.Cluster) })
+	return out
+}
+
 // StartProcess starts a program (an agent, say) that the Environment then
 // stops with everything else; its log is Dir/<name>.log.
 func (e *Environment) StartProcess(name, bin string, args ...string) (*Process, error) {
-	p, err := startProcess(e.Dir, name, bin, args...)
+	return e.StartProcessIn(nil, name, bin, args...)
+}
+
+// StartProcessIn is StartProcess on the host of cluster c (on this
+// machine when c is nil or has no host).
+func (e *Environment) StartProcessIn(c *Cluster, name, bin string, args ...string) (*Process, error) {
+	p, err := startProcessIn(c.netns(), e.Dir, name, bin, nil, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -182,6 +238,16 @@ func (e *Environment) StopErr() error {
 	}
 	wg.Wait()
 	e.procs.stopAll(10 * time.Second)
+	e.mu.Lock()
+	hosts := e.hosts
+	e.hosts = nil
+	e.mu.Unlock()
+	for _, h := range hosts {
+		errs = append(errs, h.Remove())
+	}
+	if e.Network == NetworkHosts {
+		errs = append(errs, removeUnusedWAN())
+	}
 	return errors.Join(errs...)
 }
 

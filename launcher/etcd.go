@@ -3,6 +3,7 @@ package launcher
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,17 +12,18 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// Etcd is one etcd member on loopback. Several clusters share it, each under
-// its own key prefix.
+// Etcd is one etcd member. Several clusters share it, each under its own
+// key prefix.
 type Etcd struct {
-	// URL is the client URL, http://127.0.0.1:<port>.
+	// URL is the client URL, http://<ip>:<port>.
 	URL     string
 	process *Process
 }
 
-// startEtcd starts etcd with its data and log under dir and waits until it
-// answers its health endpoint.
-func startEtcd(ctx context.Context, bins *Binaries, dir string, procs *processGroup) (*Etcd, error) {
+// startEtcd starts etcd in the network namespace netns (this machine's when
+// empty), listening on ip, with its data and log under dir, and waits until
+// it answers its health endpoint.
+func startEtcd(ctx context.Context, bins *Binaries, dir, netns, ip string, procs *processGroup) (*Etcd, error) {
 	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
@@ -30,9 +32,9 @@ func startEtcd(ctx context.Context, bins *Binaries, dir string, procs *processGr
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, err
 	}
-	clientURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	p, err := startProcess(dir, "etcd", bins.Etcd,
+	clientURL := fmt.Sprintf("http://%s:%d", ip, ports[0])
+	peerURL := fmt.Sprintf("http://%s:%d", ip, ports[1])
+	p, err := startProcessIn(netns, dir, "etcd", bins.Etcd, nil,
 		"--name=nestlet-test",
 		"--data-dir="+dataDir,
 		"--listen-client-urls="+clientURL,
@@ -59,12 +61,25 @@ func startEtcd(ctx context.Context, bins *Binaries, dir string, procs *processGr
 }
 
 // httpOK reports whether a GET of url answers 200.
-func httpOK(ctx context.Context, url string) bool {
+func httpOK(ctx context.Context, url string) bool { return httpOKIn(ctx, "", url) }
+
+// httpOKIn is httpOK from the network namespace ns (this machine's when
+// empty).
+func httpOKIn(ctx context.Context, ns, url string) bool {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return false
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := http.DefaultClient
+	if ns != "" {
+		client = &http.Client{Transport: &http.Transport{
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				return DialIn(ctx, ns, network, addr)
+			},
+			DisableKeepAlives: true,
+		}}
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return false
 	}

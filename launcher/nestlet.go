@@ -28,11 +28,12 @@ func (e *Environment) StartAgent(ctx context.Context, c *Cluster, extraArgs ...s
 		return nil, err
 	}
 	args := append([]string{"--kubeconfig=" + c.KubeconfigPath, "--v=2"}, extraArgs...)
-	return e.StartProcess(c.Name+"-nestlet", e.Nestlet.Nestlet, args...)
+	return e.StartProcessIn(c, c.Name+"-nestlet", e.Nestlet.Nestlet, args...)
 }
 
-// StartProxy starts a nestlet-proxy for c on free loopback ports, with an
-// admin kubeconfig, and waits until it has published its endpoints in
+// StartProxy starts a nestlet-proxy for c on free ports of its host's
+// address (of this machine's, in NetworkShared), with an admin kubeconfig,
+// and waits until it has published its endpoints in
 // kube-public/nestlet-info.
 func (e *Environment) StartProxy(ctx context.Context, c *Cluster) (*Process, error) {
 	ports, err := freePorts(2)
@@ -40,7 +41,10 @@ func (e *Environment) StartProxy(ctx context.Context, c *Cluster) (*Process, err
 		return nil, err
 	}
 	ip := HostIP()
-	p, err := e.StartProcess(c.Name+"-nestlet-proxy", e.Nestlet.Proxy,
+	if c.Host != nil {
+		ip = c.Host.IP
+	}
+	p, err := e.StartProcessIn(c, c.Name+"-nestlet-proxy", e.Nestlet.Proxy,
 		"--kubeconfig="+c.KubeconfigPath, "--bind-address="+ip, "--advertise-address="+ip,
 		fmt.Sprintf("--kubelet-port=%d", ports[0]), fmt.Sprintf("--tunnel-port=%d", ports[1]), "--v=2")
 	if err != nil {
@@ -99,6 +103,14 @@ func Join(ctx context.Context, parent, child *Cluster, o JoinOptions) (string, e
 	name := o.ClusterName
 	if name == "" {
 		name = child.Name
+	}
+	if parent.Host != nil && child.Host != nil {
+		// The parent's host lets its new child in, as an operator opens
+		// a firewall to the clusters that join: the child dials the
+		// parent's API server and proxy, never the other way.
+		if err := parent.Host.Admit(child.Host); err != nil {
+			return "", err
+		}
 	}
 	create := []string{"token", "create", "--cluster-name=" + parent.Name, "--child-name=" + name}
 	if !o.ManualApproval {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -107,6 +108,27 @@ func StartPlayground(ctx context.Context, topo *Topology, o PlaygroundOptions) (
 	return pg, nil
 }
 
+// HostLines describe the clusters' hosts, one line each: address on the
+// WAN, region, and whom it admits (NetworkHosts; none else).
+func (pg *Playground) HostLines() []string {
+	var out []string
+	for _, h := range pg.Hosts() {
+		region := h.Region
+		if region == "" {
+			region = "-"
+		}
+		admits := "admits no host: behind NAT, it only dials out"
+		if children := pg.Topology.Children(h.Cluster); len(children) > 0 {
+			admits = "admits only its children (" + strings.Join(children, ", ") + ")"
+			if pg.Topology.Root() != h.Cluster {
+				admits += "; behind NAT to its parent"
+			}
+		}
+		out = append(out, fmt.Sprintf("host of %-8s %-12s region %-7s %s", h.Cluster, h.IP, region, admits))
+	}
+	return out
+}
+
 func (pg *Playground) setup(ctx context.Context, o PlaygroundOptions, progress func(string, ...any)) error {
 	topo := pg.Topology
 	kwokOnly := o.KwokOnly
@@ -131,6 +153,9 @@ func (pg *Playground) setup(ctx context.Context, o PlaygroundOptions, progress f
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
+	}
+	for _, line := range pg.HostLines() {
+		progress("%s", line)
 	}
 
 	// A nestlet-proxy in every parent, before the joins: the children's

@@ -27,6 +27,9 @@ type Process struct {
 	bin  string
 	args []string
 	env  []string
+	// netns is the network namespace it runs in (`ip netns` name), or
+	// empty for this machine's.
+	netns string
 }
 
 // startProcess starts bin with args, its output appended to logDir/name.log.
@@ -43,7 +46,14 @@ func startProcess(logDir, name, bin string, args ...string) (*Process, error) {
 // startProcessEnv is startProcess with env added to this program's
 // environment.
 func startProcessEnv(logDir, name, bin string, env []string, args ...string) (*Process, error) {
-	p := &Process{Name: name, LogPath: filepath.Join(logDir, name+".log"), bin: bin, args: args, env: env}
+	return startProcessIn("", logDir, name, bin, env, args...)
+}
+
+// startProcessIn is startProcessEnv in the network namespace netns (a
+// host's or a real node's; this machine's when empty). nsenter enters it
+// and executes the program in its place: the pid is the program's.
+func startProcessIn(netns, logDir, name, bin string, env []string, args ...string) (*Process, error) {
+	p := &Process{Name: name, LogPath: filepath.Join(logDir, name+".log"), bin: bin, args: args, env: env, netns: netns}
 	if err := p.start(); err != nil {
 		return nil, err
 	}
@@ -57,6 +67,9 @@ func (p *Process) start() error {
 		return fmt.Errorf("opening log of %s: %w", p.Name, err)
 	}
 	cmd := exec.Command(p.bin, p.args...)
+	if p.netns != "" {
+		cmd = exec.Command("nsenter", append([]string{"--net=" + filepath.Join(netnsDir, p.netns), "--", p.bin}, p.args...)...)
+	}
 	if p.env != nil {
 		cmd.Env = append(os.Environ(), p.env...)
 	}

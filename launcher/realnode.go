@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -29,8 +31,10 @@ type RealNodeOptions struct {
 	// Taints are registered with the node.
 	Taints []corev1.Taint
 	// KubeProxy runs kube-proxy (nftables mode) for the node, so that its
-	// pods reach the cluster's Services by ClusterIP. At most one real
-	// node per host: kube-proxy's nftables tables are host-wide.
+	// pods reach the cluster's Services by ClusterIP. With NetworkHosts
+	// every real node has a network namespace of its own, hence its own
+	// nftables tables, and always runs kube-proxy; with NetworkShared at
+	// most one real node of this machine may (the tables are host-wide).
 	KubeProxy bool
 }
 
@@ -41,8 +45,12 @@ type RealNode struct {
 	// Dir holds its logs (kubelet.log, containerd.log), the kubelet's root
 	// and containerd's root.
 	Dir string
-	// IP is its InternalIP: the address of its bridge, the pods' gateway.
+	// IP is its InternalIP: its address on the link to its cluster's host
+	// (NetworkHosts), or the address of its bridge, the pods' gateway.
 	IP string
+	// Netns is its network namespace (NetworkHosts), else empty, and
+	// HostLink the host's end of its link, in its cluster's host.
+	Netns, HostLink string
 	// PodCIDR is the subnet its pods' IPs come from.
 	PodCIDR string
 	// RuntimeEndpoint is its containerd's CRI socket (unix://...).
@@ -102,15 +110,21 @@ func (c *Cluster) AddRealNode(ctx context.Context, o RealNodeOptions) (n *RealNo
 	if err != nil {
 		return nil, err
 	}
-	rec, err := allocateHostRecord(o.Name, dir, filepath.Dir(c.Dir), detachedStateFor(c.Dir) != nil)
+	rec, err := allocateHostRecord(o.Name, dir, filepath.Dir(c.Dir), c.netns(), detachedStateFor(c.Dir) != nil)
 	unlock()
 	if err != nil {
 		return nil, fmt.Errorf("real node %s: %w", o.Name, err)
 	}
 	n = &RealNode{
-		Name: o.Name, Dir: dir, IP: rec.gateway().String(), PodCIDR: rec.PodCIDR,
+		Name: o.Name, Dir: dir, IP: rec.gateway().String(), PodCIDR: rec.PodCIDR, Netns: rec.Netns,
 		RuntimeEndpoint: "unix://" + rec.Socket(), Bridge: rec.Bridge, CgroupRoot: rec.CgroupRoot,
 		cluster: c, record: rec,
+	}
+	if rec.Netns != "" {
+		_, nodeEnd := rec.link()
+		n.IP, n.HostLink = nodeEnd.String(), rec.hostVeth()
+		// Every real node of a host has its own nftables tables.
+		o.KubeProxy = true
 	}
 	c.addRealNode(n)
 	defer func() {
@@ -143,14 +157,47 @@ func (c *Cluster) AddRealNode(ctx context.Context, o RealNodeOptions) (n *RealNo
 	return n, c.installClusterDNS(ctx)
 }
 
-// prepareHost creates the node's bridge with its gateway address (so the
-// kubelet has a non-loopback address to serve on from the start) and its
-// cgroup root.
+// prepareHost creates the node's network namespace behind its cluster's
+// host (NetworkHosts), its bridge with its gateway address (so the kubelet
+// has a non-loopback address to serve on from the start) and its cgroup
+// root.
 func (n *RealNode) prepareHost() error {
-	if err := createBridge(n.record.Bridge, n.record.gateway(), n.record.PodCIDR); err != nil {
+	if n.record.Netns != "" {
+		if err := n.record.createNetns(); err != nil {
+			return err
+		}
+	} else if err := createBridge(n.record.Bridge, n.record.gateway(), n.record.PodCIDR); err != nil {
 		return err
 	}
 	return createCgroups(n.record.CgroupRoot)
+}
+
+// createNetns makes the node's network namespace, linked to its host: the
+// node's end of the link is its address and default route; the host routes
+// the node's pod subnet to it. The pods' bridge is made inside.
+func (r *hostRecord) createNetns() error {
+	hostEnd, nodeEnd := r.link()
+	bridgeAddr := netip.PrefixFrom(r.gateway(), netip.MustParsePrefix(r.PodCIDR).Bits()).String()
+	steps := [][]string{
+		{"netns", "add", r.Netns},
+		{"-n", r.HostNetns, "link", "add", r.hostVeth(), "type", "veth", "peer", "name", "eth0", "netns", r.Netns},
+		{"-n", r.HostNetns, "addr", "add", hostEnd.String() + "/30", "dev", r.hostVeth()},
+		{"-n", r.HostNetns, "link", "set", r.hostVeth(), "up"},
+		{"-n", r.Netns, "link", "set", "lo", "up"},
+		{"-n", r.Netns, "addr", "add", nodeEnd.String() + "/30", "dev", "eth0"},
+		{"-n", r.Netns, "link", "set", "eth0", "up"},
+		{"-n", r.Netns, "route", "add", "default", "via", hostEnd.String()},
+		{"-n", r.HostNetns, "route", "add", r.PodCIDR, "via", nodeEnd.String()},
+		{"-n", r.Netns, "link", "add", r.Bridge, "type", "bridge"},
+		{"-n", r.Netns, "addr", "add", bridgeAddr, "dev", r.Bridge},
+		{"-n", r.Netns, "link", "set", r.Bridge, "up"},
+	}
+	for _, s := range steps {
+		if err := ipCommand(s...); err != nil {
+			return fmt.Errorf("network of real node %s: %w", r.Node, err)
+		}
+	}
+	return nil
 }
 
 // startContainerd writes the node's containerd and CNI configuration,
@@ -162,7 +209,7 @@ func (n *RealNode) startContainerd(ctx context.Context, rt *NodeRuntime) error {
 	}
 	// containerd looks its shim up in $PATH.
 	path := "PATH=" + filepath.Dir(rt.Containerd) + string(os.PathListSeparator) + os.Getenv("PATH")
-	p, err := startProcessEnv(n.Dir, "containerd", rt.Containerd, []string{path}, "--config="+cfg)
+	p, err := startProcessIn(n.Netns, n.Dir, "containerd", rt.Containerd, []string{path}, "--config="+cfg)
 	if err != nil {
 		return err
 	}
@@ -210,7 +257,7 @@ func (n *RealNode) startKubelet(ctx context.Context, rt *NodeRuntime, o RealNode
 	if err != nil {
 		return err
 	}
-	p, err := startProcess(n.Dir, "kubelet", rt.Kubelet,
+	p, err := startProcessIn(n.Netns, n.Dir, "kubelet", rt.Kubelet, nil,
 		"--config="+cfg,
 		"--kubeconfig="+kubeconfig,
 		"--root-dir="+filepath.Join(n.Dir, "kubelet"),
@@ -299,4 +346,20 @@ func (n *RealNode) Stop() error {
 		return nil
 	}
 	return n.record.teardown()
+}
+
+// Dial opens a connection from the node's network (its namespace, on
+// hosts): how a test reaches a pod by its IP, as a program on the node
+// would.
+func (n *RealNode) Dial(ctx context.Context, network, address string) (net.Conn, error) {
+	if n.Netns == "" {
+		var d net.Dialer
+		return d.DialContext(ctx, network, address)
+	}
+	return DialIn(ctx, n.Netns, network, address)
+}
+
+// HTTPClient is an HTTP client whose connections start on the node (Dial).
+func (n *RealNode) HTTPClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: n.Dial, DisableKeepAlives: true}, Timeout: 30 * time.Second}
 }

@@ -47,6 +47,11 @@ type hostRecord struct {
 	Owner    ProcessRecord `json:"owner"`
 	Detached bool          `json:"detached,omitempty"`
 	EnvDir   string        `json:"envDir"`
+	// Netns is the node's own network namespace, behind its cluster's
+	// host (HostNetns), when the cluster has one (NetworkHosts); empty
+	// when the node shares this machine's network.
+	Netns     string `json:"netns,omitempty"`
+	HostNetns string `json:"hostNetns,omitempty"`
 	// Kubelet and Containerd are recorded once started, KubeProxy when
 	// the node runs one.
 	Kubelet    *ProcessRecord `json:"kubelet,omitempty"`
@@ -61,11 +66,28 @@ func (r *hostRecord) path() string {
 // Socket is the node's containerd socket.
 func (r *hostRecord) Socket() string { return filepath.Join(r.RunDir, "containerd.sock") }
 
-// gateway is the bridge's address: the pods' default gateway and the node's
-// InternalIP (kubelet serves on it; it must not be a loopback address).
+// gateway is the bridge's address: the pods' default gateway, and the
+// node's InternalIP when it shares this machine's network (kubelet serves
+// on it; it must not be a loopback address).
 func (r *hostRecord) gateway() netip.Addr {
 	return netip.MustParsePrefix(r.PodCIDR).Addr().Next()
 }
+
+// RealNodeLinkRange is where the links between a host and its real nodes
+// (NetworkHosts) take their addresses: a /30 per node index, the host's end
+// first, then the node's, which is the node's InternalIP.
+const RealNodeLinkRange = "10.252.0.0/16"
+
+// link returns the host's and the node's address on their link.
+func (r *hostRecord) link() (hostEnd, nodeEnd netip.Addr) {
+	base := netip.MustParsePrefix(RealNodeLinkRange).Addr().As4()
+	base[2], base[3] = byte(r.Index>>6), byte(r.Index&63)*4 //nolint:gosec // index < 256
+	a := netip.AddrFrom4(base)
+	return a.Next(), a.Next().Next()
+}
+
+// hostVeth is the node's link on its host's side.
+func (r *hostRecord) hostVeth() string { return "nstln" + strconv.Itoa(r.Index) }
 
 func (r *hostRecord) save() error {
 	data, err := json.MarshalIndent(r, "", "  ")
@@ -111,19 +133,23 @@ func hostLock() (func(), error) {
 	}, nil
 }
 
-// readHostRecords returns every record of RealNodeHostDir.
-func readHostRecords() ([]*hostRecord, error) {
-	paths, err := filepath.Glob(filepath.Join(RealNodeHostDir, "node-*.json"))
+// readHostRecords returns every real node's record of RealNodeHostDir.
+func readHostRecords() ([]*hostRecord, error) { return readRecords[hostRecord]("node-*.json") }
+
+// readRecords returns the records of RealNodeHostDir whose file names match
+// pattern.
+func readRecords[R any](pattern string) ([]*R, error) {
+	paths, err := filepath.Glob(filepath.Join(RealNodeHostDir, pattern))
 	if err != nil {
 		return nil, err
 	}
-	var out []*hostRecord
+	var out []*R
 	for _, p := range paths {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return nil, err
 		}
-		var r hostRecord
+		var r R
 		if err := json.Unmarshal(data, &r); err != nil {
 			return nil, fmt.Errorf("reading %s: %w (remove it once what it names is gone)", p, err)
 		}
@@ -132,9 +158,42 @@ func readHostRecords() ([]*hostRecord, error) {
 	return out, nil
 }
 
+// record is what teardownEnvRecords undoes.
+type record interface {
+	envDir() string
+	teardown() error
+}
+
+func (r *hostRecord) envDir() string    { return r.EnvDir }
+func (r *netHostRecord) envDir() string { return r.EnvDir }
+
+// teardownEnvRecords undoes, under the host lock, the records read returns
+// that belong to the detached Environment in dir (absolute).
+func teardownEnvRecords[R record](dir string, read func() ([]R, error)) error {
+	if _, err := os.Stat(RealNodeHostDir); err != nil {
+		return nil //nolint:nilerr // nothing ever ran here
+	}
+	unlock, err := hostLock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	records, err := read()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range records {
+		if r.envDir() == dir {
+			errs = append(errs, r.teardown())
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // allocateHostRecord cleans up stale records, then claims the lowest free
 // index for a new node. The caller holds the host lock.
-func allocateHostRecord(node, dir, envDir string, detachedEnv bool) (*hostRecord, error) {
+func allocateHostRecord(node, dir, envDir, hostNetns string, detachedEnv bool) (*hostRecord, error) {
 	records, err := readHostRecords()
 	if err != nil {
 		return nil, err
@@ -179,6 +238,9 @@ func allocateHostRecord(node, dir, envDir string, detachedEnv bool) (*hostRecord
 		Owner:      ProcessRecord{Name: "owner", PID: os.Getpid(), StartTime: self.startTime},
 		Detached:   detachedEnv,
 		EnvDir:     envDir,
+	}
+	if hostNetns != "" {
+		r.HostNetns, r.Netns = hostNetns, "nestlet-n"+strconv.Itoa(index)
 	}
 	if err := os.MkdirAll(r.RunDir, 0o700); err != nil {
 		return nil, err

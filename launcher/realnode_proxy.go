@@ -26,18 +26,20 @@ func (n *RealNode) startKubeProxy(ctx context.Context, rt *NodeRuntime) error {
 	if _, err := os.Stat(rt.KubeProxy); err != nil {
 		return fmt.Errorf("%w: %s is missing: run make node-runtime (hack/install-node-runtime.sh) to build it", ErrRealNodesUnavailable, rt.KubeProxy)
 	}
-	unlock, err := hostLock()
-	if err != nil {
-		return err
-	}
-	records, err := readHostRecords()
-	unlock()
-	if err != nil {
-		return err
-	}
-	for _, r := range records {
-		if r.Index != n.record.Index && r.KubeProxy != nil && !r.stale() {
-			return fmt.Errorf("real node %s already runs kube-proxy on this host: its nftables table %q is host-wide, so only one real node per host may have KubeProxy", r.Node, kubeProxyTable)
+	if n.Netns == "" {
+		unlock, err := hostLock()
+		if err != nil {
+			return err
+		}
+		records, err := readHostRecords()
+		unlock()
+		if err != nil {
+			return err
+		}
+		for _, r := range records {
+			if r.Index != n.record.Index && r.KubeProxy != nil && r.Netns == "" && !r.stale() {
+				return fmt.Errorf("real node %s already runs kube-proxy on this machine's network: its nftables table %q is host-wide, so only one real node sharing this machine's network may have KubeProxy (give clusters hosts of their own: NetworkHosts)", r.Node, kubeProxyTable)
+			}
 		}
 	}
 	c := n.cluster
@@ -55,7 +57,7 @@ func (n *RealNode) startKubeProxy(ctx context.Context, rt *NodeRuntime) error {
 		return err
 	}
 	healthz := "127.0.0.1:" + strconv.Itoa(ports[0])
-	p, err := startProcess(n.Dir, "kube-proxy", rt.KubeProxy,
+	p, err := startProcessIn(n.Netns, n.Dir, "kube-proxy", rt.KubeProxy, nil,
 		"--kubeconfig="+kubeconfig,
 		"--hostname-override="+n.Name,
 		"--proxy-mode=nftables",
@@ -77,7 +79,7 @@ func (n *RealNode) startKubeProxy(ctx context.Context, rt *NodeRuntime) error {
 	if err := n.recordProcess(p, &n.record.KubeProxy); err != nil {
 		return err
 	}
-	err = waitHealthy(ctx, p, time.Minute, func(ctx context.Context) bool { return httpOK(ctx, "http://"+healthz+"/healthz") })
+	err = waitHealthy(ctx, p, time.Minute, func(ctx context.Context) bool { return httpOKIn(ctx, n.Netns, "http://"+healthz+"/healthz") })
 	if err != nil {
 		return fmt.Errorf("kube-proxy: %w", err)
 	}

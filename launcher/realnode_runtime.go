@@ -153,7 +153,7 @@ func (n *RealNode) writeRuntimeConfig(rt *NodeRuntime) (string, error) {
 			"ipam": map[string]any{
 				"type":    "host-local",
 				"dataDir": filepath.Join(r.RunDir, "ipam"),
-				"ranges":  [][]map[string]string{{{"subnet": r.PodCIDR, "gateway": n.IP}}},
+				"ranges":  [][]map[string]string{{{"subnet": r.PodCIDR, "gateway": r.gateway().String()}}},
 				"routes":  []map[string]string{{"dst": "0.0.0.0/0"}},
 			},
 		}, {

@@ -34,8 +34,10 @@ func (r *hostRecord) teardown() error {
 	var errs []error
 	if r.KubeProxy != nil {
 		stopRecord(*r.KubeProxy, 10*time.Second)
-		if err := deleteKubeProxyTables(); err != nil {
-			errs = append(errs, err)
+		if r.Netns == "" { // else its tables go with the namespace
+			if err := deleteKubeProxyTables(); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if r.Kubelet != nil {
@@ -56,7 +58,21 @@ func (r *hostRecord) teardown() error {
 			errs = append(errs, err)
 		}
 	}
-	if err := deleteBridge(r.Bridge); err != nil {
+	if r.Netns != "" {
+		// Its bridge, veths, routes and nftables tables go with it, once
+		// the kernel gets to it; the host's end of its link is deleted
+		// now (with it, the node's end and the route to its pods).
+		if _, err := os.Stat(filepath.Join(netnsDir, r.HostNetns)); err == nil {
+			if err := ipCommand("-n", r.HostNetns, "link", "del", r.hostVeth()); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
+				errs = append(errs, err)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(netnsDir, r.Netns)); err == nil {
+			if err := ipCommand("netns", "del", r.Netns); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	} else if err := deleteBridge(r.Bridge); err != nil {
 		errs = append(errs, err)
 	}
 	if err := removeCgroups(r.CgroupRoot); err != nil {
@@ -298,27 +314,7 @@ func pruneTable(ctx context.Context, family knftables.Family, table string, chai
 
 // stopDetachedRealNodes tears down the real nodes of the detached
 // Environment in dir (absolute), before its processes are stopped.
-func stopDetachedRealNodes(dir string) error {
-	if _, err := os.Stat(RealNodeHostDir); err != nil {
-		return nil //nolint:nilerr // no real node ever ran here
-	}
-	unlock, err := hostLock()
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	records, err := readHostRecords()
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, r := range records {
-		if r.EnvDir == dir {
-			errs = append(errs, r.teardown())
-		}
-	}
-	return errors.Join(errs...)
-}
+func stopDetachedRealNodes(dir string) error { return teardownEnvRecords(dir, readHostRecords) }
 
 // removeDeadSockets removes the unix sockets in dir that no process
 // listens on (none is in /proc/net/unix).

@@ -35,6 +35,8 @@ type TopologyCluster struct {
 	Name string `json:"name"`
 	// Parent is the cluster it joins; empty for the root.
 	Parent string `json:"parent,omitempty"`
+	// Region is where the cluster's host is; its parent's when empty.
+	Region string `json:"region,omitempty"`
 	// Nodes are its kwok nodes.
 	Nodes []TopologyNode `json:"nodes,omitempty"`
 }
@@ -257,12 +259,28 @@ func (t *Topology) HasRealNodes() bool {
 	return false
 }
 
+// Region returns the region of cluster name: its own, or its nearest
+// ancestor's.
+func (t *Topology) Region(name string) string {
+	byName := map[string]TopologyCluster{}
+	for _, c := range t.Clusters {
+		byName[c.Name] = c
+	}
+	for seen := map[string]bool{}; name != "" && !seen[name]; name = byName[name].Parent {
+		seen[name] = true
+		if r := byName[name].Region; r != "" {
+			return r
+		}
+	}
+	return ""
+}
+
 // ClusterOptions returns what to start for each cluster; with kwokOnly,
 // Real nodes are kwok nodes too.
 func (t *Topology) ClusterOptions(kwokOnly bool) []ClusterOptions {
 	out := make([]ClusterOptions, 0, len(t.Clusters))
 	for _, c := range t.Clusters {
-		o := ClusterOptions{Name: c.Name}
+		o := ClusterOptions{Name: c.Name, Region: t.Region(c.Name)}
 		for _, n := range c.Nodes {
 			if n.Real && !kwokOnly {
 				o.RealNodes = append(o.RealNodes, RealNodeOptions{Name: n.Name, Labels: n.Labels})

@@ -115,3 +115,13 @@ func TestLoadTopology(t *testing.T) {
 	_, err = LoadTopology(bad)
 	require.ErrorContains(t, err, bad+`: invalid topology: [clusters[0].parent: Not found: "nowhere"`)
 }
+
+func TestRegionInherited(t *testing.T) {
+	topo, err := ParseTopology([]byte("clusters:\n- name: root\n- name: east\n  parent: root\n  region: east\n- name: east-1\n  parent: east\n- name: east-2\n  parent: east\n  region: east-b\n"))
+	require.NoError(t, err)
+	got := map[string]string{}
+	for _, o := range topo.ClusterOptions(true) {
+		got[o.Name] = o.Region
+	}
+	require.Equal(t, map[string]string{"root": "", "east": "east", "east-1": "east", "east-2": "east-b"}, got)
+}

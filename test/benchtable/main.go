@@ -30,14 +30,17 @@ type Row struct {
 // baselines pairs a metric with the one measured as its baseline in the
 // same run: same unit, "ours" first.
 var baselines = map[string]string{
-	"e2e-2hop-p50-ms":         "direct-leaf-p50-ms",
-	"e2e-2hop-p99-ms":         "direct-leaf-p99-ms",
-	"e2e-1hop-p50-ms":         "direct-leaf-p50-ms",
-	"e2e-1hop-p99-ms":         "direct-leaf-p99-ms",
-	"nestlet-pods/s":          "stock-pods/s",
-	"nestlet-p50-ms":          "stock-p50-ms",
-	"nestlet-p99-ms":          "stock-p99-ms",
-	"nestlet-decision-p99-ms": "stock-decision-p99-ms",
+	"e2e-2hop-p50-ms":           "direct-leaf-p50-ms",
+	"e2e-2hop-p99-ms":           "direct-leaf-p99-ms",
+	"e2e-1hop-p50-ms":           "direct-leaf-p50-ms",
+	"e2e-1hop-p99-ms":           "direct-leaf-p99-ms",
+	"nestlet-pods/s":            "stock-pods/s",
+	"hosts-tree-startup-ms":     "shared-tree-startup-ms",
+	"hosts-rss-per-cluster-MiB": "shared-rss-per-cluster-MiB",
+	"hosts-leaf-rss-MiB":        "shared-leaf-rss-MiB",
+	"nestlet-p50-ms":            "stock-p50-ms",
+	"nestlet-p99-ms":            "stock-p99-ms",
+	"nestlet-decision-p99-ms":   "stock-decision-p99-ms",
 
 	"logs-first-byte-2hop-p50-ms": "logs-first-byte-leaf-p50-ms",
 	"logs-first-byte-2hop-p99-ms": "logs-first-byte-leaf-p99-ms",

@@ -19,6 +19,10 @@ import (
 // TCP proxy (Shopify's toxiproxy, in this process) that a test can break:
 // Cut refuses new connections and resets open ones, Blackhole accepts and
 // never answers, Latency and Bandwidth slow it; Restore heals it.
+//
+// On hosts (launcher.NetworkHosts) Cut and Blackhole also cut the WAN
+// between the two hosts (launcher.Host.Cut): the child's tunnel to the
+// parent's nestlet-proxy, and anything else between them, goes down too.
 type Link struct {
 	Child, Parent string
 	// URL is what the child's Target points at instead of the parent.
@@ -27,6 +31,10 @@ type Link struct {
 	mu    sync.Mutex
 	proxy *toxiproxy.Proxy
 	cut   bool
+	// childHost and parentHost are the clusters' hosts (nil when they
+	// share this machine's network); wanCut is set while they are cut.
+	childHost, parentHost *launcher.Host
+	wanCut                bool
 }
 
 var (
@@ -34,9 +42,9 @@ var (
 	toxiServer *toxiproxy.ApiServer
 )
 
-// newLink starts a proxy from a free loopback port to the parent's API
-// server.
-func newLink(child, parent *launcher.Cluster) (*Link, error) {
+// NewLink starts a link from child to parent's API server (a proxy on a
+// free port): point a Target's parentURL at its URL. Close it after use.
+func NewLink(child, parent *launcher.Cluster) (*Link, error) {
 	toxiOnce.Do(func() {
 		toxiServer = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	})
@@ -47,23 +55,42 @@ func newLink(child, parent *launcher.Cluster) (*Link, error) {
 	// Port 0: the proxy keeps the port the kernel gives it. A port found
 	// free first and bound later could be taken in between by a process
 	// of another cluster starting at the same time.
-	p := toxiproxy.NewProxy(toxiServer, child.Name+"->"+parent.Name, "127.0.0.1:0", u.Host)
+	// On hosts (NetworkHosts) the proxy listens on this machine's address
+	// on the WAN, where the child's host reaches it.
+	listen := "127.0.0.1:0"
+	if child.Host != nil {
+		listen = launcher.OperatorIP() + ":0"
+	}
+	p := toxiproxy.NewProxy(toxiServer, child.Name+"->"+parent.Name, listen, u.Host)
 	if err := p.Start(); err != nil {
 		return nil, fmt.Errorf("starting the link %s -> %s: %w", child.Name, parent.Name, err)
 	}
 	// Start sets Listen to the address it bound; Restore binds it again.
-	return &Link{Child: child.Name, Parent: parent.Name, URL: "https://" + p.Listen, proxy: p}, nil
+	return &Link{Child: child.Name, Parent: parent.Name, URL: "https://" + p.Listen, proxy: p, childHost: child.Host, parentHost: parent.Host}, nil
+}
+
+// cutWAN cuts the WAN between the hosts, once. The caller holds l.mu.
+func (l *Link) cutWAN() error {
+	if l.childHost == nil || l.parentHost == nil || l.wanCut {
+		return nil
+	}
+	if err := l.childHost.Cut(l.parentHost); err != nil {
+		return err
+	}
+	l.wanCut = true
+	return nil
 }
 
 // Cut refuses new connections and resets those open (the parent is
 // unreachable).
-func (l *Link) Cut() {
+func (l *Link) Cut() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.cut {
 		l.proxy.Stop()
 		l.cut = true
 	}
+	return l.cutWAN()
 }
 
 // Blackhole keeps connections open but passes no byte either way (packets
@@ -74,7 +101,9 @@ func (l *Link) Blackhole() error {
 			return err
 		}
 	}
-	return nil
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cutWAN()
 }
 
 // Latency adds d to every chunk each way.
@@ -108,6 +137,12 @@ func (l *Link) Restore() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.proxy.Toxics.ResetToxics(context.Background())
+	if l.wanCut {
+		if err := l.childHost.Heal(l.parentHost); err != nil {
+			return err
+		}
+		l.wanCut = false
+	}
 	if l.cut {
 		if err := l.proxy.Start(); err != nil {
 			return err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,7 +32,22 @@ type Tree struct {
 	// Links puts a breakable TCP proxy between every child and its parent's
 	// API server (TreeEnv.Links).
 	Links bool
+	// Network lays the clusters out (launcher.DefaultNetwork when empty:
+	// each its own host, children behind NAT). On hosts, every parent runs
+	// a nestlet-proxy, as the chart installs it: behind NAT a parent
+	// reaches its children's kubelet API only through the tunnels they
+	// open.
+	Network launcher.Network
+	// Reachable are {from, to} pairs of clusters on hosts where to's host
+	// admits connections from from's (its firewall opened, as an operator
+	// does with a VPN or a public address): a parent reaches a child that
+	// serves its kubelet API directly (--kubelet-api=direct) only so.
+	Reachable [][2]string
 }
+
+// ClusterAddress in an agent argument of a Tree is replaced by the address
+// of the agent's cluster (Cluster.Address): its host's, on hosts.
+const ClusterAddress = "$(CLUSTER_ADDRESS)"
 
 // TreeEnv is a started Tree.
 type TreeEnv struct {
@@ -52,9 +69,15 @@ func (te *TreeEnv) Link(child, parent string) *Link { return te.Links[[2]string{
 // an operator does (nestctl token create / nestctl join), all joins at once;
 // it returns once every Target is Ready.
 func StartTree(ctx context.Context, cfg launcher.Config, tree Tree) (*TreeEnv, error) {
+	if cfg.Network == "" {
+		cfg.Network = tree.Network
+	}
 	env, err := launcher.Start(ctx, cfg, launcher.Spec{Clusters: tree.Clusters})
 	if err != nil {
 		return nil, err
+	}
+	if env.Network == launcher.NetworkHosts {
+		tree.Proxies = withParents(tree.Proxies, tree.Edges)
 	}
 	te := &TreeEnv{Environment: env, Targets: map[string]string{}, MetricsURL: map[string]string{}, Links: map[[2]string]*Link{}, joinArgs: tree.JoinArgs}
 	if err := te.setup(ctx, tree); err != nil {
@@ -78,14 +101,28 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 			return err
 		}
 	}
+	for _, r := range tree.Reachable {
+		from, to := te.Cluster(r[0]), te.Cluster(r[1])
+		if from == nil || to == nil {
+			return fmt.Errorf("reachable pair %v names an unknown cluster", r)
+		}
+		if from.Host != nil && to.Host != nil {
+			if err := to.Host.Admit(from.Host); err != nil {
+				return err
+			}
+		}
+	}
 	for i, c := range clusters {
 		args := append(append([]string(nil), tree.AgentArgs...), tree.ClusterAgentArgs[c.Name]...)
+		for j, a := range args {
+			args[j] = strings.ReplaceAll(a, ClusterAddress, c.Address())
+		}
 		if tree.Metrics {
 			port, err := launcher.FreePort()
 			if err != nil {
 				return err
 			}
-			addr := fmt.Sprintf("127.0.0.1:%d", port)
+			addr := fmt.Sprintf("%s:%d", c.Address(), port)
 			args = append(append([]string(nil), args...), "--metrics-bind-address="+addr)
 			te.MetricsURL[c.Name] = "http://" + addr + "/metrics"
 		}
@@ -100,7 +137,7 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 		}
 		opts := launcher.JoinOptions{ExtraJoinArgs: tree.JoinArgs}
 		if tree.Links {
-			l, err := newLink(child, parent)
+			l, err := NewLink(child, parent)
 			if err != nil {
 				return err
 			}
@@ -122,6 +159,17 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 		}
 	}
 	return nil
+}
+
+// withParents returns proxies with every parent of edges added.
+func withParents(proxies []string, edges [][2]string) []string {
+	out := append([]string(nil), proxies...)
+	for _, e := range edges {
+		if !slices.Contains(out, e[1]) {
+			out = append(out, e[1])
+		}
+	}
+	return out
 }
 
 // Rejoin joins child to parent again (after a test deleted its Target), as

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -148,6 +149,9 @@ func playgroundUp(cmd *cobra.Command, o playgroundUpOptions) error {
 		return err
 	}
 	root := pg.Cluster(topo.Root())
+	if hosts := pg.HostLines(); len(hosts) > 0 {
+		fmt.Fprintf(out, "\neach cluster is a host of its own on a simulated WAN (%s; this machine is %s):\n  %s\n", launcher.WANCIDR, launcher.OperatorIP(), strings.Join(hosts, "\n  "))
+	}
 	fmt.Fprintf(out, `
 %d clusters running; the root, cluster %q, at %s
 logs: %s/<cluster>/*.log and %s/<cluster>-nestlet.log

@@ -79,7 +79,9 @@ func BenchmarkPartitions(b *testing.B) {
 			dups += d
 		}
 		for range rounds {
-			link.Cut()
+			if err := link.Cut(); err != nil {
+				b.Fatal(err)
+			}
 			time.Sleep(graceSeconds / 2 * time.Second)
 			if err := link.Restore(); err != nil {
 				b.Fatal(err)
@@ -89,7 +91,9 @@ func BenchmarkPartitions(b *testing.B) {
 			short = append(short, time.Since(healed))
 			count()
 
-			link.Cut()
+			if err := link.Cut(); err != nil {
+				b.Fatal(err)
+			}
 			err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 				live, _, err := podsOf(ctx, "west", ns)
 				return err == nil && len(live) == replicas, nil

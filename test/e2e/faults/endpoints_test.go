@@ -92,7 +92,7 @@ func TestLostChildEndpoints(t *testing.T) {
 	require.NoError(t, err, "east's copy of web has endpoints %v, want %d ready", eastEndpoints, before["east"])
 
 	link := tree.Link("east", "root")
-	link.Cut()
+	require.NoError(t, link.Cut())
 	cut := time.Now()
 	defer func() { _ = link.Restore() }()
 	waitEndpoints("east unreachable", "root", map[string]int{"east/not-ready": before["east"], "west/ready": before["west"]}, time.Minute)

@@ -34,7 +34,7 @@ func TestTargetDeletedWhilePartitioned(t *testing.T) {
 	require.NoError(t, err)
 	name := tree.Targets["east"]
 	link := tree.Link("east", "root")
-	link.Cut()
+	require.NoError(t, link.Cut())
 	defer func() { _ = link.Restore() }()
 	// Whatever happens below, east is a child of the root again for the
 	// tests after this one.

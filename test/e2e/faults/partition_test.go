@@ -151,7 +151,7 @@ func TestShortPartitionChangesNothing(t *testing.T) {
 	require.NotEmpty(t, eastBefore, "some replicas run in east")
 
 	link := tree.Link("east", "root")
-	link.Cut()
+	require.NoError(t, link.Cut())
 	time.Sleep(graceSeconds / 2 * time.Second) // half the grace period: a blip
 	require.NoError(t, link.Restore())
 	healed := time.Now()
@@ -188,7 +188,7 @@ func TestLongPartitionReplacesThenConverges(t *testing.T) {
 	require.NoError(t, err)
 
 	link := tree.Link("east", "root")
-	link.Cut()
+	require.NoError(t, link.Cut())
 	cut := time.Now()
 	defer func() { _ = link.Restore() }()
 

@@ -188,7 +188,9 @@ func BenchmarkSoak(b *testing.B) {
 					if length > graceSeconds*time.Second {
 						longCuts++
 					}
-					tree.Link(child, "root").Cut()
+					if err := tree.Link(child, "root").Cut(); err != nil {
+						b.Fatal(err)
+					}
 					cutUntil[child] = time.Now().Add(length)
 					cuts++
 				}

@@ -81,7 +81,7 @@ func TestStatefulSetRunsOnceAfterHeal(t *testing.T) {
 	require.NoError(t, err)
 
 	link := tree.Link("east", "root")
-	link.Cut()
+	require.NoError(t, link.Cut())
 	defer func() { _ = link.Restore() }()
 	// Evicted at the root: Terminating, not replaced, while east runs it.
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {

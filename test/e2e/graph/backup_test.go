@@ -111,7 +111,7 @@ func TestBackupParentTakesOver(t *testing.T) {
 	t.Logf("before the cut: %d of %d replicas through west", viaWest, replicas)
 
 	link := tree.Link("west-1", "west")
-	link.Cut()
+	require.NoError(t, link.Cut())
 	defer func() { _ = link.Restore() }()
 	cut := time.Now()
 	// The root replaces west's share through east.

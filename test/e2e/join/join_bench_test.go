@@ -19,52 +19,82 @@ import (
 
 // BenchmarkJoin measures join latency end to end, as LESSONS.md asks: from
 // the Target applied in the child to its node Ready in the parent (seen by a
-// watch on the parent), p50 and p99 over 20 joins of west to root.
+// watch on the parent), p50 and p99 over 20 joins of west to root, first
+// straight across the WAN between their hosts, then through a link that adds
+// 25 ms each way (a 50 ms round trip, toxiproxy on every byte of the
+// child's API traffic to its parent). The extra time divided by 50 ms is
+// how many round trips a join waits for.
 //
 //	go test ./test/e2e/join -run '^$' -bench Join -benchtime 1x
 func BenchmarkJoin(b *testing.B) {
 	const joins = 20
+	const rtt = 50 * time.Millisecond
+	link, err := framework.NewLink(env.Cluster("west"), env.Cluster("root"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer link.Close()
+	if err := link.Latency(rtt / 2); err != nil {
+		b.Fatal(err)
+	}
+	var direct, wan []time.Duration
+	for b.Loop() {
+		direct = joinTimes(b, "bench-join", joins, "")
+		wan = joinTimes(b, "bench-join-wan", joins, link.URL)
+	}
+	p50, p99 := framework.Percentiles(direct)
+	b.ReportMetric(p50, "join-p50-ms")
+	b.ReportMetric(p99, "join-p99-ms")
+	wan50, wan99 := framework.Percentiles(wan)
+	b.ReportMetric(wan50, "join-wan50ms-p50-ms")
+	b.ReportMetric(wan99, "join-wan50ms-p99-ms")
+	b.ReportMetric(wan50-p50, "join-wan50ms-extra-p50-ms")
+	b.ReportMetric((wan50-p50)/float64(rtt.Milliseconds()), "join-round-trips-p50")
+	b.ReportMetric(0, "ns/op")
+}
+
+// joinTimes joins west to the root n times, one after the other, each under
+// a name of its own and removed again before the next, through parentURL
+// when set; it returns each join's latency.
+func joinTimes(b *testing.B, prefix string, n int, parentURL string) []time.Duration {
 	ctx := b.Context()
 	westTargets, good := westTarget(b)
 	rootNodes := env.Cluster("root").Client.CoreV1().Nodes()
 	var latencies []time.Duration
-	for b.Loop() {
-		latencies = latencies[:0]
-		for i := range joins {
-			name := fmt.Sprintf("bench-join-%d", i)
-			w, err := rootNodes.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
-			if err != nil {
-				b.Fatal(err)
-			}
-			tg := benchTarget(good, name)
-			start := time.Now()
-			if _, err := westTargets.Create(ctx, tg, metav1.CreateOptions{}); err != nil {
-				b.Fatal(err)
-			}
-			if err := waitReady(ctx, w); err != nil {
-				b.Fatalf("join %d: %v", i, err)
-			}
-			latencies = append(latencies, time.Since(start))
-			w.Stop()
-
-			b.StopTimer()
-			if err := westTargets.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-				b.Fatal(err)
-			}
-			err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-				_, err := rootNodes.Get(ctx, name, metav1.GetOptions{})
-				return apierrors.IsNotFound(err), nil
-			})
-			if err != nil {
-				b.Fatalf("node %s not removed after its Target was deleted", name)
-			}
-			b.StartTimer()
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		w, err := rootNodes.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+		if err != nil {
+			b.Fatal(err)
 		}
+		tg := benchTarget(good, name)
+		if parentURL != "" {
+			tg.Spec.ParentURL = parentURL
+		}
+		start := time.Now()
+		if _, err := westTargets.Create(ctx, tg, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		if err := waitReady(ctx, w); err != nil {
+			b.Fatalf("join %s: %v", name, err)
+		}
+		latencies = append(latencies, time.Since(start))
+		w.Stop()
+
+		b.StopTimer()
+		if err := westTargets.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := rootNodes.Get(ctx, name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		if err != nil {
+			b.Fatalf("node %s not removed after its Target was deleted", name)
+		}
+		b.StartTimer()
 	}
-	p50, p99 := framework.Percentiles(latencies)
-	b.ReportMetric(p50, "join-p50-ms")
-	b.ReportMetric(p99, "join-p99-ms")
-	b.ReportMetric(0, "ns/op")
+	return latencies
 }
 
 func waitReady(ctx context.Context, w watch.Interface) error {

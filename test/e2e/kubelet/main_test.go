@@ -10,6 +10,10 @@
 // east's API server -> east proxy -> east-1's tunnel -> east-1's API
 // server -> kwok. A pod pinned to west runs one level down, reached
 // directly on west's agent.
+//
+// Every cluster is a host of its own; east and east-1 are behind NAT and
+// reached only through the tunnels they open, west's host admits the
+// root's (the one reachable child, for direct mode).
 package kubelet
 
 import (
@@ -30,8 +34,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	// kwok connects every port-forward to this echo server.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// kwok connects every port-forward to this echo server, on this
+	// machine's address on the WAN, where every host reaches it.
+	if err := launcher.EnsureWAN(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	l, err := net.Listen("tcp", launcher.OperatorIP()+":0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -62,8 +71,11 @@ func TestMain(m *testing.M) {
 		JoinArgs: []string{"--report-frequency=3s"},
 		Proxies:  []string{"root", "east"},
 		ClusterAgentArgs: map[string][]string{
-			"west": {"--kubelet-api=direct", "--kubelet-direct-address=127.0.0.1"},
+			"west": {"--kubelet-api=direct", "--kubelet-direct-address=" + framework.ClusterAddress},
 		},
+		// West serves its kubelet API directly: its host admits the
+		// root's, as an operator makes such a child reachable.
+		Reachable: [][2]string{{"root", "west"}},
 	}, func(te *framework.TreeEnv) { env, targetOf = te.Environment, te.Targets })
 	_ = l.Close()
 	os.Exit(code)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,7 @@ clusters:
 - name: root
 - name: child
   parent: root
+  region: test
   nodes:
   - name: child-node
     labels:
@@ -97,6 +99,19 @@ func TestPlaygroundUpDown(t *testing.T) {
 		"export KUBECONFIG=" + filepath.Join(dir, "kubeconfig")} {
 		require.Contains(t, out, line)
 	}
+	// Each cluster a host of its own, printed with what it admits.
+	hostLine := regexp.MustCompile(`host of (root|child) +(10\.250\.\d+\.\d+) +region (test|-) +(.*)`)
+	hosts := map[string]string{}
+	for _, m := range hostLine.FindAllStringSubmatch(out, -1) {
+		hosts[m[1]] = m[2]
+		if m[1] == "child" {
+			require.Equal(t, "test", m[3])
+			require.Contains(t, m[4], "behind NAT")
+		}
+	}
+	require.Len(t, hosts, 2, "up printed no host per cluster:\n%s", out)
+	netnsBefore, err := run(ctx, "ip", "netns", "list")
+	require.NoError(t, err)
 
 	// nestctl has exited; every process it started runs on, recorded.
 	state, err := launcher.ReadState(dir)
@@ -160,6 +175,14 @@ func TestPlaygroundUpDown(t *testing.T) {
 		require.False(t, p.Alive(), "%s (pid %d) survived playground down", p.Name, p.PID)
 	}
 	require.NoDirExists(t, dir)
+	// Its hosts are gone with it: none of the namespaces it had is left.
+	netnsAfter, err := run(ctx, "ip", "netns", "list")
+	require.NoError(t, err)
+	for _, line := range strings.Split(netnsBefore, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "nestlet-") {
+			require.NotContains(t, strings.Fields(netnsAfter), f[0], "namespace %s survived playground down", f[0])
+		}
+	}
 	out, err = nestctl(ctx, "playground", "down", "--dir", dir)
 	require.NoError(t, err, out)
 	require.Contains(t, out, "nothing to stop")

@@ -37,6 +37,12 @@ func TestSecondNodeThenCrashLeavesNothing(t *testing.T) {
 		_ = leaf.Client.CoreV1().Nodes().Delete(t.Context(), n2.Name, metav1.DeleteOptions{})
 	})
 	n1 := realNode()
+	if n2.Netns != "" {
+		// A namespace of its own: it runs kube-proxy beside the first.
+		require.NotEqual(t, n1.Netns, n2.Netns)
+		require.NotNil(t, n2.KubeProxy, "the second node runs no kube-proxy")
+		require.NotNil(t, n1.KubeProxy, "the first node runs no kube-proxy")
+	}
 	require.NotEqual(t, n1.PodCIDR, n2.PodCIDR)
 	require.NotEqual(t, n1.Bridge, n2.Bridge)
 
@@ -58,7 +64,7 @@ func TestSecondNodeThenCrashLeavesNothing(t *testing.T) {
 	require.NotEmpty(t, append(mountsUnder(n2.Dir), mountsUnder(runDir)...))
 
 	prefix := strings.TrimSuffix(n2.PodCIDR, "0/24")
-	out, err := exec.Command("nft", "list", "ruleset").Output()
+	out, err := onNode(n2, "nft", "list", "ruleset").Output()
 	require.NoError(t, err)
 	require.Contains(t, string(out), prefix, "no nftables rule of the pod (masquerading)")
 
@@ -68,6 +74,15 @@ func TestSecondNodeThenCrashLeavesNothing(t *testing.T) {
 	}
 	require.NoError(t, n2.Stop())
 
+	if n2.Netns != "" {
+		// Its bridge, veths, routes and nftables rules were in it.
+		_, err = os.Stat(filepath.Join("/run/netns", n2.Netns))
+		require.True(t, os.IsNotExist(err), "network namespace %s left", n2.Netns)
+		out, err := exec.Command("ip", "-n", env.Cluster("leaf").Host.Netns, "-br", "link").Output()
+		require.NoError(t, err)
+		require.NotContains(t, string(out), n2.HostLink+"@", "the host's end of the node's link left")
+		require.Contains(t, string(out), n1.HostLink+"@", "the first node's link went too")
+	}
 	_, err = os.Stat(filepath.Join("/sys/class/net", n2.Bridge))
 	require.True(t, os.IsNotExist(err), "bridge %s left", n2.Bridge)
 	cgroups, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", n2.CgroupRoot))
@@ -78,8 +93,16 @@ func TestSecondNodeThenCrashLeavesNothing(t *testing.T) {
 	require.NotContains(t, string(out), prefix, "nftables rules naming the node's subnet left")
 
 	// The first node is untouched.
-	_, err = os.Stat(filepath.Join("/sys/class/net", n1.Bridge))
-	require.NoError(t, err, "the first node's bridge went too")
+	require.NoError(t, onNode(n1, "ip", "link", "show", n1.Bridge).Run(), "the first node's bridge went too")
+}
+
+// onNode is a command run in the network of node n (its namespace, on
+// hosts).
+func onNode(n *launcher.RealNode, prog string, args ...string) *exec.Cmd {
+	if n.Netns == "" {
+		return exec.Command(prog, args...)
+	}
+	return exec.Command("nsenter", append([]string{"--net=/run/netns/" + n.Netns, "--", prog}, args...)...)
 }
 
 // mountsUnder returns the mount points under dir.

@@ -49,7 +49,7 @@ func TestLogsFollow(t *testing.T) {
 	require.Contains(t, lines.Text(), "demo-app: listening on :8080")
 
 	path := fmt.Sprintf("/after-follow-%d", time.Now().UnixNano())
-	resp, err := http.Get("http://" + pod.Status.PodIP + ":8080" + path)
+	resp, err := realNode().HTTPClient().Get("http://" + pod.Status.PodIP + ":8080" + path)
 	require.NoError(t, err)
 	_ = resp.Body.Close()
 	for lines.Scan() {

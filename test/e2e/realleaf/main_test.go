@@ -5,8 +5,11 @@
 //	leaf: one real node (kubelet, containerd, runc, CNI bridge, kube-proxy
 //	      in nftables mode), region real
 //
+// Every cluster is a host of its own; the leaf's real node has a network
+// namespace of its own behind the leaf's host.
+//
 // The agents serve their virtual nodes' kubelet API directly (direct mode,
-// on this machine's address), which is what serves the node-level
+// on their host's address, which admits the parent's), which is what serves the node-level
 // endpoints (/stats/summary, /metrics/resource) a nestlet-proxy refuses;
 // logs, exec and port-forward through proxies and tunnels are the kubelet
 // package's tests, and do not depend on what runs in the leaf.
@@ -39,6 +42,9 @@ func TestMain(m *testing.M) {
 				"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": region + "-a"}}}}},
 		Edges:     [][2]string{{"mid", "root"}, {"leaf", "mid"}},
 		JoinArgs:  []string{"--report-frequency=3s"},
-		AgentArgs: []string{"--kubelet-api=direct", "--kubelet-direct-address=" + launcher.HostIP()},
+		AgentArgs: []string{"--kubelet-api=direct", "--kubelet-direct-address=" + framework.ClusterAddress},
+		// Direct mode: each parent reaches its child's agent, whose host
+		// admits it (as an operator makes a child reachable).
+		Reachable: [][2]string{{"root", "mid"}, {"mid", "leaf"}},
 	}, func(te *framework.TreeEnv) { env = te.Environment }))
 }

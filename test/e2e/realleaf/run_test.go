@@ -3,7 +3,6 @@ package realleaf
 import (
 	"fmt"
 	"io"
-	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
@@ -40,8 +39,8 @@ func TestRunsForReal(t *testing.T) {
 	require.True(t, netip.MustParsePrefix(node.PodCIDR).Contains(ip), "pod IP %s outside the node's pod CIDR %s", ip, node.PodCIDR)
 	require.Equal(t, leaf.Status.PodIP, root.Status.PodIP)
 
-	// The app answers on its IP (this machine routes the node's bridge).
-	resp, err := http.Get(fmt.Sprintf("http://%s:8080/from-test", ip))
+	// The app answers on its IP, from the node.
+	resp, err := node.HTTPClient().Get(fmt.Sprintf("http://%s:8080/from-test", ip))
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()

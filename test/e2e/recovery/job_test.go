@@ -53,7 +53,7 @@ func TestJobRunsOnceAcrossFaults(t *testing.T) {
 	waitContainers(t, ns, "CONTAINER_RUNNING")
 
 	link := tree.Link("leaf", "mid")
-	link.Cut()
+	require.NoError(t, link.Cut())
 	cut := time.Now()
 	defer func() { _ = link.Restore() }()
 	waitContainers(t, ns, "CONTAINER_EXITED")
