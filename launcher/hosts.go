@@ -256,6 +256,9 @@ func (r *netHostRecord) firewall() string {
 	}
 }
 table ip %[2]s {
+	chain output {
+		type nat hook output priority -100; policy accept;
+	}
 	chain postrouting {
 		type nat hook postrouting priority srcnat; policy accept;
 		oifname %[3]q ip saddr != %[5]s masquerade
@@ -287,6 +290,32 @@ func (h *Host) Heal(other *Host) error {
 	}
 	return err
 }
+
+// Redirect sends the connections h opens to each destination of routes (a
+// parent's API server or nestlet-proxy) to its replacement instead (a link
+// proxy on the operator's address, which carries them on to the
+// destination and can delay and cut them), under the name name, until
+// Unredirect(name).
+func (h *Host) Redirect(name string, routes map[netip.AddrPort]netip.AddrPort) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "table ip %s {\n\tchain output {\n\t\ttype nat hook output priority -100; policy accept;\n", redirectTable(name))
+	for dest, via := range routes {
+		fmt.Fprintf(&b, "\t\tip daddr %s tcp dport %d dnat to %s\n", dest.Addr(), dest.Port(), via)
+	}
+	b.WriteString("\t}\n}\n")
+	return inNetns(h.Netns, strings.NewReader(b.String()), "nft", "-f", "-")
+}
+
+// Unredirect undoes Redirect(name).
+func (h *Host) Unredirect(name string) error {
+	err := inNetns(h.Netns, nil, "nft", "delete", "table", "ip", redirectTable(name))
+	if err != nil && strings.Contains(err.Error(), "No such file or directory") {
+		return nil
+	}
+	return err
+}
+
+func redirectTable(name string) string { return "nestlet_redirect_" + name }
 
 // teardown deletes the namespace (with it its interfaces, routes and
 // nftables tables; the WAN veth goes with its peer) and the record, and the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,6 +99,36 @@ func TestHostsBehindNAT(t *testing.T) {
 	require.NoError(t, child.Heal(parent))
 	require.NoError(t, child.Heal(parent), "healing twice")
 	require.True(t, reachable(t, child.Netns, atParent), "the child cannot reach its parent after the heal")
+
+	// A redirection sends the child's connections to the parent to a
+	// listener of this machine (a link proxy), until undone.
+	l, err := net.Listen("tcp", OperatorIP()+":0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	accepted := make(chan struct{}, 4)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+			accepted <- struct{}{}
+		}
+	}()
+	routes := map[netip.AddrPort]netip.AddrPort{netip.MustParseAddrPort(atParent): netip.MustParseAddrPort(l.Addr().String())}
+	require.NoError(t, child.Redirect("t1", routes))
+	require.True(t, reachable(t, child.Netns, atParent))
+	select {
+	case <-accepted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the redirected connection did not reach this machine's listener")
+	}
+	require.NoError(t, child.Unredirect("t1"))
+	require.NoError(t, child.Unredirect("t1"), "undoing twice")
+	// With the listener gone, only the parent can take the connection.
+	_ = l.Close()
+	require.True(t, reachable(t, child.Netns, atParent), "the child does not reach its parent after Unredirect")
 
 	// A host whose owner is gone is stale: the next host made removes it
 	// (and may take its index, hence its names: a mark inside tells the

@@ -137,7 +137,7 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 		}
 		opts := launcher.JoinOptions{ExtraJoinArgs: tree.JoinArgs}
 		if tree.Links {
-			l, err := NewLink(child, parent)
+			l, err := NewLink(ctx, child, parent)
 			if err != nil {
 				return err
 			}
