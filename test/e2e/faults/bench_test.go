@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/test/framework"
@@ -127,15 +128,21 @@ func BenchmarkPartitions(b *testing.B) {
 	}
 }
 
+// scale sets the replicas of Deployment bench, again on a conflict (the
+// deployment controller writes its status in between).
 func scale(tb testing.TB, ns string, replicas int32) {
 	tb.Helper()
 	deployments := env.Cluster("root").Client.AppsV1().Deployments(ns)
-	s, err := deployments.GetScale(tb.Context(), "bench", metav1.GetOptions{})
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := deployments.GetScale(tb.Context(), "bench", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Spec.Replicas = replicas
+		_, err = deployments.UpdateScale(tb.Context(), "bench", s, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		tb.Fatal(err)
-	}
-	s.Spec.Replicas = replicas
-	if _, err := deployments.UpdateScale(tb.Context(), "bench", s, metav1.UpdateOptions{}); err != nil {
 		tb.Fatal(err)
 	}
 }
