@@ -51,6 +51,20 @@ const (
 	// overlap. The child reports it on its Target (a node identity may
 	// read no other node, so only the parent can compare).
 	AnnotationPodCIDROverlap = "nestlet.io/pod-cidr-overlap"
+	// AnnotationGatewayKey is set by a child on its virtual node: the
+	// public key of its gateway (WireGuard, base64), with which the parent
+	// lets the child's tunnel in and routes the child's pod CIDRs (its
+	// summary's) to it.
+	AnnotationGatewayKey = "nestlet.io/gateway-public-key"
+	// AnnotationGatewayParent is set by the parent's agent on a child's
+	// virtual node: JSON GatewayParent, what the child's gateway needs to
+	// open its tunnel to the parent's and what to route through it.
+	AnnotationGatewayParent = "nestlet.io/gateway-parent"
+	// AnnotationGatewayTunnel is set by a child on its virtual node: the
+	// state of the tunnel its gateway opened to the parent's ("up",
+	// "down", "no endpoint", "no gateway in the parent"), written when it
+	// changes; the Target's Tunnel condition says more.
+	AnnotationGatewayTunnel = "nestlet.io/gateway-tunnel"
 	// PodCIDROverlapNone is AnnotationPodCIDROverlap's value when nothing
 	// overlaps.
 	PodCIDROverlapNone = "none"

@@ -196,6 +196,11 @@ func newHost(cluster, region, envDir string, detachedEnv bool) (h *Host, err err
 	return &Host{Cluster: cluster, Netns: r.Netns, IP: r.IP, Region: region, record: r}, nil
 }
 
+// NewHost makes a host on the WAN, behind NAT, for programs that are not a
+// cluster of an Environment (a test of the network itself), its record in
+// dir; Remove removes it, and a later host removes it if its owner died.
+func NewHost(name, region, dir string) (*Host, error) { return newHost(name, region, dir, false) }
+
 // create makes the namespace, links it to the WAN and writes its firewall.
 func (r *netHostRecord) create() error {
 	bits := netip.MustParsePrefix(WANCIDR).Bits()

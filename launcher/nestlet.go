@@ -31,6 +31,21 @@ func (e *Environment) StartAgent(ctx context.Context, c *Cluster, extraArgs ...s
 	return e.StartProcessIn(c, c.Name+"-nestlet", e.Nestlet.Nestlet, args...)
 }
 
+// GatewayPort is the UDP port of the agents' gateways on hosts.
+const GatewayPort = 51820
+
+// GatewayArgs are the agent's arguments that run its gateway (WireGuard
+// tunnels between the clusters' hosts, --gateway) on c's host, with the
+// host's WAN address as the endpoint its children open tunnels to. Only
+// on hosts: clusters sharing this machine's network would share one
+// interface name and port.
+func (c *Cluster) GatewayArgs() []string {
+	if c.Host == nil {
+		return nil
+	}
+	return []string{"--gateway", fmt.Sprintf("--gateway-endpoint=%s:%d", c.Host.IP, GatewayPort), fmt.Sprintf("--gateway-listen-port=%d", GatewayPort)}
+}
+
 // StartProxy starts a nestlet-proxy for c on free ports of its host's
 // address (of this machine's, in NetworkShared), with an admin kubeconfig,
 // and waits until it has published its endpoints in

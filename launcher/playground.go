@@ -174,11 +174,14 @@ func (pg *Playground) setup(ctx context.Context, o PlaygroundOptions, progress f
 		progress("%s runs a nestlet-proxy", c.Name)
 	}
 
+	// Each agent runs a gateway on its host: one pod network across the
+	// tree, through the tunnels the children open.
 	progress("starting an agent in each cluster")
 	clusters := pg.Clusters()
 	errs = make([]error, len(clusters))
 	for i, c := range clusters {
-		wg.Go(func() { _, errs[i] = pg.StartAgent(ctx, c, o.AgentArgs...) })
+		args := append(append([]string(nil), o.AgentArgs...), c.GatewayArgs()...)
+		wg.Go(func() { _, errs[i] = pg.StartAgent(ctx, c, args...) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {

@@ -149,7 +149,10 @@ func (n *RealNode) writeRuntimeConfig(rt *NodeRuntime) (string, error) {
 		"name":       r.Bridge,
 		"plugins": []map[string]any{{
 			"type": "bridge", "bridge": r.Bridge, "isGateway": true,
-			"ipMasq": true, "ipMasqBackend": "nftables", "hairpinMode": true,
+			// On a host of its own (r.HostNetns), the host masquerades what
+			// leaves by the WAN, and pod addresses stay unchanged on their
+			// way to other clusters (the gateways' tunnels).
+			"ipMasq": r.HostNetns == "", "ipMasqBackend": "nftables", "hairpinMode": true,
 			"ipam": map[string]any{
 				"type":    "host-local",
 				"dataDir": filepath.Join(r.RunDir, "ipam"),

@@ -42,6 +42,9 @@ type Child struct {
 	// Shared are the covered clusters another child covers too (a
 	// diamond): counted once thanks to their shares.
 	Shared map[string]bool
+	// Tunnel is the state of the child's gateway tunnel to this cluster
+	// ("up", "down"...), empty without gateways.
+	Tunnel string
 }
 
 // LoadTree reads the nodes and pods of a cluster.
@@ -109,7 +112,7 @@ func (c Child) below() []string {
 }
 
 func childOf(n *corev1.Node, pods int) Child {
-	c := Child{Name: n.Name, Ready: "NotReady", Pods: pods, SharePercent: 100}
+	c := Child{Name: n.Name, Ready: "NotReady", Pods: pods, SharePercent: 100, Tunnel: n.Annotations[api.AnnotationGatewayTunnel]}
 	for _, cond := range n.Status.Conditions {
 		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
 			c.Ready = "Ready"
@@ -171,6 +174,9 @@ func (t *Tree) Render(w io.Writer) {
 		share := ""
 		if c.SharePercent < 100 {
 			share = fmt.Sprintf("  share %d%%", c.SharePercent)
+		}
+		if c.Tunnel != "" {
+			share += "  tunnel " + c.Tunnel
 		}
 		fmt.Fprintf(w, "%s%s%s  %s  depth %d  nodes %d  cpu %s/%s  memory %s/%s  pods %d  regions %s%s\n",
 			branch, c.Name, mark(c.Shared[c.Name]), c.Ready, c.Depth, c.Nodes, c.CPU[1].String(), c.CPU[0].String(), c.Memory[1].String(), c.Memory[0].String(), c.Pods, regions, share)

@@ -29,11 +29,13 @@ func TestTree(t *testing.T) {
 			Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}},
 		}
 	}
+	mid := virtualNode("mid", corev1.ConditionTrue, api.Summary{Cluster: "mid", Covered: []string{"leaf-a", "leaf-b", "mid"}, Depth: 1,
+		Groups: []api.Group{group("east", "4", "3"), group("west", "6", "5500m")}})
+	mid.Annotations[api.AnnotationGatewayTunnel] = "up"
 	client := fake.NewClientset(
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: api.ClusterInfoConfigMap, Namespace: metav1.NamespacePublic}, Data: map[string]string{api.ClusterInfoNameKey: "root"}},
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "real-1"}},
-		virtualNode("mid", corev1.ConditionTrue, api.Summary{Cluster: "mid", Covered: []string{"leaf-a", "leaf-b", "mid"}, Depth: 1,
-			Groups: []api.Group{group("east", "4", "3"), group("west", "6", "5500m")}}),
+		mid,
 		virtualNode("east", corev1.ConditionFalse, api.Summary{Cluster: "east", Covered: []string{"east"}, Groups: []api.Group{group("east", "8", "8")}}),
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "default"}, Spec: corev1.PodSpec{NodeName: "mid"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "done", Namespace: "default"}, Spec: corev1.PodSpec{NodeName: "mid"}, Status: corev1.PodStatus{Phase: corev1.PodSucceeded}},
@@ -44,7 +46,7 @@ func TestTree(t *testing.T) {
 	tree.Render(&out)
 	want := "root (1 nodes of its own, 2 children)\n" +
 		"├── east  NotReady  depth 1  nodes 2  cpu 0/8  memory 2Gi/8Gi  pods 0  regions east\n" +
-		"└── mid  Ready  depth 2  nodes 4  cpu 1500m/10  memory 4Gi/16Gi  pods 1  regions east,west\n" +
+		"└── mid  Ready  depth 2  nodes 4  cpu 1500m/10  memory 4Gi/16Gi  pods 1  regions east,west  tunnel up\n" +
 		"    ├── leaf-a\n" +
 		"    └── leaf-b\n"
 	require.Equal(t, want, out.String())

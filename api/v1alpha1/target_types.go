@@ -158,6 +158,10 @@ const (
 	// (False, ReasonPodCIDROverlap): pod IPs, and so Service endpoints,
 	// would be ambiguous across the tree.
 	ConditionPodCIDRsDistinct = "PodCIDRsDistinct"
+	// ConditionTunnel is the state of the tunnel this cluster's gateway
+	// opened to the parent's (the agent's --gateway): pod traffic to the
+	// other clusters goes through it. Absent without a gateway.
+	ConditionTunnel = "Tunnel"
 )
 
 // Condition reasons. Each is documented in docs/troubleshooting.md.
@@ -180,6 +184,11 @@ const (
 	ReasonPodCIDROverlap    = "PodCIDROverlap"
 	ReasonPodCIDRsDistinct  = "PodCIDRsDistinct"
 	ReasonNoPodCIDRs        = "NoPodCIDRs"
+	// Reasons of ConditionTunnel.
+	ReasonTunnelUp          = "TunnelUp"
+	ReasonTunnelDown        = "TunnelDown"
+	ReasonNoParentGateway   = "NoParentGateway"
+	ReasonNoGatewayEndpoint = "NoGatewayEndpoint"
 	// ReasonPodCIDRCheckPending: the parent's agent has not written its
 	// pod CIDR check on the virtual node yet.
 	ReasonPodCIDRCheckPending = "PodCIDRCheckPending"

@@ -94,6 +94,9 @@ func run(ctx context.Context, o options) error {
 	if reg != nil {
 		acfg.Metrics = reg
 	}
+	if o.gatewayOn {
+		acfg.Gateway = &o.gateway
+	}
 	a, err := agent.New(acfg)
 	if err != nil {
 		return err

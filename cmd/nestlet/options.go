@@ -22,6 +22,8 @@ type options struct {
 	metricsAddr   string
 	kubeletAPI    string
 	directAddress string
+	gateway       agent.GatewayConfig
+	gatewayOn     bool
 }
 
 // addFlags registers the options' flags on fs.
@@ -36,5 +38,10 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "", "address serving Prometheus metrics at /metrics, e.g. :9090 (off when empty: a child in tunnel mode listens on nothing)")
 	fs.StringVar(&o.kubeletAPI, "kubelet-api", agent.KubeletAPIAuto, "how virtual nodes serve the kubelet API (logs, exec, attach, port-forward): auto (the parent's nestlet-proxy if it publishes one, else direct if --kubelet-direct-address is set, else off), tunnel, direct or off")
 	fs.StringVar(&o.directAddress, "kubelet-direct-address", "", "direct mode: the IP the kubelet API listens on and virtual nodes advertise (a port is chosen per Target; IP:port with a single Target); the parent's API server must reach it")
+	fs.BoolVar(&o.gatewayOn, "gateway", false, "run a gateway: WireGuard tunnels (userspace, on a TUN device; needs CAP_NET_ADMIN and /dev/net/tun) that carry pod traffic to the parents and from the children, routing every joined cluster's pod CIDRs")
+	fs.StringVar(&o.gateway.Interface, "gateway-interface", "nestlet0", "name of the gateway's interface")
+	fs.IntVar(&o.gateway.ListenPort, "gateway-listen-port", 51820, "UDP port the gateway listens on for the children's tunnels")
+	fs.StringVar(&o.gateway.Endpoint, "gateway-endpoint", "", "host:port where children reach --gateway-listen-port (told to each child on its virtual node); without it no child can open a tunnel to this cluster")
+	fs.DurationVar(&o.gateway.Keepalive, "gateway-keepalive", 25*time.Second, "keepalive of the tunnels to the parents, which keeps them open through NAT")
 	fs.BoolVar(&o.profiling, "profiling", false, "also serve Go's pprof profiles under /debug/pprof/ on --metrics-bind-address")
 }

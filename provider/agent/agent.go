@@ -32,6 +32,8 @@
 //     pings, with outage tolerance (readiness).
 //   - decorator.go, podcidrs.go: the virtual nodes of this cluster's own
 //     children (role label, taints, pod CIDR overlaps).
+//   - tunnels.go, tunnels_status.go: the gateway (Config.Gateway), its
+//     peers and routes, and the tunnels' state (tunnels).
 //   - ownnode.go, secrets.go, changes.go, validate.go: helpers of the
 //     above.
 package agent
@@ -98,6 +100,10 @@ type Config struct {
 	Client  kubernetes.Interface
 	Targets v1alpha1.TargetInterface
 	Ready   func(context.Context) error
+	// Gateway, when set, runs a gateway in the agent: WireGuard tunnels
+	// to the parents and from the children that carry pod traffic
+	// between the clusters (GatewayConfig).
+	Gateway *GatewayConfig
 	// Metrics receives the agent's Prometheus metrics (optional).
 	Metrics prometheus.Registerer
 	Clock   clock.WithTicker
@@ -126,6 +132,8 @@ type Agent struct {
 	metrics *forward.Metrics
 	// readiness answers every virtual node's ping.
 	readiness *readiness
+	// tunnels is the gateway and its peers (nil without Config.Gateway).
+	tunnels *tunnels
 }
 
 // New checks cfg, fills its defaults and builds the clients.
@@ -217,12 +225,27 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 
+	if a.cfg.Gateway != nil {
+		if a.tunnels, err = startTunnels(a.cfg.Gateway, a.nodes); err != nil {
+			return fmt.Errorf("starting the gateway: %w", err)
+		}
+		defer a.tunnels.close()
+		if a.cfg.Metrics != nil {
+			if err := a.cfg.Metrics.Register(newTunnelMetrics(a.tunnels)); err != nil {
+				return err
+			}
+		}
+		if _, err := nodeInformer.Informer().AddEventHandler(a.tunnels.ownNodeEvents(ctx)); err != nil {
+			return err
+		}
+	}
+
 	tc, err := newTargetController(a.targets, a.targetWatch, a.status, a.store(), a.clusterUID, a.cfg.Clock,
 		func(t *v1alpha1.Target) *targetRun { return newTargetRun(a, t) })
 	if err != nil {
 		return err
 	}
-	dc, err := newDecorator(a.client, nodeInformer, a.cfg.Clock)
+	dc, err := newDecorator(a.client, nodeInformer, a.cfg.Clock, a.tunnels)
 	if err != nil {
 		return err
 	}

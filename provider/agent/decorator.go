@@ -39,19 +39,35 @@ type decorator struct {
 	cidrs  cidrCache
 	clock  clock.PassiveClock
 	held   sync.Map // node name -> time.Time it was first held back (holdForNLC)
+	// tunnels, when this cluster runs a gateway, gets each child's key
+	// and pod CIDRs, and gives each child the parent's gateway.
+	tunnels *tunnels
 }
 
-func newDecorator(client kubernetes.Interface, nodes coreinformers.NodeInformer, clk clock.PassiveClock) (*decorator, error) {
+func newDecorator(client kubernetes.Interface, nodes coreinformers.NodeInformer, clk clock.PassiveClock, tun *tunnels) (*decorator, error) {
 	d := &decorator{
-		client: client,
-		nodes:  nodes.Lister(),
-		clock:  clk,
+		client:  client,
+		nodes:   nodes.Lister(),
+		clock:   clk,
+		tunnels: tun,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "virtual-nodes"}),
 	}
 	enqueue := func(obj any) {
 		if n, ok := obj.(*corev1.Node); ok && n.Labels[api.LabelCluster] != "" {
 			d.queue.Add(n.Name)
+		}
+	}
+	if tun != nil {
+		// What this cluster carries changed: every child is told.
+		tun.changed = func() {
+			all, err := d.nodes.List(labels.Everything())
+			if err != nil {
+				return
+			}
+			for _, n := range all {
+				enqueue(n)
+			}
 		}
 	}
 	// A node whose pod CIDRs come, change or go may change the overlap of
@@ -165,6 +181,9 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 	n, err := d.nodes.Get(name)
 	if apierrors.IsNotFound(err) {
 		d.held.Delete(name)
+		if d.tunnels != nil {
+			d.tunnels.setChild(ctx, name, "", nil)
+		}
 		return 0, nil
 	}
 	if err != nil {
@@ -182,6 +201,18 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 		want.Annotations = map[string]string{}
 	}
 	want.Annotations[api.AnnotationPodCIDROverlap] = podCIDROverlap(n, d.nodes, &d.cidrs)
+	patchAnnotations := map[string]string{api.AnnotationPodCIDROverlap: want.Annotations[api.AnnotationPodCIDROverlap]}
+	if key := n.Annotations[api.AnnotationGatewayKey]; d.tunnels != nil && key != "" {
+		// A child whose pod CIDRs overlap another's gets no routes: its
+		// traffic would go to either.
+		var cidrs []string
+		if want.Annotations[api.AnnotationPodCIDROverlap] == api.PodCIDROverlapNone {
+			cidrs, _ = d.cidrs.of(n)
+		}
+		d.tunnels.setChild(ctx, name, key, cidrs)
+		want.Annotations[api.AnnotationGatewayParent] = d.tunnels.parentAnnotation()
+		patchAnnotations[api.AnnotationGatewayParent] = want.Annotations[api.AnnotationGatewayParent]
+	}
 	if raw, ok := n.Annotations[api.AnnotationDesiredTaints]; ok {
 		var desired []corev1.Taint
 		if err := json.Unmarshal([]byte(raw), &desired); err != nil {
@@ -197,7 +228,7 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 		// the child's own patches of its summary cannot conflict with.
 		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 			"labels":      map[string]string{api.LabelNodeRoleCluster: ""},
-			"annotations": map[string]string{api.AnnotationPodCIDROverlap: want.Annotations[api.AnnotationPodCIDROverlap]},
+			"annotations": patchAnnotations,
 		}})
 		if err != nil {
 			return 0, err

@@ -30,7 +30,9 @@ const repostEvery = 5 * time.Second
 // kubelet does on its next status check. virtual-kubelet's node controller
 // alone would post it only at its next periodic update. repost is the
 // provider's status post; it does nothing while this cluster is not ready.
-func watchOwnNode(ctx context.Context, nodeClient kubernetes.Interface, name string, clk clock.PassiveClock, repost func()) {
+//
+// onNode, when set, is also given every version of the node seen.
+func watchOwnNode(ctx context.Context, nodeClient kubernetes.Interface, name string, clk clock.PassiveClock, repost func(), onNode func(*corev1.Node)) {
 	factory := kubeclient.NewCoreFactory(nodeClient, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 	}, kubeclient.StripManagedFields)
@@ -38,6 +40,9 @@ func watchOwnNode(ctx context.Context, nodeClient kubernetes.Interface, name str
 	var last time.Time
 	check := func(obj any) {
 		n, ok := obj.(*corev1.Node)
+		if ok && onNode != nil {
+			onNode(n)
+		}
 		if !ok || !lapsed(n) || clk.Since(last) < repostEvery {
 			return
 		}

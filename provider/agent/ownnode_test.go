@@ -23,7 +23,7 @@ func TestWatchOwnNodeReposts(t *testing.T) {
 	client := fake.NewClientset(ready(corev1.ConditionTrue, "ChildClusterReady"))
 	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	var posts atomic.Int32
-	watchOwnNode(t.Context(), client, "child", clock, func() { posts.Add(1) })
+	watchOwnNode(t.Context(), client, "child", clock, func() { posts.Add(1) }, nil)
 	update := func(n *corev1.Node) {
 		t.Helper()
 		_, err := client.CoreV1().Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{})

@@ -208,7 +208,13 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 		r.status.setPodCIDRs(own)
 	}
 	go checkPodCIDRs(runCtx, r.a.cfg.Clock, nodeClient, t.Spec.ClusterName, prov, r.status)
-	watchOwnNode(runCtx, nodeClient, t.Spec.ClusterName, r.a.cfg.Clock, prov.PostStatus)
+	var onNode func(*corev1.Node)
+	if tun := r.a.tunnels; tun != nil {
+		onNode = func(n *corev1.Node) { tun.watchParent(runCtx, t.Name, n, prov.PodCIDRs) }
+		defer tun.setParent(ctx, t.Name, nil, nil)
+		go tun.reportTunnel(runCtx, r.a.cfg.Clock, r.status, publishTunnel(nodeClient, t.Spec.ClusterName))
+	}
+	watchOwnNode(runCtx, nodeClient, t.Spec.ClusterName, r.a.cfg.Clock, prov.PostStatus, onNode)
 	r.status.setReady(ctx, metav1.ConditionTrue, v1alpha1.ReasonReporting,
 		fmt.Sprintf("virtual node %s is registered in the parent and reports every %s; %s", t.Spec.ClusterName, reportFrequency(t), kapi.describe()))
 
@@ -237,6 +243,7 @@ func (r *targetRun) vnodeConfig(ctx context.Context, parent string, kapi *kubele
 		Ready:           a.readiness.ready,
 		Reported:        func(at time.Time) { r.status.reported(ctx, at) },
 		KubeletEndpoint: kapi.hostPort,
+		GatewayKey:      a.tunnels.publicKeyOrNone(),
 		Clock:           a.cfg.Clock,
 	}
 }

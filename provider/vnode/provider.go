@@ -32,6 +32,9 @@ type Config struct {
 	ClusterName string
 	// ClusterUID identifies this cluster (its kube-system UID).
 	ClusterUID string
+	// GatewayKey is the public key of this cluster's gateway, published on
+	// the node (api.AnnotationGatewayKey); empty without a gateway.
+	GatewayKey string
 	// ParentName is the parent's cluster name, for split horizon; may be
 	// empty.
 	ParentName string
@@ -254,6 +257,9 @@ func (p *Provider) Node(r summary.Result) (*corev1.Node, error) {
 		api.AnnotationSummary:       sum,
 		api.AnnotationClusterUID:    p.cfg.ClusterUID,
 		api.AnnotationDesiredTaints: string(desired),
+	}
+	if p.cfg.GatewayKey != "" {
+		annotations[api.AnnotationGatewayKey] = p.cfg.GatewayKey
 	}
 	if avoid := p.avoidAnnotation(); avoid != "" {
 		annotations[api.AnnotationAvoid] = avoid

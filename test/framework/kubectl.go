@@ -1,11 +1,19 @@
 package framework
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os/exec"
+	"regexp"
 	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/nestlet/nestlet/launcher"
 )
@@ -35,4 +43,26 @@ func ExitCode(err error) int {
 		return ee.ExitCode()
 	}
 	return -1
+}
+
+// PortForwardGet runs `kubectl port-forward target :port` against cluster c
+// and returns the body of a GET of path through it.
+func PortForwardGet(t testing.TB, env *launcher.Environment, c *launcher.Cluster, ns, target, port, path string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, env.Binaries.Kubectl, "--kubeconfig", c.KubeconfigPath, "-n", ns, "port-forward", target, ":"+port)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer func() { cancel(); _ = cmd.Wait() }()
+	lines := bufio.NewScanner(stdout)
+	require.True(t, lines.Scan(), "no output from port-forward %s", target)
+	m := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> \d+`).FindStringSubmatch(lines.Text())
+	require.NotNil(t, m, "port-forward %s said %q", target, lines.Text())
+	resp, err := http.Get("http://127.0.0.1:" + m[1] + path)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	return string(body)
 }

@@ -187,10 +187,11 @@ func (l *Link) Blackhole() error {
 	return l.cutWAN()
 }
 
-// Latency adds d to every chunk each way.
-func (l *Link) Latency(d time.Duration) error {
+// Latency adds d to every chunk each way, give or take jitter (uniformly
+// spread, toxiproxy's latency toxic).
+func (l *Link) Latency(d, jitter time.Duration) error {
 	for _, stream := range []string{"upstream", "downstream"} {
-		if err := l.toxic("latency-"+stream, "latency", stream, fmt.Sprintf(`{"latency":%d}`, d.Milliseconds())); err != nil {
+		if err := l.toxic("latency-"+stream, "latency", stream, fmt.Sprintf(`{"latency":%d,"jitter":%d}`, d.Milliseconds(), jitter.Milliseconds())); err != nil {
 			return err
 		}
 	}

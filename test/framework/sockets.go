@@ -2,11 +2,14 @@ package framework
 
 import (
 	"bufio"
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nestlet/nestlet/launcher"
 )
@@ -56,4 +59,24 @@ func ListeningTCPPorts(p *launcher.Process) ([]int, error) {
 		}
 	}
 	return ports, nil
+}
+
+// DialFrom opens a TCP connection to addr from network namespace netns
+// (this machine's when empty) and closes it: nil when it opened within
+// timeout.
+func DialFrom(ctx context.Context, netns, addr string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var conn net.Conn
+	var err error
+	if netns == "" {
+		var d net.Dialer
+		conn, err = d.DialContext(ctx, "tcp", addr)
+	} else {
+		conn, err = launcher.DialIn(ctx, netns, "tcp", addr)
+	}
+	if err == nil {
+		_ = conn.Close()
+	}
+	return err
 }

@@ -38,6 +38,9 @@ type Tree struct {
 	// reaches its children's kubelet API only through the tunnels they
 	// open.
 	Network launcher.Network
+	// Gateways runs a gateway in every agent on hosts
+	// (launcher.Cluster.GatewayArgs): one pod network across the tree.
+	Gateways bool
 	// Reachable are {from, to} pairs of clusters on hosts where to's host
 	// admits connections from from's (its firewall opened, as an operator
 	// does with a VPN or a public address): a parent reaches a child that
@@ -114,6 +117,9 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 	}
 	for i, c := range clusters {
 		args := append(append([]string(nil), tree.AgentArgs...), tree.ClusterAgentArgs[c.Name]...)
+		if tree.Gateways {
+			args = append(args, c.GatewayArgs()...)
+		}
 		for j, a := range args {
 			args[j] = strings.ReplaceAll(a, ClusterAddress, c.Address())
 		}

@@ -38,7 +38,7 @@ func BenchmarkJoin(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := link.Latency(rtt / 2); err != nil {
+		if err := link.Latency(rtt/2, 0); err != nil {
 			link.Close()
 			b.Fatal(err)
 		}

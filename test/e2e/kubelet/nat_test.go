@@ -1,7 +1,6 @@
 package kubelet
 
 import (
-	"context"
 	"net"
 	"net/url"
 	"strconv"
@@ -48,21 +47,7 @@ func TestChildrenBehindNAT(t *testing.T) {
 		return ports
 	}
 	dial := func(fromNetns, to string, port int) error {
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-		defer cancel()
-		addr := net.JoinHostPort(to, strconv.Itoa(port))
-		var conn net.Conn
-		var err error
-		if fromNetns == "" {
-			var d net.Dialer
-			conn, err = d.DialContext(ctx, "tcp", addr)
-		} else {
-			conn, err = launcher.DialIn(ctx, fromNetns, "tcp", addr)
-		}
-		if err == nil {
-			_ = conn.Close()
-		}
-		return err
+		return framework.DialFrom(t.Context(), fromNetns, net.JoinHostPort(to, strconv.Itoa(port)), 2*time.Second)
 	}
 	host := func(name string) *launcher.Host { return env.Cluster(name).Host }
 

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -143,7 +142,7 @@ func TestExec(t *testing.T) {
 // HTTP port in the leaf.
 func TestPortForward(t *testing.T) {
 	ns, _ := runningApp(t)
-	require.Equal(t, "hello from app\n", portForwardGet(t, ns, "pod/app", "8080", "/through-port-forward"))
+	require.Equal(t, "hello from app\n", framework.PortForwardGet(t, env, env.Cluster("root"), ns, "pod/app", "8080", "/through-port-forward"))
 	eventually(t, 30*time.Second, "the forwarded request in the logs", func() (bool, string) {
 		out, _, _ := kubectl(t.Context(), "", "-n", ns, "logs", "app")
 		return strings.Contains(out, "GET /through-port-forward"), out
@@ -182,30 +181,8 @@ func TestPortForwardServiceAndDeployment(t *testing.T) {
 
 	for _, target := range []string{"svc/web", "deployment/web"} {
 		port := map[string]string{"svc/web": "80", "deployment/web": "8080"}[target]
-		require.Equal(t, "hello from "+leaf.Name+"\n", portForwardGet(t, ns, target, port, "/via-"+target), target)
+		require.Equal(t, "hello from "+leaf.Name+"\n", framework.PortForwardGet(t, env, env.Cluster("root"), ns, target, port, "/via-"+target), target)
 	}
-}
-
-// portForwardGet runs `kubectl port-forward target :port` at the root and
-// returns the body of a GET of path through it.
-func portForwardGet(t *testing.T, ns, target, port, path string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, env.Binaries.Kubectl, "--kubeconfig", env.Cluster("root").KubeconfigPath, "-n", ns, "port-forward", target, ":"+port)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	defer func() { cancel(); _ = cmd.Wait() }()
-	lines := bufio.NewScanner(stdout)
-	require.True(t, lines.Scan(), "no output from port-forward %s", target)
-	m := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> 8080`).FindStringSubmatch(lines.Text())
-	require.NotNil(t, m, "port-forward %s said %q", target, lines.Text())
-	resp, err := http.Get("http://127.0.0.1:" + m[1] + path)
-	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	return string(body)
 }
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.

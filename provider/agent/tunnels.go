@@ -1,0 +1,360 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/provider/gateway"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+)
+
+// GatewayConfig runs a gateway in the agent (provider/gateway): one
+// WireGuard interface carrying pod traffic to the parents (tunnels this
+// cluster opens) and from the children (tunnels they open).
+type GatewayConfig struct {
+	// Interface is the TUN interface's name. Default nestlet0.
+	Interface string
+	// ListenPort is the UDP port children open their tunnels to. Default
+	// gateway.DefaultPort.
+	ListenPort int
+	// Endpoint is host:port where children reach ListenPort (a public
+	// address, a LoadBalancer's, a port forwarded by a NAT...); without it
+	// no child can open a tunnel here.
+	Endpoint string
+	// Keepalive keeps the tunnels to the parents open through NAT.
+	// Default 25s.
+	Keepalive time.Duration
+}
+
+// tunnels holds this cluster's gateway and its peers: each child whose
+// virtual node here publishes a gateway key, routed its subtree's pod
+// CIDRs (the decorator tells it, setChild), and each parent that publishes
+// its gateway on this cluster's virtual node there (the Target runs tell
+// it, setParent), routed what it carries beyond this cluster's subtree.
+//
+// Paths: a CIDR of a child's subtree goes to that child; what a parent
+// carries goes to one parent, the first of them by Target name that
+// carries it (in a diamond, the other parents are not used for it); a
+// CIDR claimed twice goes where it was claimed first, in that order.
+type tunnels struct {
+	gw        gatewayDevice
+	endpoint  string
+	keepalive time.Duration
+	nodes     corelisters.NodeLister
+	// changed is called when what this cluster carries (its children's
+	// routes) changed: every child's virtual node is decorated again.
+	changed func()
+
+	mu       sync.Mutex
+	children map[string]gateway.Peer // by virtual node
+	parents  map[string]gateway.Peer // by Target, AllowedIPs: all they carry
+	carried  []string
+}
+
+// gatewayDevice is what tunnels uses of a *gateway.Gateway.
+type gatewayDevice interface {
+	PublicKey() wgtypes.Key
+	SetPeers([]gateway.Peer) error
+	Status() ([]gateway.PeerStatus, error)
+	Close()
+}
+
+func startTunnels(cfg *GatewayConfig, nodes corelisters.NodeLister) (*tunnels, error) {
+	if cfg.Interface == "" {
+		cfg.Interface = "nestlet0"
+	}
+	if cfg.ListenPort == 0 {
+		cfg.ListenPort = gateway.DefaultPort
+	}
+	if cfg.Keepalive == 0 {
+		cfg.Keepalive = 25 * time.Second
+	}
+	gw, err := gateway.Start(gateway.Options{Interface: cfg.Interface, ListenPort: cfg.ListenPort,
+		Logf: func(f string, args ...any) { klog.Background().Info("Gateway: " + fmt.Sprintf(f, args...)) }})
+	if err != nil {
+		return nil, err
+	}
+	return &tunnels{gw: gw, endpoint: cfg.Endpoint, keepalive: cfg.Keepalive, nodes: nodes,
+		children: map[string]gateway.Peer{}, parents: map[string]gateway.Peer{}}, nil
+}
+
+// publicKey is the gateway's key as published (base64).
+func (t *tunnels) publicKey() string { return t.gw.PublicKey().String() }
+
+// publicKeyOrNone is publicKey, or "" without a gateway (t nil).
+func (t *tunnels) publicKeyOrNone() string {
+	if t == nil {
+		return ""
+	}
+	return t.publicKey()
+}
+
+// setChild makes the child of virtual node name a peer, with its key and
+// its subtree's pod CIDRs (none: removed; a child whose CIDRs overlap
+// another node's gets no routes).
+func (t *tunnels) setChild(ctx context.Context, name, key string, cidrs []string) {
+	var peer *gateway.Peer
+	if k, err := wgtypes.ParseKey(key); err == nil && len(cidrs) > 0 {
+		peer = &gateway.Peer{PublicKey: k, AllowedIPs: prefixes(cidrs)}
+	} else if key != "" && err != nil {
+		klog.FromContext(ctx).Info("Ignoring a child's gateway key", "node", name, "err", err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old, had := t.children[name]
+	if peer == nil {
+		if !had {
+			return
+		}
+		delete(t.children, name)
+	} else {
+		if had && old.PublicKey == peer.PublicKey && slices.Equal(old.AllowedIPs, peer.AllowedIPs) {
+			return
+		}
+		t.children[name] = *peer
+	}
+	t.applyLocked(ctx)
+}
+
+// setParent makes the parent of Target target a peer from what it
+// published on this cluster's virtual node (nil: removed). own are the pod
+// CIDRs of this cluster's subtree, never routed up.
+func (t *tunnels) setParent(ctx context.Context, target string, gp *api.GatewayParent, own []string) {
+	var peer *gateway.Peer
+	if gp != nil {
+		var err error
+		if peer, err = parentPeer(gp, own, t.keepalive); err != nil {
+			klog.FromContext(ctx).Info("Ignoring the parent's gateway", "target", target, "err", err)
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old, had := t.parents[target]
+	switch {
+	case peer == nil && !had:
+		return
+	case peer == nil:
+		delete(t.parents, target)
+	case had && old.PublicKey == peer.PublicKey && old.Endpoint == peer.Endpoint && slices.Equal(old.AllowedIPs, peer.AllowedIPs):
+		return
+	default:
+		t.parents[target] = *peer
+	}
+	t.applyLocked(ctx)
+}
+
+// parentPeer is the peer of a parent's gateway: what it carries, but the
+// pod CIDRs own of this cluster's subtree, through the tunnel this cluster
+// opens to its endpoint and keeps open.
+func parentPeer(gp *api.GatewayParent, own []string, keepalive time.Duration) (*gateway.Peer, error) {
+	k, err := wgtypes.ParseKey(gp.PublicKey)
+	if err != nil {
+		return nil, fmt.Errorf("bad key: %w", err)
+	}
+	peer := &gateway.Peer{PublicKey: k, Keepalive: keepalive}
+	if gp.Endpoint != "" {
+		if peer.Endpoint, err = netip.ParseAddrPort(gp.Endpoint); err != nil {
+			// A name: WireGuard takes addresses.
+			addr, rerr := net.ResolveUDPAddr("udp", gp.Endpoint)
+			if rerr != nil {
+				return nil, fmt.Errorf("endpoint %q: %w", gp.Endpoint, rerr)
+			}
+			peer.Endpoint = addr.AddrPort()
+		}
+	}
+	mine := map[netip.Prefix]bool{}
+	for _, p := range prefixes(own) {
+		mine[p] = true
+	}
+	for _, p := range prefixes(gp.Routes) {
+		if !mine[p] {
+			peer.AllowedIPs = append(peer.AllowedIPs, p)
+		}
+	}
+	return peer, nil
+}
+
+// applyLocked configures the gateway's peers and routes, and tells the
+// children when what this cluster carries changed.
+func (t *tunnels) applyLocked(ctx context.Context) {
+	peers, claimed := planPeers(t.children, t.parents)
+	if err := t.gw.SetPeers(peers); err != nil {
+		klog.FromContext(ctx).Error(err, "Configuring the gateway's peers")
+	}
+	carried := t.carriedLocked(claimed)
+	if !slices.Equal(carried, t.carried) {
+		t.carried = carried
+		if t.changed != nil {
+			go t.changed()
+		}
+	}
+}
+
+// planPeers returns the gateway's peers: every child with its CIDRs, then
+// every parent by Target name with what it carries that no peer before it
+// claimed; and every CIDR claimed. One cluster under two names (the same
+// key twice) is one peer.
+func planPeers(children, parents map[string]gateway.Peer) ([]gateway.Peer, map[netip.Prefix]bool) {
+	claimed := map[netip.Prefix]bool{}
+	var peers []gateway.Peer
+	claim := func(p gateway.Peer) {
+		var allowed []netip.Prefix
+		for _, a := range p.AllowedIPs {
+			if !claimed[a] {
+				claimed[a] = true
+				allowed = append(allowed, a)
+			}
+		}
+		if i := slices.IndexFunc(peers, func(q gateway.Peer) bool { return q.PublicKey == p.PublicKey }); i >= 0 {
+			peers[i].AllowedIPs = append(peers[i].AllowedIPs, allowed...)
+			if p.Endpoint.IsValid() && !peers[i].Endpoint.IsValid() {
+				peers[i].Endpoint, peers[i].Keepalive = p.Endpoint, p.Keepalive
+			}
+			return
+		}
+		p.AllowedIPs = allowed
+		peers = append(peers, p)
+	}
+	for _, name := range sortedKeys(children) {
+		claim(children[name])
+	}
+	for _, name := range sortedKeys(parents) {
+		claim(parents[name])
+	}
+	return peers, claimed
+}
+
+// carriedLocked is what this cluster carries for its children: its own
+// nodes' pod CIDRs and every claimed route.
+func (t *tunnels) carriedLocked(claimed map[netip.Prefix]bool) []string {
+	var out []string
+	for p := range claimed {
+		out = append(out, p.String())
+	}
+	if nodes, err := t.nodes.List(labels.Everything()); err == nil {
+		for _, n := range nodes {
+			if n.Labels[api.LabelCluster] != "" {
+				continue
+			}
+			out = append(out, nodePodCIDRs(n)...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// refresh recomputes what this cluster carries (a node of its own came,
+// changed its pod CIDRs or went).
+func (t *tunnels) refresh(ctx context.Context) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.applyLocked(ctx)
+}
+
+// parentAnnotation is what this cluster tells each child about its gateway
+// (api.AnnotationGatewayParent).
+func (t *tunnels) parentAnnotation() string {
+	t.mu.Lock()
+	routes := slices.Clone(t.carried)
+	t.mu.Unlock()
+	raw, _ := json.Marshal(api.GatewayParent{PublicKey: t.publicKey(), Endpoint: t.endpoint, Routes: routes})
+	return string(raw)
+}
+
+// watchParent keeps the parent of Target target a peer with what it
+// publishes on n, this cluster's virtual node there.
+func (t *tunnels) watchParent(ctx context.Context, target string, n *corev1.Node, own func() ([]string, error)) {
+	raw, ok := n.Annotations[api.AnnotationGatewayParent]
+	if !ok {
+		t.setParent(ctx, target, nil, nil)
+		return
+	}
+	var gp api.GatewayParent
+	if err := json.Unmarshal([]byte(raw), &gp); err != nil {
+		klog.FromContext(ctx).Info("Ignoring the parent's gateway", "target", target, "err", err)
+		return
+	}
+	cidrs, err := own()
+	if err != nil {
+		return
+	}
+	t.setParent(ctx, target, &gp, cidrs)
+}
+
+func (t *tunnels) close() { t.gw.Close() }
+
+// ownNodeEvents refreshes what this cluster carries when a node of its own
+// (not a child's virtual node) comes, goes or changes its pod CIDRs.
+func (t *tunnels) ownNodeEvents(ctx context.Context) cache.ResourceEventHandler {
+	own := func(obj any) (*corev1.Node, bool) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		n, ok := obj.(*corev1.Node)
+		return n, ok && n.Labels[api.LabelCluster] == ""
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if _, ok := own(obj); ok {
+				t.refresh(ctx)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := own(oldObj)
+			n, ok2 := own(newObj)
+			if ok1 && ok2 && !slices.Equal(nodePodCIDRs(o), nodePodCIDRs(n)) {
+				t.refresh(ctx)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if _, ok := own(obj); ok {
+				t.refresh(ctx)
+			}
+		},
+	}
+}
+
+// nodePodCIDRs returns a node's spec.podCIDRs (or its podCIDR).
+func nodePodCIDRs(n *corev1.Node) []string {
+	if len(n.Spec.PodCIDRs) > 0 {
+		return n.Spec.PodCIDRs
+	}
+	if n.Spec.PodCIDR != "" {
+		return []string{n.Spec.PodCIDR}
+	}
+	return nil
+}
+
+// prefixes parses CIDRs, masked, skipping what does not parse.
+func prefixes(cidrs []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, c := range cidrs {
+		if p, err := netip.ParsePrefix(strings.TrimSpace(c)); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

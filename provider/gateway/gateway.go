@@ -1,0 +1,228 @@
+// Package gateway is a cluster's end of the WireGuard tunnels that carry
+// pod traffic between the clusters of a tree: a TUN interface run by
+// wireguard-go (the userspace implementation, golang.zx2c4.com/wireguard:
+// no kernel module needed) in this process, its peers, and the routes of
+// their pod CIDRs through it.
+//
+// A child behind NAT knows its parent's endpoint and opens the tunnel,
+// keeping it open with keepalives; its parent learns the child's endpoint
+// from the child's handshakes, as WireGuard roams, and so reaches the
+// child through the NAT on the path the child opened. Packets keep their
+// source addresses: a pod's address reaches the other end unchanged.
+//
+// The gateway is configured as wireguard-go's own tools configure it, with
+// its cross-platform configuration protocol (device.IpcSet), in-process:
+// no configuration socket is left on the machine.
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.zx2c4.com/wireguard/conn"
+	"golang.zx2c4.com/wireguard/device"
+	"golang.zx2c4.com/wireguard/tun"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+)
+
+// DefaultMTU leaves room for WireGuard's 60 bytes (IPv4 outer header, UDP,
+// WireGuard's header and tag) and more within a 1,500-byte path.
+const DefaultMTU = 1420
+
+// DefaultPort is the UDP port a parent's gateway listens on unless told
+// otherwise (WireGuard's usual one).
+const DefaultPort = 51820
+
+// Options configure a Gateway.
+type Options struct {
+	// Interface is the name of the TUN interface (15 characters at most).
+	Interface string
+	// PrivateKey is the gateway's key; a new one when zero.
+	PrivateKey wgtypes.Key
+	// ListenPort is the UDP port to listen on; 0 picks a free one (a child
+	// behind NAT needs no fixed port).
+	ListenPort int
+	// Addresses are given to the interface: the address this cluster's
+	// own traffic through the tunnels leaves with.
+	Addresses []netip.Prefix
+	// MTU of the interface; DefaultMTU when 0.
+	MTU int
+	// Logf receives wireguard-go's errors (and its debug lines with
+	// Verbose); nothing when nil.
+	Logf    func(format string, args ...any)
+	Verbose bool
+}
+
+// Peer is the other end of one tunnel.
+type Peer struct {
+	PublicKey wgtypes.Key
+	// Endpoint is the peer's UDP address, when this end opens the tunnel
+	// (a child: its parent's gateway); invalid when the peer opens it
+	// (a parent, for a child behind NAT).
+	Endpoint netip.AddrPort
+	// AllowedIPs are what the peer may send from and what is routed to it.
+	AllowedIPs []netip.Prefix
+	// Keepalive is sent by the end behind NAT to keep the path open; 0
+	// sends none.
+	Keepalive time.Duration
+}
+
+// PeerStatus is what the gateway knows of one peer.
+type PeerStatus struct {
+	PublicKey wgtypes.Key
+	// Endpoint is the peer's address, configured or learned from its
+	// handshakes; invalid before the first.
+	Endpoint netip.AddrPort
+	// LastHandshake is zero before the first handshake.
+	LastHandshake    time.Time
+	RxBytes, TxBytes int64
+	AllowedIPs       []netip.Prefix
+}
+
+// Gateway is a running WireGuard interface.
+type Gateway struct {
+	name string
+	key  wgtypes.Key
+	port int
+	dev  *device.Device
+	link netlink.Link
+
+	mu     sync.Mutex
+	routes []netip.Prefix
+}
+
+// ErrNoTUN is returned where the machine offers no TUN device.
+var ErrNoTUN = errors.New("no TUN device (/dev/net/tun): the gateway needs one; in a container, give it /dev/net/tun and CAP_NET_ADMIN")
+
+// Start creates the interface in this process's network namespace, brings
+// it up and listens.
+func Start(o Options) (g *Gateway, err error) {
+	if len(o.Interface) == 0 || len(o.Interface) > 15 {
+		return nil, fmt.Errorf("interface name %q: 1 to 15 characters", o.Interface)
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoTUN, err)
+	}
+	key := o.PrivateKey
+	if key == (wgtypes.Key{}) {
+		if key, err = wgtypes.GeneratePrivateKey(); err != nil {
+			return nil, err
+		}
+	}
+	mtu := o.MTU
+	if mtu == 0 {
+		mtu = DefaultMTU
+	}
+	t, err := tun.CreateTUN(o.Interface, mtu)
+	if err != nil {
+		return nil, fmt.Errorf("create TUN %s: %w", o.Interface, err)
+	}
+	logger := &device.Logger{Verbosef: device.DiscardLogf, Errorf: device.DiscardLogf}
+	if o.Logf != nil {
+		logger.Errorf = o.Logf
+		if o.Verbose {
+			logger.Verbosef = o.Logf
+		}
+	}
+	g = &Gateway{name: o.Interface, key: key, dev: device.NewDevice(t, conn.NewDefaultBind(), logger)}
+	defer func() {
+		if err != nil {
+			g.dev.Close()
+		}
+	}()
+	if err := g.dev.IpcSet(deviceConfig(key, o.ListenPort)); err != nil {
+		return nil, fmt.Errorf("configure %s: %w", o.Interface, err)
+	}
+	if err := g.dev.Up(); err != nil {
+		return nil, fmt.Errorf("bring %s up: %w", o.Interface, err)
+	}
+	status, err := g.dev.IpcGet()
+	if err != nil {
+		return nil, err
+	}
+	if g.port, err = listenPort(status); err != nil {
+		return nil, err
+	}
+	if g.link, err = netlink.LinkByName(o.Interface); err != nil {
+		return nil, fmt.Errorf("interface %s: %w", o.Interface, err)
+	}
+	for _, a := range o.Addresses {
+		if err := netlink.AddrReplace(g.link, &netlink.Addr{IPNet: ipNet(a)}); err != nil {
+			return nil, fmt.Errorf("address %s on %s: %w", a, o.Interface, err)
+		}
+	}
+	if err := netlink.LinkSetUp(g.link); err != nil {
+		return nil, fmt.Errorf("set %s up: %w", o.Interface, err)
+	}
+	return g, nil
+}
+
+// PublicKey is what peers know this gateway by.
+func (g *Gateway) PublicKey() wgtypes.Key { return g.key.PublicKey() }
+
+// Port is the UDP port the gateway listens on.
+func (g *Gateway) Port() int { return g.port }
+
+// Interface is the name of the gateway's interface.
+func (g *Gateway) Interface() string { return g.name }
+
+// SetPeers makes peers the gateway's peers, and routes each peer's
+// allowed IPs through the interface: peers and routes no longer listed are
+// removed. A peer whose key is unchanged keeps its session (no new
+// handshake).
+func (g *Gateway) SetPeers(peers []Peer) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	current, err := g.Status()
+	if err != nil {
+		return err
+	}
+	keys := make([]wgtypes.Key, 0, len(current))
+	for _, p := range current {
+		keys = append(keys, p.PublicKey)
+	}
+	if err := g.dev.IpcSet(peersConfig(peers, keys)); err != nil {
+		return fmt.Errorf("peers of %s: %w", g.name, err)
+	}
+	var want []netip.Prefix
+	for _, p := range peers {
+		want = append(want, p.AllowedIPs...)
+	}
+	var errs []error
+	for _, r := range want {
+		if err := netlink.RouteReplace(&netlink.Route{LinkIndex: g.link.Attrs().Index, Dst: ipNet(r.Masked())}); err != nil {
+			errs = append(errs, fmt.Errorf("route %s via %s: %w", r, g.name, err))
+		}
+	}
+	for _, r := range g.routes {
+		if !slices.Contains(want, r) {
+			err := netlink.RouteDel(&netlink.Route{LinkIndex: g.link.Attrs().Index, Dst: ipNet(r.Masked())})
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("remove route %s: %w", r, err))
+			}
+		}
+	}
+	g.routes = want
+	return errors.Join(errs...)
+}
+
+// Status returns what the gateway knows of each peer.
+func (g *Gateway) Status() ([]PeerStatus, error) {
+	s, err := g.dev.IpcGet()
+	if err != nil {
+		return nil, err
+	}
+	return parsePeers(s)
+}
+
+// Close removes the interface (and its routes with it) and stops the
+// gateway.
+func (g *Gateway) Close() {
+	g.dev.Close()
+}
