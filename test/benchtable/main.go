@@ -54,6 +54,10 @@ var baselines = map[string]string{
 	"paced-3hop-p50-ms": "paced-0hop-p50-ms",
 	"paced-3hop-p99-ms": "paced-0hop-p99-ms",
 
+	"tunnel4-p50-ms": "leaf-p50-ms",
+	"tunnel4-p99-ms": "leaf-p99-ms",
+	"tunnel4-MiB/s":  "leaf-MiB/s",
+
 	"delete-1hop-p50-ms": "delete-0hop-p50-ms",
 	"delete-1hop-p99-ms": "delete-0hop-p99-ms",
 	"delete-2hop-p50-ms": "delete-0hop-p50-ms",

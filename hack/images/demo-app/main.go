@@ -10,7 +10,11 @@
 // that `kubectl exec` has something to run in an image without a shell:
 // hostname, env, echo ARGS..., cat [FILE...] (stdin without files), ls
 // [DIR], exit CODE, get URL (an HTTP GET: prints the body, fails unless
-// 200 within 5 s), resolve NAME (its addresses through the pod's DNS).
+// 200 within 5 s), resolve NAME (its addresses through the pod's DNS),
+// and for the benchmarks: latency URL COUNT (COUNT GETs one after another
+// on one connection, after one to open it: prints their p50 and p99 in
+// microseconds) and fetch URL (a GET whose body is counted and dropped:
+// prints the bytes and the seconds). /bytes/N answers N bytes.
 package main
 
 import (
@@ -21,6 +25,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +60,22 @@ func main() {
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "hello from %s\n", host)
+	})
+	mux.HandleFunc("/bytes/{n}", func(w http.ResponseWriter, r *http.Request) {
+		n, err := strconv.ParseInt(r.PathValue("n"), 10, 64)
+		if err != nil || n < 0 {
+			http.Error(w, "bytes: a count", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+		chunk := make([]byte, 64<<10)
+		for n > 0 {
+			k := min(n, int64(len(chunk)))
+			if _, err := w.Write(chunk[:k]); err != nil {
+				return
+			}
+			n -= k
+		}
 	})
 	logged := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Printf("demo-app: %s %s from %s\n", r.Method, r.URL.Path, r.RemoteAddr)
@@ -123,6 +144,18 @@ func tool(cmd string, args []string) int {
 			return 2
 		}
 		return resolve(args[0])
+	case "latency":
+		if len(args) != 2 {
+			fmt.Fprintln(os.Stderr, "usage: demo-app latency URL COUNT")
+			return 2
+		}
+		return latency(args[0], args[1])
+	case "fetch":
+		if len(args) != 1 {
+			fmt.Fprintln(os.Stderr, "usage: demo-app fetch URL")
+			return 2
+		}
+		return fetch(args[0])
 	case "exit":
 		if len(args) != 1 {
 			fmt.Fprintln(os.Stderr, "usage: demo-app exit CODE")
@@ -135,7 +168,7 @@ func tool(cmd string, args []string) int {
 		}
 		return code
 	default:
-		fmt.Fprintf(os.Stderr, "demo-app: unknown command %q (hostname, env, echo, cat, ls, exit, get, resolve)\n", cmd)
+		fmt.Fprintf(os.Stderr, "demo-app: unknown command %q (hostname, env, echo, cat, ls, exit, get, resolve, latency, fetch)\n", cmd)
 		return 127
 	}
 	return 0
@@ -191,5 +224,64 @@ func resolve(name string) int {
 	for _, a := range addrs {
 		fmt.Println(a)
 	}
+	return 0
+}
+
+// latency GETs url count times on one connection (after one GET that opens
+// it) and prints the p50 and p99 of their durations in microseconds.
+func latency(url, count string) int {
+	n, err := strconv.Atoi(count)
+	if err != nil || n < 1 {
+		fmt.Fprintln(os.Stderr, "demo-app: COUNT must be a positive number")
+		return 2
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	once := func() error {
+		resp, err := client.Get(url)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s", resp.Status)
+		}
+		return nil
+	}
+	if err := once(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	took := make([]time.Duration, 0, n)
+	for range n {
+		start := time.Now()
+		if err := once(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	at := func(q float64) int64 { return took[min(len(took)-1, int(q*float64(len(took))))].Microseconds() }
+	fmt.Println(at(0.50), at(0.99))
+	return 0
+}
+
+// fetch GETs url, counts and drops the body, and prints the bytes and the
+// seconds it took.
+func fetch(url string) int {
+	start := time.Now()
+	resp, err := (&http.Client{Timeout: 5 * time.Minute}).Get(url)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		fmt.Fprintln(os.Stderr, "demo-app:", resp.Status, err)
+		return 1
+	}
+	fmt.Println(n, time.Since(start).Seconds())
 	return 0
 }
