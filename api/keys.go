@@ -40,6 +40,12 @@ const (
 	// JSON; the parent's agent applies them (a node may not change its own
 	// taints after creation).
 	AnnotationDesiredTaints = "nestlet.io/desired-taints"
+	// AnnotationAppliedTaints is set by the parent's agent on a child's
+	// virtual node: JSON list of the taint keys it applied from
+	// AnnotationDesiredTaints, so that it removes those, and only those,
+	// when the child no longer asks for them: every other taint (an
+	// admin's) stays.
+	AnnotationAppliedTaints = "nestlet.io/applied-taints"
 	// AnnotationAvoid is set by a child on its virtual node: JSON mapping
 	// the UID of a pod owner (a ReplicaSet, a Job...) to the time (RFC 3339)
 	// until which the parent's scheduler should not send that owner's pods
@@ -65,6 +71,11 @@ const (
 	// "down", "no endpoint", "no gateway in the parent"), written when it
 	// changes; the Target's Tunnel condition says more.
 	AnnotationGatewayTunnel = "nestlet.io/gateway-tunnel"
+	// ManagedByRemoteEndpoints is the endpointslice.kubernetes.io/managed-by
+	// of the EndpointSlices a child's agent makes for a Service reflected
+	// there: the parent's endpoints outside the child's subtree. The
+	// child's endpointslice controller leaves them alone.
+	ManagedByRemoteEndpoints = "remote-endpoints.nestlet.io"
 	// PodCIDROverlapNone is AnnotationPodCIDROverlap's value when nothing
 	// overlaps.
 	PodCIDROverlapNone = "none"

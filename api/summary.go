@@ -3,7 +3,9 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -130,14 +132,46 @@ func ParseSummary(node *corev1.Node) (*Summary, bool) {
 		return nil, false
 	}
 	raw, ok := node.Annotations[AnnotationSummary]
-	if !ok {
+	if !ok || len(raw) > MaxSummaryBytes {
+		// Larger than any agent writes: not read at all (the node is
+		// then used as one without a summary: for nothing).
 		return nil, false
 	}
 	var s Summary
 	if err := json.Unmarshal([]byte(raw), &s); err != nil {
 		return nil, false
 	}
+	s.dropReservedKeys()
 	return &s, true
+}
+
+// ReservedLabel reports whether a summary may not claim label key for its
+// groups: keys that say which node a node is, or that only the parent's
+// admins may set (NodeRestriction's node-restriction.kubernetes.io/, node
+// roles), or Nestlet's own. A child claiming them would attract pods
+// pinned to another node, or to nodes its admins set apart.
+func ReservedLabel(key string) bool {
+	if key == corev1.LabelHostname {
+		return true
+	}
+	for _, prefix := range []string{"node-restriction.kubernetes.io/", "node-role.kubernetes.io/", "nestlet.io/"} {
+		if strings.HasPrefix(key, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// dropReservedKeys removes every ReservedLabel key from s, as if the
+// child had not grouped by it.
+func (s *Summary) dropReservedKeys() {
+	s.GroupKeys = slices.DeleteFunc(s.GroupKeys, ReservedLabel)
+	for i := range s.Groups {
+		g := &s.Groups[i]
+		maps.DeleteFunc(g.Labels, func(k, _ string) bool { return ReservedLabel(k) })
+		maps.DeleteFunc(g.Values, func(k string, _ map[string]int) bool { return ReservedLabel(k) })
+		maps.DeleteFunc(g.Others, func(k string, _ int) bool { return ReservedLabel(k) })
+	}
 }
 
 // FormatSummary returns s as the value of the AnnotationSummary annotation.

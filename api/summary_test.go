@@ -1,9 +1,11 @@
 package api
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +18,20 @@ func TestParseSummary(t *testing.T) {
 	s := Summary{Cluster: "x", Covered: []string{"x"}, Depth: 1, GroupKeys: []string{"k"}, Time: "2025-01-01T00:00:00Z",
 		Groups: []Group{{Labels: map[string]string{"k": "v"}, Nodes: 2, Allocatable: cpu("2"), Free: cpu("1500m"), Shapes: []corev1.ResourceList{cpu("1")}}}}
 	raw, err := FormatSummary(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A child claiming another node's hostname, an admin's
+	// node-restriction label, a node role and Nestlet's own label, in its
+	// labels, folded values and key list: read as if it had not.
+	claims := s
+	claims.GroupKeys = []string{"k", "kubernetes.io/hostname", "node-role.kubernetes.io/control-plane"}
+	claims.Groups = []Group{s.Groups[0]}
+	claims.Groups[0].Labels = map[string]string{"k": "v", "kubernetes.io/hostname": "other-node",
+		"node-restriction.kubernetes.io/pci": "yes", "node-role.kubernetes.io/control-plane": "", "nestlet.io/cluster": "other"}
+	claims.Groups[0].Values = map[string]map[string]int{"kubernetes.io/hostname": {"other-node": 1}}
+	claims.Groups[0].Others = map[string]int{"node-role.kubernetes.io/control-plane": 1}
+	claiming, err := FormatSummary(claims)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,6 +49,8 @@ func TestParseSummary(t *testing.T) {
 		{name: "invalid JSON", node: node(map[string]string{AnnotationSummary: `{"depth":"deep"}`})},
 		{name: "empty annotation", node: node(map[string]string{AnnotationSummary: ""})},
 		{name: "formatted summary", node: node(map[string]string{AnnotationSummary: raw}), want: &s, wantOK: true},
+		{name: "larger than any agent writes", node: node(map[string]string{AnnotationSummary: raw[:len(raw)-1] + `,"pad":"` + strings.Repeat("x", MaxSummaryBytes) + `"}`})},
+		{name: "reserved keys claimed", node: node(map[string]string{AnnotationSummary: claiming}), want: &s, wantOK: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,7 +58,7 @@ func TestParseSummary(t *testing.T) {
 			if ok != tt.wantOK {
 				t.Fatalf("ok = %v, want %v", ok, tt.wantOK)
 			}
-			if diff := cmp.Diff(tt.want, got, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
+			if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty(), cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
 				t.Errorf("(-want +got)\n%s", diff)
 			}
 		})

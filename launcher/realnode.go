@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -257,6 +258,12 @@ func (n *RealNode) startKubelet(ctx context.Context, rt *NodeRuntime, o RealNode
 	if err != nil {
 		return err
 	}
+	// Every kubelet of this machine binds the same device-plugin socket
+	// (its path is fixed, whatever --root-dir), removing the file first:
+	// two starting at once may each find the other's there and fail. One
+	// at a time, until its socket is bound.
+	kubeletStarts.Lock()
+	started := time.Now()
 	p, err := startProcessIn(n.Netns, n.Dir, "kubelet", rt.Kubelet, nil,
 		"--config="+cfg,
 		"--kubeconfig="+kubeconfig,
@@ -266,8 +273,11 @@ func (n *RealNode) startKubelet(ctx context.Context, rt *NodeRuntime, o RealNode
 		"--v=1",
 	)
 	if err != nil {
+		kubeletStarts.Unlock()
 		return err
 	}
+	waitDevicePluginSocket(ctx, p, started)
+	kubeletStarts.Unlock()
 	c.track(p)
 	n.Kubelet = p
 	if err := n.recordProcess(p, &n.record.Kubelet); err != nil {
@@ -362,4 +372,24 @@ func (n *RealNode) Dial(ctx context.Context, network, address string) (net.Conn,
 // HTTPClient is an HTTP client whose connections start on the node (Dial).
 func (n *RealNode) HTTPClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{DialContext: n.Dial, DisableKeepAlives: true}, Timeout: 30 * time.Second}
+}
+
+// kubeletStarts lets one kubelet of this process start at a time
+// (startKubelet).
+var kubeletStarts sync.Mutex
+
+// devicePluginSocket is where every kubelet serves device plugins'
+// registrations.
+const devicePluginSocket = "/var/lib/kubelet/device-plugins/kubelet.sock"
+
+// waitDevicePluginSocket waits until kubelet p has bound the device-plugin
+// socket (made after started), has exited, or 30 s have passed.
+func waitDevicePluginSocket(ctx context.Context, p *Process, started time.Time) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil && p.Alive() {
+		if fi, err := os.Stat(devicePluginSocket); err == nil && !fi.ModTime().Before(started) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

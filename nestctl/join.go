@@ -43,8 +43,8 @@ func Join(ctx context.Context, cfg *rest.Config, o JoinOptions) (*v1alpha1.Targe
 	if (o.CACertHash == "") == (o.CAFile == "") {
 		return nil, fmt.Errorf("give exactly one of --ca-cert-hash and --ca-file")
 	}
-	if errs := validation.IsDNS1123Subdomain(o.ClusterName); len(errs) > 0 {
-		return nil, fmt.Errorf("--cluster-name %q: %s", o.ClusterName, strings.Join(errs, "; "))
+	if errs := append(validation.IsDNS1123Subdomain(o.ClusterName), validation.IsValidLabelValue(o.ClusterName)...); len(errs) > 0 {
+		return nil, fmt.Errorf("--cluster-name %q (a DNS subdomain, and a label value: at most 63 characters): %s", o.ClusterName, strings.Join(errs, "; "))
 	}
 	if o.TargetName == "" {
 		u, err := url.Parse(o.ParentURL)

@@ -37,11 +37,13 @@ type TargetSpec struct {
 	ParentURL string `json:"parentURL"`
 
 	// ClusterName is this cluster's name in the parent: the name of its
-	// virtual node, and its id on the hop path of forwarded pods. A DNS
-	// subdomain (lower case letters, digits, '-' and '.').
+	// virtual node, the value of its nestlet.io/cluster label, and its id
+	// on the hop path of forwarded pods. A DNS subdomain (lower case
+	// letters, digits, '-' and '.') of at most 63 characters, as a label
+	// value must be.
 	//
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
-	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:MaxLength=63
 	ClusterName string `json:"clusterName"`
 
 	// BootstrapTokenSecretRef names the Secret in this cluster whose key

@@ -197,6 +197,9 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 		want.Labels = map[string]string{}
 	}
 	want.Labels[api.LabelNodeRoleCluster] = ""
+	// A node names itself: a child may not take another node's name
+	// (pods pinned to that node would come here).
+	want.Labels[corev1.LabelHostname] = name
 	if want.Annotations == nil {
 		want.Annotations = map[string]string{}
 	}
@@ -218,7 +221,24 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 		if err := json.Unmarshal([]byte(raw), &desired); err != nil {
 			return 0, fmt.Errorf("parsing %s of node %s: %w", api.AnnotationDesiredTaints, name, err)
 		}
-		want.Spec.Taints = mergeTaints(n.Spec.Taints, desired)
+		// Which taints are ours to remove: those applied before (none
+		// known on a node decorated before this was recorded).
+		var applied []string
+		if raw, ok := n.Annotations[api.AnnotationAppliedTaints]; ok {
+			_ = json.Unmarshal([]byte(raw), &applied)
+		}
+		want.Spec.Taints = mergeTaints(n.Spec.Taints, desired, applied)
+		keys := []string{}
+		for _, t := range desired {
+			keys = append(keys, t.Key)
+		}
+		slices.Sort(keys)
+		appliedNow, err := json.Marshal(slices.Compact(keys))
+		if err != nil {
+			return 0, err
+		}
+		want.Annotations[api.AnnotationAppliedTaints] = string(appliedNow)
+		patchAnnotations[api.AnnotationAppliedTaints] = string(appliedNow)
 	}
 	if reflect.DeepEqual(want.Labels, n.Labels) && reflect.DeepEqual(want.Spec.Taints, n.Spec.Taints) && reflect.DeepEqual(want.Annotations, n.Annotations) {
 		return 0, nil
@@ -227,7 +247,7 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 		// Labels and annotations only: a merge patch of those keys, which
 		// the child's own patches of its summary cannot conflict with.
 		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-			"labels":      map[string]string{api.LabelNodeRoleCluster: ""},
+			"labels":      map[string]string{api.LabelNodeRoleCluster: "", corev1.LabelHostname: name},
 			"annotations": patchAnnotations,
 		}})
 		if err != nil {
@@ -244,17 +264,17 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 
 // mergeTaints returns the provider taint, the desired taints, and every
 // current taint of another owner (node lifecycle taints such as
-// node.kubernetes.io/unreachable), in that order.
-func mergeTaints(current, desired []corev1.Taint) []corev1.Taint {
+// node.kubernetes.io/unreachable, an admin's), in that order. applied are
+// the keys of the taints applied from an earlier desired list: those the
+// child asks for no more are dropped.
+func mergeTaints(current, desired []corev1.Taint, applied []string) []corev1.Taint {
 	out := append([]corev1.Taint{vnode.ProviderTaint()}, desired...)
 	managed := map[string]bool{api.TaintKeyProvider: true}
 	for _, t := range desired {
 		managed[t.Key] = true
 	}
-	// Taints the child once asked for and asks for no more are dropped;
-	// they are recognisable only by not being system taints.
 	for _, t := range current {
-		if managed[t.Key] || !isSystemTaint(t) {
+		if managed[t.Key] || (!isSystemTaint(t) && slices.Contains(applied, t.Key)) {
 			continue
 		}
 		out = append(out, t)

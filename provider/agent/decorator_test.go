@@ -46,6 +46,7 @@ func TestMergeTaints(t *testing.T) {
 		name     string
 		current  []corev1.Taint
 		desired  []corev1.Taint
+		applied  []string // keys applied from an earlier desired list
 		want     []corev1.Taint
 		wantSame bool // current is returned as it is
 	}{
@@ -71,13 +72,29 @@ func TestMergeTaints(t *testing.T) {
 			name:    "a taint no longer desired is dropped",
 			current: []corev1.Taint{providerTaint, gpu, team, unreachable},
 			desired: []corev1.Taint{team},
+			applied: []string{"example.com/gpu", "example.com/team"},
 			want:    []corev1.Taint{providerTaint, team, unreachable},
 		},
 		{
 			name:    "no desired taints leave the provider and system taints",
 			current: []corev1.Taint{providerTaint, gpu, notReady},
 			desired: nil,
+			applied: []string{"example.com/gpu"},
 			want:    []corev1.Taint{providerTaint, notReady},
+		},
+		{
+			name:    "an admin's taint stays",
+			current: []corev1.Taint{providerTaint, taint("example.com/quarantine", "true", corev1.TaintEffectNoExecute), gpu},
+			desired: nil,
+			applied: []string{"example.com/gpu"},
+			want:    []corev1.Taint{providerTaint, taint("example.com/quarantine", "true", corev1.TaintEffectNoExecute)},
+		},
+		{
+			name:     "a taint of unknown origin stays (decorated before applied keys were recorded)",
+			current:  []corev1.Taint{providerTaint, gpu},
+			desired:  nil,
+			want:     []corev1.Taint{providerTaint, gpu},
+			wantSame: true,
 		},
 		{
 			name:    "a changed provider taint is restored",
@@ -102,7 +119,7 @@ func TestMergeTaints(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := append([]corev1.Taint(nil), tt.current...)
-			got := mergeTaints(tt.current, tt.desired)
+			got := mergeTaints(tt.current, tt.desired, tt.applied)
 			if d := cmp.Diff(tt.want, got); d != "" {
 				t.Errorf("mergeTaints() mismatch (-want +got):\n%s", d)
 			}
@@ -133,8 +150,24 @@ func TestDecoratorSync(t *testing.T) {
 		for k, v := range a {
 			out[k] = v
 		}
+		if raw, ok := a[api.AnnotationDesiredTaints]; ok && raw != "{" {
+			out[api.AnnotationAppliedTaints] = `[]`
+			if strings.Contains(raw, "example.com/gpu") {
+				out[api.AnnotationAppliedTaints] = `["example.com/gpu"]`
+			}
+		}
 		return out
 	}
+	// named adds the hostname label the decorator keeps equal to the
+	// node's name.
+	named := func(l map[string]string) map[string]string {
+		out := map[string]string{corev1.LabelHostname: "child"}
+		for k, v := range l {
+			out[k] = v
+		}
+		return out
+	}
+	appliedGPU := map[string]string{"nestlet.io/desired-taints": "null", api.AnnotationAppliedTaints: `["example.com/gpu"]`}
 	tests := []struct {
 		name    string
 		node    *corev1.Node // in the lister and the API
@@ -144,28 +177,39 @@ func TestDecoratorSync(t *testing.T) {
 		{
 			name: "role label and desired taints are added",
 			node: node(map[string]string{"nestlet.io/cluster": "child"}, desiredGPU, providerTaint, unreachable),
-			want: node(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}, checked(desiredGPU), providerTaint, gpu, unreachable),
+			want: node(named(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}), checked(desiredGPU), providerTaint, gpu, unreachable),
 		},
 		{
 			name: "a node without labels gets the role label",
 			node: node(nil, desiredGPU, providerTaint, gpu),
-			want: node(map[string]string{"node-role.kubernetes.io/cluster": ""}, checked(desiredGPU), providerTaint, gpu),
+			want: node(named(map[string]string{"node-role.kubernetes.io/cluster": ""}), checked(desiredGPU), providerTaint, gpu),
 		},
 		{
 			name: "taints no longer desired are removed",
-			node: node(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""},
-				map[string]string{"nestlet.io/desired-taints": "null"}, providerTaint, gpu, notReady),
-			want: node(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""},
+			node: node(named(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}), appliedGPU, providerTaint, gpu, notReady),
+			want: node(named(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}),
 				checked(map[string]string{"nestlet.io/desired-taints": "null"}), providerTaint, notReady),
+		},
+		{
+			name: "an admin's taint stays",
+			node: node(named(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}), appliedGPU,
+				providerTaint, taint("example.com/quarantine", "true", corev1.TaintEffectNoExecute)),
+			want: node(named(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}),
+				checked(map[string]string{"nestlet.io/desired-taints": "null"}), providerTaint, taint("example.com/quarantine", "true", corev1.TaintEffectNoExecute)),
+		},
+		{
+			name: "a child taking another node's hostname is renamed",
+			node: node(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": "", corev1.LabelHostname: "control-plane-1"}, checked(nil)),
+			want: node(named(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}), checked(nil)),
 		},
 		{
 			name: "without the annotation the taints are left alone",
 			node: node(map[string]string{"nestlet.io/cluster": "child"}, nil, gpu),
-			want: node(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}, checked(nil), gpu),
+			want: node(named(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}), checked(nil), gpu),
 		},
 		{
 			name: "an up-to-date node is not updated",
-			node: node(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}, checked(desiredGPU), providerTaint, gpu, unreachable),
+			node: node(named(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}), checked(desiredGPU), providerTaint, gpu, unreachable),
 		},
 		{
 			name:    "a bad annotation is an error",

@@ -253,6 +253,7 @@ func (r *targetRun) vnodeConfig(ctx context.Context, parent string, kapi *kubele
 func (r *targetRun) forwardConfig(parent string, avoider forward.Avoider) forward.Config {
 	t := r.target
 	return forward.Config{
+		AllServices:   r.a.cfg.Gateway != nil,
 		TargetName:    t.Name,
 		TargetUID:     t.UID,
 		ClusterName:   t.Spec.ClusterName,

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
@@ -18,6 +19,16 @@ import (
 // with what Nestlet sets itself.
 func validateSpec(t *v1alpha1.Target) error {
 	var problems []string
+	// The name is also a label value (an older schema allowed 253
+	// characters).
+	if errs := validation.IsValidLabelValue(t.Spec.ClusterName); len(errs) > 0 {
+		problems = append(problems, fmt.Sprintf("clusterName %q is also the value of the virtual node's label %s: %s", t.Spec.ClusterName, api.LabelCluster, strings.Join(errs, "; ")))
+	}
+	if len(t.Spec.CABundle) > 0 {
+		if _, err := certutil.ParseCertsPEM(t.Spec.CABundle); err != nil {
+			problems = append(problems, fmt.Sprintf("caBundle: %v (PEM-encoded CA certificates of the parent)", err))
+		}
+	}
 	for k, v := range t.Spec.Labels {
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
 			problems = append(problems, fmt.Sprintf("label key %q: %s", k, strings.Join(errs, "; ")))

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -17,9 +18,11 @@ func TestValidateSpec(t *testing.T) {
 		return corev1.Taint{Key: key, Value: "x", Effect: corev1.TaintEffectNoSchedule}
 	}
 	tests := []struct {
-		name   string
-		labels map[string]string
-		taints []corev1.Taint
+		name        string
+		clusterName string
+		caBundle    string
+		labels      map[string]string
+		taints      []corev1.Taint
 		// wantIn are parts of the message; none means the spec is valid.
 		wantIn []string
 	}{
@@ -45,6 +48,9 @@ func TestValidateSpec(t *testing.T) {
 		{name: "invalid label value", labels: map[string]string{"example.com/team": "no spaces"}, wantIn: []string{`label example.com/team value "no spaces"`}},
 		{name: "provider taint", taints: []corev1.Taint{noSchedule("virtual-kubelet.io/provider")}, wantIn: []string{`taint "virtual-kubelet.io/provider" is set by Nestlet`}},
 		{name: "invalid taint key", taints: []corev1.Taint{noSchedule("bad/key/x")}, wantIn: []string{`taint key "bad/key/x"`}},
+		{name: "63-character name", clusterName: strings.Repeat("a", 63)},
+		{name: "64-character name", clusterName: strings.Repeat("a", 64), wantIn: []string{"clusterName", "label nestlet.io/cluster", "63"}},
+		{name: "a CA bundle that is not PEM", caBundle: "not a certificate", wantIn: []string{"caBundle"}},
 		{
 			name:   "every problem is reported",
 			labels: map[string]string{"kubernetes.io/team": "a", "nestlet.io/cluster": "x"},
@@ -54,7 +60,11 @@ func TestValidateSpec(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			target := &v1alpha1.Target{Spec: v1alpha1.TargetSpec{ParentURL: "https://parent:6443", ClusterName: "child", Labels: tt.labels, Taints: tt.taints}}
+			name := tt.clusterName
+			if name == "" {
+				name = "child"
+			}
+			target := &v1alpha1.Target{Spec: v1alpha1.TargetSpec{ParentURL: "https://parent:6443", ClusterName: name, CABundle: []byte(tt.caBundle), Labels: tt.labels, Taints: tt.taints}}
 			err := validateSpec(target)
 			if len(tt.wantIn) == 0 {
 				require.NoError(t, err)

@@ -65,8 +65,15 @@ type Config struct {
 	Metrics *Metrics
 	// New says no delegate and no copy of this Target can exist yet (its
 	// first run): the scan for unused copies at start is skipped.
-	New   bool
-	Clock clock.WithDelayedExecution
+	New bool
+	// AllServices reflects every Service of the parent here, with the
+	// endpoints the parent's has outside this cluster's subtree, not only
+	// those that select pods forwarded here: set where pods reach every
+	// other cluster's pods (the agent's gateway), so that a Service made
+	// anywhere above answers from every cluster below with all its
+	// endpoints.
+	AllServices bool
+	Clock       clock.WithDelayedExecution
 }
 
 // Avoider publishes that the virtual node should be avoided for the pods
@@ -88,6 +95,7 @@ type Provider struct {
 	lister    corelisters.PodLister
 	deps      *dependencies
 	services  *services
+	remote    *remoteEndpoints // with Config.AllServices
 	// namespaces known to exist here (a namespace deleted later makes the
 	// create fail, and the pod is retried).
 	namespaces sync.Map
@@ -177,6 +185,11 @@ func New(cfg Config) (*Provider, error) {
 	if p.services, err = newServices(p); err != nil {
 		return nil, err
 	}
+	if cfg.AllServices {
+		if p.remote, err = newRemoteEndpoints(p, p.services.copies); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
 }
 
@@ -190,6 +203,9 @@ func (p *Provider) Run(ctx context.Context) error {
 	}
 	if err := p.services.start(ctx); err != nil {
 		return err
+	}
+	if p.remote != nil {
+		go p.remote.run(ctx) // not waited for: pods go on without it
 	}
 	if src := p.cfg.ParentPodEvents; src != nil {
 		if _, err := src.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: p.parentUpdated}); err != nil {

@@ -208,6 +208,12 @@ func (s *services) ours(svc *corev1.Service) bool {
 
 func (s *services) create(ctx context.Context, src, want *corev1.Service) error {
 	client := s.p.cfg.Child.CoreV1().Services(want.Namespace)
+	if s.p.cfg.AllServices {
+		// No pod of the namespace may have come here yet.
+		if err := s.p.ensureNamespace(ctx, want.Namespace); err != nil {
+			return err
+		}
+	}
 	_, err := client.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
 	switch {
 	case err == nil:
@@ -293,11 +299,19 @@ func (s *services) wanted(src *corev1.Service) *corev1.Service {
 	if err != nil {
 		return nil
 	}
-	if !s.selectsDelegate(src) {
+	if s.p.cfg.AllServices {
+		if systemNamespaces[src.Namespace] {
+			return nil
+		}
+	} else if !s.selectsDelegate(src) {
 		return nil
 	}
 	return buildService(src, &s.p.cfg, path)
 }
+
+// systemNamespaces hold every cluster's own Services (its DNS, its API
+// server's): never reflected, with AllServices.
+var systemNamespaces = map[string]bool{metav1.NamespaceSystem: true, metav1.NamespacePublic: true, corev1.NamespaceNodeLease: true, api.DefaultNamespace: true}
 
 func (s *services) selectsDelegate(src *corev1.Service) bool {
 	sel := labels.SelectorFromSet(src.Spec.Selector)

@@ -44,7 +44,11 @@ const (
 	BootstrapperApprove   = "nestlet:bootstrappers-autoapprove"
 	NodeRenewalApprove    = "nestlet:nodes-autoapprove-renewal"
 	NodeSelfDelete        = "nestlet:node-self-delete"
-	fieldManager          = "nestctl"
+	// NodeEndpointSlicesRead lets nodes read EndpointSlices: a child's
+	// agent publishes below it the endpoints of the parent's Services that
+	// lie outside its subtree (with gateways: one pod network).
+	NodeEndpointSlicesRead = "nestlet:node-endpointslices-read"
+	fieldManager           = "nestctl"
 )
 
 // Options of EnsurePlumbing.
@@ -93,7 +97,16 @@ func EnsurePlumbing(ctx context.Context, client kubernetes.Interface, o Options)
 	}); err != nil {
 		return err
 	}
-	return ensureClusterRoleBinding(ctx, client, NodeSelfDelete, NodeSelfDelete, rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:nodes"})
+	if err := ensureClusterRoleBinding(ctx, client, NodeSelfDelete, NodeSelfDelete, rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:nodes"}); err != nil {
+		return err
+	}
+	if err := ensureClusterRole(ctx, client, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: NodeEndpointSlicesRead},
+		Rules:      []rbacv1.PolicyRule{{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}}},
+	}); err != nil {
+		return err
+	}
+	return ensureClusterRoleBinding(ctx, client, NodeEndpointSlicesRead, NodeEndpointSlicesRead, rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:nodes"})
 }
 
 func ensureClusterInfo(ctx context.Context, client kubernetes.Interface, o Options) error {

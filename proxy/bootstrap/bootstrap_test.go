@@ -61,6 +61,7 @@ func TestEnsurePlumbing(t *testing.T) {
 	approveBinding := clusterRoleBinding("nestlet:bootstrappers-autoapprove", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", "system:bootstrappers")
 	renewBinding := clusterRoleBinding("nestlet:nodes-autoapprove-renewal", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", "system:nodes")
 	deleteBinding := clusterRoleBinding("nestlet:node-self-delete", "nestlet:node-self-delete", "system:nodes")
+	slicesBinding := clusterRoleBinding("nestlet:node-endpointslices-read", "nestlet:node-endpointslices-read", "system:nodes")
 
 	tests := []struct {
 		name     string
@@ -75,18 +76,18 @@ func TestEnsurePlumbing(t *testing.T) {
 			name:         "new parent without auto-approval",
 			opts:         Options{ServerURL: server, CAData: caPEM, ClusterName: "root"},
 			wantInfoName: "root",
-			wantBindings: []rbacv1.ClusterRoleBinding{csrBinding, deleteBinding},
+			wantBindings: []rbacv1.ClusterRoleBinding{csrBinding, slicesBinding, deleteBinding},
 		},
 		{
 			name:         "new parent with auto-approval",
 			opts:         Options{ServerURL: server, CAData: caPEM, ClusterName: "root", AutoApprove: true},
 			wantInfoName: "root",
-			wantBindings: []rbacv1.ClusterRoleBinding{approveBinding, csrBinding, deleteBinding, renewBinding},
+			wantBindings: []rbacv1.ClusterRoleBinding{approveBinding, csrBinding, slicesBinding, deleteBinding, renewBinding},
 		},
 		{
 			name:         "no cluster name, no nestlet-info",
 			opts:         Options{ServerURL: server, CAData: caPEM},
-			wantBindings: []rbacv1.ClusterRoleBinding{csrBinding, deleteBinding},
+			wantBindings: []rbacv1.ClusterRoleBinding{csrBinding, slicesBinding, deleteBinding},
 		},
 		{
 			name:            "an existing cluster-info is left alone",
@@ -94,7 +95,7 @@ func TestEnsurePlumbing(t *testing.T) {
 			opts:            Options{ServerURL: server, CAData: caPEM, ClusterName: "root"},
 			wantClusterInfo: existingInfo,
 			wantInfoName:    "root",
-			wantBindings:    []rbacv1.ClusterRoleBinding{csrBinding, deleteBinding},
+			wantBindings:    []rbacv1.ClusterRoleBinding{csrBinding, slicesBinding, deleteBinding},
 		},
 		{
 			name: "an existing nestlet-info gets the new name",
@@ -104,7 +105,7 @@ func TestEnsurePlumbing(t *testing.T) {
 			}},
 			opts:         Options{ServerURL: server, CAData: caPEM, ClusterName: "root"},
 			wantInfoName: "root",
-			wantBindings: []rbacv1.ClusterRoleBinding{csrBinding, deleteBinding},
+			wantBindings: []rbacv1.ClusterRoleBinding{csrBinding, slicesBinding, deleteBinding},
 		},
 	}
 	for _, tt := range tests {
@@ -175,8 +176,16 @@ func TestEnsurePlumbing(t *testing.T) {
 				t.Errorf("cluster-info reader subjects mismatch (-want +got):\n%s", d)
 			}
 
+			// Nodes may read EndpointSlices, and nothing more with it.
+			cr, err := client.RbacV1().ClusterRoles().Get(ctx, "nestlet:node-endpointslices-read", metav1.GetOptions{})
+			require.NoError(t, err)
+			wantRead := []rbacv1.PolicyRule{{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}}}
+			if d := cmp.Diff(wantRead, cr.Rules); d != "" {
+				t.Errorf("node endpointslices-read rules mismatch (-want +got):\n%s", d)
+			}
+
 			// Nodes may delete (their own) Node.
-			cr, err := client.RbacV1().ClusterRoles().Get(ctx, "nestlet:node-self-delete", metav1.GetOptions{})
+			cr, err = client.RbacV1().ClusterRoles().Get(ctx, "nestlet:node-self-delete", metav1.GetOptions{})
 			require.NoError(t, err)
 			wantDelete := []rbacv1.PolicyRule{{Verbs: []string{"delete"}, APIGroups: []string{""}, Resources: []string{"nodes"}}}
 			if d := cmp.Diff(wantDelete, cr.Rules); d != "" {

@@ -26,6 +26,12 @@ func TestGroupMatchesFoldedKeys(t *testing.T) {
 	// Malformed (no agent writes them): a folded key counting no node.
 	emptyValues := &api.Group{Nodes: 2, Values: map[string]map[string]int{zone: {}}}
 	zeroOthers := &api.Group{Nodes: 2, Others: map[string]int{zone: 0}}
+	// Three numeric folded keys of 7 values each: 343 label sets, more
+	// than GroupMatches tries.
+	sevens := func() map[string]int {
+		return map[string]int{"1": 1, "2": 1, "3": 1, "4": 1, "5": 1, "6": 1, "7": 1}
+	}
+	tooMany := &api.Group{Nodes: 7, Values: map[string]map[string]int{"example.com/a": sevens(), "example.com/b": sevens(), "example.com/c": sevens()}}
 
 	selector := func(kv ...string) *corev1.Pod {
 		p := &corev1.Pod{Spec: corev1.PodSpec{NodeSelector: map[string]string{}}}
@@ -66,6 +72,7 @@ func TestGroupMatchesFoldedKeys(t *testing.T) {
 		{"two folded keys, a value absent", expr(req(zone, corev1.NodeSelectorOpIn, "z3"), req(gen, corev1.NodeSelectorOpLt, "4")), twoKeys, false},
 		{"malformed: empty values, no selector", selector(), emptyValues, false},
 		{"malformed: zero others", selector(zone, "z1"), zeroOthers, false},
+		{"too many label sets to try: fails closed", expr(req("example.com/a", corev1.NodeSelectorOpGt, "0"), req("example.com/b", corev1.NodeSelectorOpGt, "0"), req("example.com/c", corev1.NodeSelectorOpGt, "0")), tooMany, false},
 	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "child", Labels: map[string]string{api.LabelCluster: "child"}}}
 	for _, tt := range tests {

@@ -95,7 +95,9 @@ func GroupMatches(pod *corev1.Pod, n *corev1.Node, g *api.Group, affinity nodeaf
 		}
 		combos *= len(choices[i])
 		if combos > maxCombinations {
-			return true // too many to try: let the child decide (it bounces what fits nowhere)
+			// Too many to try: no match. Failing open would let a
+			// child's summary attract pods its nodes may not match.
+			return false
 		}
 	}
 	idx := make([]int, len(folded))

@@ -39,8 +39,8 @@ var (
 // zone is the cluster's name.
 var leaves = []string{"east-1", "east-2", "west-1", "west-2"}
 
-// graceSeconds is east's --node-monitor-grace-period: a leaf cut off for
-// longer is declared unreachable there.
+// graceSeconds is the root's and east's --node-monitor-grace-period: a
+// child cut off for longer is declared unreachable there.
 const graceSeconds = 20
 
 // demoFile returns the path of a file of hack/demo.
@@ -58,7 +58,7 @@ func TestMain(m *testing.M) {
 	}
 	clusters := topo.ClusterOptions(false)
 	for i := range clusters {
-		if clusters[i].Name == "east" {
+		if clusters[i].Name == "east" || clusters[i].Name == "root" {
 			clusters[i].ControllerManagerArgs = []string{fmt.Sprintf("--node-monitor-grace-period=%ds", graceSeconds)}
 		}
 	}

@@ -3,15 +3,22 @@ package tree
 import (
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
+	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/launcher"
 )
@@ -80,4 +87,166 @@ func TestPodToPodAcrossTheTree(t *testing.T) {
 	require.NoError(t, err)
 	require.Regexp(t, `nestlet_gateway_last_handshake_timestamp_seconds\{peer="east-1"\} [1-9]`, string(body))
 	require.Regexp(t, `nestlet_gateway_received_bytes_total\{peer="parent/[^"]+"\} [1-9]`, string(body))
+}
+
+// TestServicesFromEveryLeaf: a Service and a headless Service made at the
+// root over two Deployments, one pinned to east-2 and one to west-2. A
+// client in east-1, which runs no replica, reaches both replicas through
+// the Service's name (its copy in east-1, with the endpoints of east-2 and
+// west-2 published there), and the headless name answers both pods' IPs.
+func TestServicesFromEveryLeaf(t *testing.T) {
+	ns := namespace(t)
+	ctx := t.Context()
+	answer, ips := webEastWest(t, ns)
+	seen := map[string]int{}
+	eventually(t, 2*time.Minute, "the client in east-1 reaches both replicas by the Service's name", func() (bool, string) {
+		sides, _, last := askWeb(t, ns, answer, 1)
+		for side, n := range sides {
+			seen[side] += n
+		}
+		return len(seen) == 2, fmt.Sprintf("seen %v; last %s", seen, last)
+	})
+	eventually(t, time.Minute, "the headless name answers both pods' IPs in east-1", func() (bool, string) {
+		out, errOut, err := kubectl(ctx, "root", "", "-n", ns, "exec", "client", "--", "/demo-app", "resolve", "web-all."+ns+".svc.cluster.local")
+		got := map[string]bool{}
+		for _, ip := range strings.Fields(out) {
+			got[ip] = true
+		}
+		return err == nil && maps.Equal(got, ips), fmt.Sprintf("%q %q %v, want %v", out, errOut, err, ips)
+	})
+}
+
+// TestServiceThroughAPartition: the same Service, and west cut off from
+// the root for longer than the root's grace period. Requests from east-1
+// fail within the client's timeout while west-2's endpoint still counts,
+// then only east-2 answers once the root marks west's pods not ready (east
+// and east-1 learn it through their remote endpoints); after the heal the
+// tunnels come back by themselves and west-2 answers again.
+func TestServiceThroughAPartition(t *testing.T) {
+	ns := namespace(t)
+	answer, _ := webEastWest(t, ns)
+	west, err := env.Cluster("root").Client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "side=west-2"})
+	require.NoError(t, err)
+	require.Len(t, west.Items, 1)
+	westIP := west.Items[0].Status.PodIP
+	seen := map[string]int{}
+	eventually(t, 2*time.Minute, "both replicas answer", func() (bool, string) {
+		sides, _, last := askWeb(t, ns, answer, 1)
+		for side, n := range sides {
+			seen[side] += n
+		}
+		return len(seen) == 2, last
+	})
+
+	link := tree.Link("west", "root")
+	require.NoError(t, link.Cut())
+	cut := time.Now()
+	defer func() { _ = link.Restore() }()
+	failed := 0
+	eventually(t, 3*time.Minute, "only east-2 answers while west is cut off, west-2's endpoint not ready in east-1", func() (bool, string) {
+		if ready := remoteReady(t, "east-1", ns, westIP); ready {
+			return false, "west-2's endpoint still ready in east-1's remote slices"
+		}
+		sides, f, last := askWeb(t, ns, answer, 6)
+		failed += f
+		return sides["east-2"] == 6, fmt.Sprintf("%v, %d failed; last %s", sides, f, last)
+	})
+	t.Logf("only east-2 answers %s after the cut; %d requests failed meanwhile, each within the client's timeout", time.Since(cut).Round(time.Second), failed)
+
+	require.NoError(t, link.Restore())
+	healed := time.Now()
+	eventually(t, 2*time.Minute, "west-2 answers again after the heal", func() (bool, string) {
+		sides, _, last := askWeb(t, ns, answer, 2)
+		return sides["west-2"] > 0, fmt.Sprintf("%v; last %s", sides, last)
+	})
+	t.Logf("west-2 answers again %s after the heal", time.Since(healed).Round(time.Millisecond))
+}
+
+// webEastWest makes at the root two Deployments of one replica, web-east-2
+// and web-west-2 (pinned to those zones), a Service web and a headless
+// Service web-all over both, and a client pod pinned to east-1; it waits
+// until they are Ready and returns each replica's answer by side and the
+// replicas' IPs.
+func webEastWest(t *testing.T, ns string) (map[string]string, map[string]bool) {
+	t.Helper()
+	ctx := t.Context()
+	root := env.Cluster("root").Client
+	for _, side := range []string{"east-2", "west-2"} {
+		labels := map[string]string{"app": "web", "side": side}
+		_, err := root.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "web-" + side},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: appSpec(map[string]string{"topology.kubernetes.io/zone": side})}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	for name, ip := range map[string]string{"web": "", "web-all": corev1.ClusterIPNone} {
+		_, err := root.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.ServiceSpec{ClusterIP: ip, Selector: map[string]string{"app": "web"},
+				Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromString("http")}}}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	_, err := root.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "client"},
+		Spec: appSpec(map[string]string{"topology.kubernetes.io/zone": "east-1"})}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	answer, ips := map[string]string{}, map[string]bool{}
+	eventually(t, 3*time.Minute, "two Ready replicas and the client at the root", func() (bool, string) {
+		list, err := root.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		ready := 0
+		for i := range list.Items {
+			p := &list.Items[i]
+			if !podReady(p) {
+				continue
+			}
+			ready++
+			if side := p.Labels["side"]; side != "" {
+				answer[side], ips[p.Status.PodIP] = "hello from "+p.Name+"\n", true
+			}
+		}
+		return ready == 3 && len(answer) == 2, fmt.Sprintf("%d Ready", ready)
+	})
+	return answer, ips
+}
+
+// askWeb makes n requests from the client in east-1 to http://web/ and
+// returns how many each side answered, how many failed (each within the
+// client's 5 s timeout), and the last output.
+func askWeb(t *testing.T, ns string, answer map[string]string, n int) (map[string]int, int, string) {
+	t.Helper()
+	sides, failed, last := map[string]int{}, 0, ""
+	for range n {
+		out, errOut, err := kubectl(t.Context(), "root", "", "-n", ns, "exec", "client", "--", "/demo-app", "get", "http://web/from-east-1")
+		last = fmt.Sprintf("%q %q %v", out, errOut, err)
+		if err != nil {
+			failed++
+			continue
+		}
+		for side, a := range answer {
+			if out == a {
+				sides[side]++
+			}
+		}
+	}
+	return sides, failed, last
+}
+
+// remoteReady reports whether ip is a ready endpoint of Service web in the
+// remote EndpointSlices of cluster.
+func remoteReady(t *testing.T, cluster, ns, ip string) bool {
+	t.Helper()
+	list, err := env.Cluster(cluster).Client.DiscoveryV1().EndpointSlices(ns).List(t.Context(), metav1.ListOptions{
+		LabelSelector: discoveryv1.LabelServiceName + "=web," + discoveryv1.LabelManagedBy + "=" + api.ManagedByRemoteEndpoints})
+	require.NoError(t, err)
+	for _, es := range list.Items {
+		for _, e := range es.Endpoints {
+			if slices.Contains(e.Addresses, ip) && ptr.Deref(e.Conditions.Ready, false) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -1,0 +1,246 @@
+package forward
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+// remoteEndpoints gives each Service reflected here (services, with
+// Config.AllServices) the endpoints the parent's Service has outside this
+// cluster's subtree, in EndpointSlices of their own: managed by Nestlet
+// (api.ManagedByRemoteEndpoints), so that this cluster's endpointslice
+// controller leaves them alone, while kube-proxy and cluster DNS use them
+// with the controller's slices of the pods here. A client anywhere below a
+// Service then reaches all its ready endpoints, through the gateways'
+// tunnels for those elsewhere.
+//
+// The parent's endpoints are every EndpointSlice of its Service: its own
+// controller's (its pods, each with the node it is bound to) and the
+// remote ones its own agent made from the level above. Those on this
+// cluster's virtual node are this subtree's, published here by this
+// cluster's own controller: left out. Each level so passes down what lies
+// outside the subtree below it, and nothing goes up.
+type remoteEndpoints struct {
+	p      *Provider
+	parent cache.SharedIndexInformer // the parent's EndpointSlices
+	mine   cache.SharedIndexInformer // the remote slices of this Target here
+	copies cache.SharedIndexInformer // the Services reflected here
+	queue  workqueue.TypedRateLimitingInterface[string]
+}
+
+func newRemoteEndpoints(p *Provider, copies cache.SharedIndexInformer) (*remoteEndpoints, error) {
+	r := &remoteEndpoints{p: p, copies: copies,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "remote-endpoints"}),
+	}
+	// The parent grants its nodes the reading of EndpointSlices
+	// (proxy/bootstrap: nestlet:node-endpointslices-read).
+	r.parent = informers.NewSharedInformerFactory(p.cfg.Parent, 0).Discovery().V1().EndpointSlices().Informer()
+	r.mine = informers.NewSharedInformerFactoryWithOptions(p.cfg.Child, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = discoveryv1.LabelManagedBy + "=" + api.ManagedByRemoteEndpoints + "," + api.LabelTargetUID + "=" + string(p.cfg.TargetUID)
+	})).Discovery().V1().EndpointSlices().Informer()
+	bySlice := cache.ResourceEventHandlerFuncs{
+		AddFunc:    r.enqueueSlice,
+		UpdateFunc: func(_, obj any) { r.enqueueSlice(obj) },
+		DeleteFunc: r.enqueueSlice,
+	}
+	for _, inf := range []cache.SharedIndexInformer{r.parent, r.mine} {
+		if _, err := inf.AddEventHandler(bySlice); err != nil {
+			return nil, err
+		}
+	}
+	_, err := copies.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    r.enqueueService,
+		UpdateFunc: func(_, obj any) { r.enqueueService(obj) },
+		DeleteFunc: r.enqueueService,
+	})
+	return r, err
+}
+
+func (r *remoteEndpoints) enqueueService(obj any) {
+	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+		r.queue.Add(key)
+	}
+}
+
+func (r *remoteEndpoints) enqueueSlice(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if es, ok := obj.(*discoveryv1.EndpointSlice); ok && es.Labels[discoveryv1.LabelServiceName] != "" {
+		r.queue.Add(es.Namespace + "/" + es.Labels[discoveryv1.LabelServiceName])
+	}
+}
+
+// run publishes remote endpoints until ctx ends, once the parent lets this
+// cluster read its EndpointSlices (a parent whose plumbing predates it says
+// no: then nothing is published, and the log says what to do).
+func (r *remoteEndpoints) run(ctx context.Context) {
+	go func() {
+		<-ctx.Done()
+		r.queue.ShutDown()
+	}()
+	if _, err := r.p.cfg.Parent.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{Limit: 1}); apierrors.IsForbidden(err) {
+		klog.FromContext(ctx).Error(err, "The parent does not let this cluster read its EndpointSlices: Services reflected here reach only the endpoints of this subtree. Run `nestctl token create` against the parent once (it grants nestlet:node-endpointslices-read to nodes), then restart this agent")
+		return
+	}
+	go r.parent.RunWithContext(ctx)
+	go r.mine.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), r.parent.HasSynced, r.mine.HasSynced) {
+		return
+	}
+	for {
+		key, shutdown := r.queue.Get()
+		if shutdown {
+			return
+		}
+		if err := r.sync(ctx, key); err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "Publishing remote endpoints", "service", key)
+			r.queue.AddRateLimited(key)
+		} else {
+			r.queue.Forget(key)
+		}
+		r.queue.Done(key)
+	}
+}
+
+// sync makes the remote slices of Service key here what the parent's
+// endpoints outside this subtree are.
+func (r *remoteEndpoints) sync(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	var copySvc *corev1.Service
+	if obj, ok, _ := r.copies.GetStore().GetByKey(key); ok {
+		if svc := obj.(*corev1.Service); svc.Labels[api.LabelTargetUID] == string(r.p.cfg.TargetUID) && svc.DeletionTimestamp == nil {
+			copySvc = svc
+		}
+	}
+	var want []*discoveryv1.EndpointSlice
+	if copySvc != nil {
+		want = r.wanted(copySvc, r.parentSlices(ns, name))
+	}
+	have := map[string]*discoveryv1.EndpointSlice{}
+	for _, obj := range r.mine.GetStore().List() {
+		if es := obj.(*discoveryv1.EndpointSlice); es.Namespace == ns && es.Labels[discoveryv1.LabelServiceName] == name {
+			have[es.Name] = es
+		}
+	}
+	client := r.p.cfg.Child.DiscoveryV1().EndpointSlices(ns)
+	for _, w := range want {
+		cur, ok := have[w.Name]
+		delete(have, w.Name)
+		switch {
+		case !ok:
+			if _, err := client.Create(ctx, w, metav1.CreateOptions{FieldManager: fieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("creating EndpointSlice %s/%s: %w", ns, w.Name, err)
+			}
+		case !equality.Semantic.DeepEqual(cur.Endpoints, w.Endpoints) || !equality.Semantic.DeepEqual(cur.Ports, w.Ports) || !equality.Semantic.DeepEqual(cur.Labels, w.Labels):
+			next := cur.DeepCopy()
+			next.Endpoints, next.Ports, next.Labels, next.OwnerReferences = w.Endpoints, w.Ports, w.Labels, w.OwnerReferences
+			if _, err := client.Update(ctx, next, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+				return fmt.Errorf("updating EndpointSlice %s/%s: %w", ns, w.Name, err)
+			}
+		}
+	}
+	for _, stale := range have {
+		err := client.Delete(ctx, stale.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(stale.UID))})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting EndpointSlice %s/%s: %w", ns, stale.Name, err)
+		}
+	}
+	return nil
+}
+
+// parentSlices are the parent's EndpointSlices of Service ns/name.
+func (r *remoteEndpoints) parentSlices(ns, name string) []*discoveryv1.EndpointSlice {
+	var out []*discoveryv1.EndpointSlice
+	for _, obj := range r.parent.GetStore().List() {
+		if es := obj.(*discoveryv1.EndpointSlice); es.Namespace == ns && es.Labels[discoveryv1.LabelServiceName] == name {
+			out = append(out, es)
+		}
+	}
+	slices.SortFunc(out, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// wanted returns the remote slices of the copy svc: the parent's endpoints
+// not on this cluster's virtual node, one slice per address type and set
+// of ports, named after the Service and this Target.
+func (r *remoteEndpoints) wanted(svc *corev1.Service, parent []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
+	type group struct {
+		typ   discoveryv1.AddressType
+		ports []discoveryv1.EndpointPort
+		eps   []discoveryv1.Endpoint
+	}
+	groups := map[string]*group{}
+	var order []string
+	for _, es := range parent {
+		var eps []discoveryv1.Endpoint
+		for _, e := range es.Endpoints {
+			if ptr.Deref(e.NodeName, "") == r.p.cfg.ClusterName {
+				continue // in this subtree: published here by this cluster's controller
+			}
+			eps = append(eps, discoveryv1.Endpoint{Addresses: e.Addresses, Conditions: e.Conditions, Hostname: e.Hostname})
+		}
+		if len(eps) == 0 {
+			continue
+		}
+		portsKey, _ := json.Marshal(es.Ports)
+		k := string(es.AddressType) + string(portsKey)
+		g, ok := groups[k]
+		if !ok {
+			g = &group{typ: es.AddressType, ports: es.Ports}
+			groups[k] = g
+			order = append(order, k)
+		}
+		g.eps = append(g.eps, eps...)
+	}
+	slices.Sort(order)
+	out := make([]*discoveryv1.EndpointSlice, 0, len(order))
+	for i, k := range order {
+		g := groups[k]
+		out = append(out, &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:      remoteSliceName(svc.Name, string(r.p.cfg.TargetUID), i),
+				Namespace: svc.Namespace,
+				Labels: map[string]string{
+					discoveryv1.LabelServiceName: svc.Name,
+					discoveryv1.LabelManagedBy:   api.ManagedByRemoteEndpoints,
+					api.LabelTargetUID:           string(r.p.cfg.TargetUID),
+				},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID}},
+			},
+			AddressType: g.typ,
+			Ports:       g.ports,
+			Endpoints:   g.eps,
+		})
+	}
+	return out
+}
+
+// remoteSliceName is the name of the i-th remote slice of a Service here.
+func remoteSliceName(service, targetUID string, i int) string {
+	suffix := fmt.Sprintf("-remote-%.8s-%d", targetUID, i)
+	if len(service)+len(suffix) > 253 {
+		service = service[:253-len(suffix)]
+	}
+	return service + suffix
+}
