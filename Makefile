@@ -38,7 +38,7 @@ test-unit:
 bench: binaries
 	hack/bench.sh
 
-## demo: a local tree of real clusters (root; east, west; four leaves with kwok nodes), two Deployments at the root, the tree
+## demo: a local tree of real clusters (root; east, west; four leaves with a real node each), Deployments by region and a Service called across regions at the root, the tree
 .PHONY: demo
 demo:
 	hack/demo.sh

@@ -3,7 +3,8 @@
 # east and west; two leaves each with one real node, a kubelet with
 # containerd, labelled with region and zone; kwok nodes instead where this
 # machine cannot run real ones, which it says), joined with nestctl token create / nestctl join, the Deployments of
-# hack/demo/deployments.yaml applied at the root, and where their pods went.
+# hack/demo/deployments.yaml applied at the root, where their pods went, and
+# a pod in east calling a Service served from west.
 # Everything keeps running until make demo-down.
 #
 #   hack/demo.sh        build what is missing, start, deploy, show
@@ -57,6 +58,7 @@ step "kubectl apply -f hack/demo/deployments.yaml (at the root)"
 kubectl apply -f hack/demo/deployments.yaml
 kubectl rollout status deployment/east-only --timeout=5m
 kubectl rollout status deployment/spread --timeout=5m
+kubectl rollout status deployment/west-only --timeout=5m
 
 step "kubectl get nodes: the region clusters are nodes with ROLES cluster"
 kubectl get nodes -L topology.kubernetes.io/region
@@ -65,7 +67,7 @@ step "kubectl get pods -o wide: NODE is the cluster each pod went to"
 kubectl get pods -o wide
 
 step "where each Deployment's pods run (pods per node at the root)"
-for app in east-only spread; do
+for app in east-only spread west-only; do
   printf '%-10s' "${app}:"
   kubectl get pods -l "app=${app}" --field-selector=status.phase=Running \
     -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort | uniq -c | awk '{printf " %s on %s", $1, $2}'
@@ -78,6 +80,16 @@ if [[ "${real_nodes}" == true ]]; then
   kubectl exec deployment/east-only -- /demo-app hostname
   step "kubectl logs at the root: the container's real output (its start, and the kubelet's readiness probes)"
   kubectl logs deployment/east-only --tail=3
+  step "a pod in east calls the Service west-only by name: served from the other region, through the gateways' tunnels"
+  for i in 1 2 3; do
+    for try in $(seq 1 30); do
+      if kubectl exec deployment/east-only -- /demo-app get http://west-only/from-east 2>/dev/null; then
+        break
+      fi
+      [[ ${try} -lt 30 ]] || { echo "west-only did not answer from east" >&2; exit 1; }
+      sleep 1
+    done
+  done
 else
   step "kubectl exec at the root, into a pod two levels down (kwok runs the command on this machine)"
   kubectl exec deployment/east-only -- echo "hello from a pod in a leaf of east"

@@ -198,7 +198,13 @@ func (r *remoteEndpoints) wanted(svc *corev1.Service, parent []*discoveryv1.Endp
 			if ptr.Deref(e.NodeName, "") == r.p.cfg.ClusterName {
 				continue // in this subtree: published here by this cluster's controller
 			}
-			eps = append(eps, discoveryv1.Endpoint{Addresses: e.Addresses, Conditions: e.Conditions, Hostname: e.Hostname})
+			re := discoveryv1.Endpoint{Addresses: e.Addresses, Conditions: e.Conditions, Hostname: e.Hostname}
+			if preferClose(svc) {
+				// A zone no node here is in: kube-proxy sends a client to
+				// them only where its own zone has no endpoint.
+				re.Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: RemoteZone}}}
+			}
+			eps = append(eps, re)
 		}
 		if len(eps) == 0 {
 			continue
@@ -243,4 +249,16 @@ func remoteSliceName(service, targetUID string, i int) string {
 		service = service[:253-len(suffix)]
 	}
 	return service + suffix
+}
+
+// RemoteZone is the zone the remote endpoints of a Service that prefers
+// close endpoints (trafficDistribution PreferClose, PreferSameZone) are
+// hinted for: a zone of no node, so that a client's own zone's endpoints,
+// when it has some, are used first.
+const RemoteZone = "nestlet.io-remote"
+
+// preferClose reports whether svc asks for close endpoints first.
+func preferClose(svc *corev1.Service) bool {
+	td := ptr.Deref(svc.Spec.TrafficDistribution, "")
+	return td == corev1.ServiceTrafficDistributionPreferClose || td == corev1.ServiceTrafficDistributionPreferSameZone
 }

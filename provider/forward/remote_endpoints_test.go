@@ -56,6 +56,15 @@ func TestRemoteEndpointsWanted(t *testing.T) {
 	// The label selects (a label value, unlike a key, has no '/').
 	require.Empty(t, validation.IsValidLabelValue(api.ManagedByRemoteEndpoints))
 
+	// A Service that prefers close endpoints: the remote ones are hinted
+	// for a zone no node is in, so that kube-proxy uses a client's own
+	// zone's first and the others only where there are none.
+	svc.Spec.TrafficDistribution = ptr.To(corev1.ServiceTrafficDistributionPreferClose)
+	got = r.wanted(svc, []*discoveryv1.EndpointSlice{slice("web-abc", http, ep("10.2.0.7", "west", true))})
+	require.Len(t, got, 1)
+	require.Equal(t, &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: RemoteZone}}}, got[0].Endpoints[0].Hints)
+	svc.Spec.TrafficDistribution = nil
+
 	// Nothing outside the subtree: no slice.
 	require.Empty(t, r.wanted(svc, []*discoveryv1.EndpointSlice{slice("web-abc", http, ep("10.1.0.5", "east", true))}))
 }

@@ -63,6 +63,13 @@ func TestDemoDeployments(t *testing.T) {
 		}
 		require.Equal(t, c.byNode, byNode, "%s's pods by node at the root", c.app)
 	}
+
+	// As make demo shows it: a pod in east calls the Service west-only,
+	// served from the other region.
+	eventually(t, 2*time.Minute, "an east-only pod reaches west-only by name", func() (bool, string) {
+		out, errOut, err := kubectl(ctx, "root", "", "-n", ns, "exec", "deployment/east-only", "--", "/demo-app", "get", "http://west-only/from-east")
+		return err == nil && strings.HasPrefix(out, "hello from west-only-"), fmt.Sprintf("%q %q %v", out, errOut, err)
+	})
 }
 
 // TestEveryLeafFromTheRoot: a pod pinned to each leaf's zone, and a Service
