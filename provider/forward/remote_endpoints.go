@@ -55,6 +55,12 @@ func newRemoteEndpoints(p *Provider, copies cache.SharedIndexInformer) (*remoteE
 	r.mine = informers.NewSharedInformerFactoryWithOptions(p.cfg.Child, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = discoveryv1.LabelManagedBy + "=" + api.ManagedByRemoteEndpoints + "," + api.LabelTargetUID + "=" + string(p.cfg.TargetUID)
 	})).Discovery().V1().EndpointSlices().Informer()
+	// Both stores are read by Service (sync): indexed so, not listed whole.
+	for _, inf := range []cache.SharedIndexInformer{r.parent, r.mine} {
+		if err := inf.AddIndexers(cache.Indexers{byServiceIndex: byService}); err != nil {
+			return nil, err
+		}
+	}
 	bySlice := cache.ResourceEventHandlerFuncs{
 		AddFunc:    r.enqueueSlice,
 		UpdateFunc: func(_, obj any) { r.enqueueSlice(obj) },
@@ -123,7 +129,7 @@ func (r *remoteEndpoints) run(ctx context.Context) {
 // sync makes the remote slices of Service key here what the parent's
 // endpoints outside this subtree are.
 func (r *remoteEndpoints) sync(ctx context.Context, key string) error {
-	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	ns, _, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil
 	}
@@ -135,13 +141,11 @@ func (r *remoteEndpoints) sync(ctx context.Context, key string) error {
 	}
 	var want []*discoveryv1.EndpointSlice
 	if copySvc != nil {
-		want = r.wanted(copySvc, r.parentSlices(ns, name))
+		want = r.wanted(copySvc, slicesOf(r.parent, key))
 	}
 	have := map[string]*discoveryv1.EndpointSlice{}
-	for _, obj := range r.mine.GetStore().List() {
-		if es := obj.(*discoveryv1.EndpointSlice); es.Namespace == ns && es.Labels[discoveryv1.LabelServiceName] == name {
-			have[es.Name] = es
-		}
+	for _, es := range slicesOf(r.mine, key) {
+		have[es.Name] = es
 	}
 	client := r.p.cfg.Child.DiscoveryV1().EndpointSlices(ns)
 	for _, w := range want {
@@ -169,13 +173,23 @@ func (r *remoteEndpoints) sync(ctx context.Context, key string) error {
 	return nil
 }
 
-// parentSlices are the parent's EndpointSlices of Service ns/name.
-func (r *remoteEndpoints) parentSlices(ns, name string) []*discoveryv1.EndpointSlice {
-	var out []*discoveryv1.EndpointSlice
-	for _, obj := range r.parent.GetStore().List() {
-		if es := obj.(*discoveryv1.EndpointSlice); es.Namespace == ns && es.Labels[discoveryv1.LabelServiceName] == name {
-			out = append(out, es)
-		}
+// byServiceIndex indexes EndpointSlices by namespace/service-name.
+const byServiceIndex = "service"
+
+func byService(obj any) ([]string, error) {
+	es, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok || es.Labels[discoveryv1.LabelServiceName] == "" {
+		return nil, nil
+	}
+	return []string{es.Namespace + "/" + es.Labels[discoveryv1.LabelServiceName]}, nil
+}
+
+// slicesOf returns the EndpointSlices of Service key in inf, by name.
+func slicesOf(inf cache.SharedIndexInformer, key string) []*discoveryv1.EndpointSlice {
+	objs, _ := inf.GetIndexer().ByIndex(byServiceIndex, key)
+	out := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, obj := range objs {
+		out = append(out, obj.(*discoveryv1.EndpointSlice))
 	}
 	slices.SortFunc(out, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
 	return out

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
 	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
@@ -50,7 +51,7 @@ func BenchmarkPodNetwork(b *testing.B) {
 	for name := range pods {
 		for {
 			p, err := root.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-			if err == nil && podReady(p) && p.Status.PodIP != "" {
+			if err == nil && podutil.IsPodReady(p) && p.Status.PodIP != "" {
 				ips[name] = p.Status.PodIP
 				break
 			}

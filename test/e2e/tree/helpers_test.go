@@ -66,16 +66,6 @@ func appSpec(nodeSelector map[string]string) corev1.PodSpec {
 	}
 }
 
-// podReady reports whether the pod has condition Ready=True.
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // leafOf follows the delegates of the root's pod down to the cluster whose
 // own node runs it; it returns that cluster's name and its pod.
 func leafOf(ctx context.Context, rootPod *corev1.Pod) (string, *corev1.Pod, error) {

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
 	"github.com/nestlet/nestlet/test/framework"
 )
@@ -44,7 +45,7 @@ func TestDemoDeployments(t *testing.T) {
 			}
 			ready := 0
 			for i := range list.Items {
-				if podReady(&list.Items[i]) {
+				if podutil.IsPodReady(&list.Items[i]) {
 					ready++
 				}
 			}
@@ -103,7 +104,7 @@ func TestEveryLeafFromTheRoot(t *testing.T) {
 				if err != nil {
 					return false, err.Error()
 				}
-				return podReady(p), fmt.Sprint(p.Status)
+				return podutil.IsPodReady(p), fmt.Sprint(p.Status)
 			})
 			p, err := root.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 			require.NoError(t, err)

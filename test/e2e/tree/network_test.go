@@ -16,6 +16,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
@@ -46,7 +47,7 @@ func TestPodToPodAcrossTheTree(t *testing.T) {
 				return false, err.Error()
 			}
 			pods[leaf] = p
-			return podReady(p) && p.Status.PodIP != "", fmt.Sprint(p.Status)
+			return podutil.IsPodReady(p) && p.Status.PodIP != "", fmt.Sprint(p.Status)
 		})
 		runsIn, _, err := leafOf(ctx, pods[leaf])
 		require.NoError(t, err)
@@ -199,7 +200,7 @@ func webEastWest(t *testing.T, ns string) (map[string]string, map[string]bool) {
 		ready := 0
 		for i := range list.Items {
 			p := &list.Items[i]
-			if !podReady(p) {
+			if !podutil.IsPodReady(p) {
 				continue
 			}
 			ready++

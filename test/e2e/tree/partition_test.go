@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/launcher"
@@ -131,8 +132,8 @@ func settle(t *testing.T, ns string, want int, leaf string, timeout time.Duratio
 		}
 		chains := map[string]int{}
 		for _, p := range live {
-			if p.DeletionTimestamp != nil || !podReady(p) {
-				return false, fmt.Sprintf("root pod %s: Ready %v, deleting %v", p.Name, podReady(p), p.DeletionTimestamp != nil)
+			if p.DeletionTimestamp != nil || !podutil.IsPodReady(p) {
+				return false, fmt.Sprintf("root pod %s: Ready %v, deleting %v", p.Name, podutil.IsPodReady(p), p.DeletionTimestamp != nil)
 			}
 			runsIn, _, err := leafOf(ctx, p)
 			if err != nil {
