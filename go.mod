@@ -13,6 +13,7 @@ tool (
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
+	github.com/docker/go-units v0.5.0
 	github.com/google/go-cmp v0.7.0
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674
 	github.com/moby/sys/mountinfo v0.7.2
@@ -27,6 +28,7 @@ require (
 	github.com/virtual-kubelet/virtual-kubelet v1.13.0
 	github.com/vishvananda/netlink v1.3.1
 	go.opentelemetry.io/otel/trace v1.43.0
+	go4.org/netipx v0.0.0-20260823151212-3075585bcbeb
 	golang.org/x/mod v0.35.0
 	golang.org/x/sys v0.45.0
 	golang.org/x/time v0.15.0
@@ -80,7 +82,6 @@ require (
 	github.com/cyphar/filepath-securejoin v0.6.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/distribution/reference v0.6.0 // indirect
-	github.com/docker/go-units v0.5.0 // indirect
 	github.com/emicklei/go-restful/v3 v3.12.2 // indirect
 	github.com/euank/go-kmsg-parser v2.0.0+incompatible // indirect
 	github.com/exponent-io/jsonpath v0.0.0-20210407135951-1de76d718b3f // indirect

@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // GatewayParent is what a parent's agent tells each child on its virtual
 // node (AnnotationGatewayParent) about the parent's gateway: the key and
 // the address the child's gateway opens its tunnel to, and the pod CIDRs
@@ -14,4 +16,24 @@ type GatewayParent struct {
 	Endpoint string `json:"endpoint,omitempty"`
 	// Routes are pod CIDRs reachable through the parent.
 	Routes []string `json:"routes,omitempty"`
+	// PeerKey is the child's gateway key the parent's gateway knows it by
+	// (empty while the child is no peer there, e.g. its pod CIDRs overlap
+	// another's). A child that rotated its key opens the tunnel again at
+	// once when it reads its new key here.
+	PeerKey string `json:"peerKey,omitempty"`
+}
+
+// TunnelStats is what a child tells its parent of the tunnel between
+// their gateways (AnnotationGatewayTunnelStats), as its gateway counts
+// it: written with each change of the tunnel's state and, while traffic
+// flows, at most once a minute (the agent's metrics have it live).
+type TunnelStats struct {
+	// LastHandshake is the last WireGuard handshake; none before the first.
+	LastHandshake *time.Time `json:"lastHandshake,omitempty"`
+	// Received and Sent are the bytes through the tunnel, as the child
+	// counts them, since its gateway started.
+	Received int64 `json:"received"`
+	Sent     int64 `json:"sent"`
+	// At is when the child read these.
+	At time.Time `json:"at"`
 }

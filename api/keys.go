@@ -71,6 +71,9 @@ const (
 	// "down", "no endpoint", "no gateway in the parent"), written when it
 	// changes; the Target's Tunnel condition says more.
 	AnnotationGatewayTunnel = "nestlet.io/gateway-tunnel"
+	// AnnotationGatewayTunnelStats is set by a child on its virtual node
+	// beside AnnotationGatewayTunnel: JSON TunnelStats.
+	AnnotationGatewayTunnelStats = "nestlet.io/gateway-tunnel-stats"
 	// ManagedByRemoteEndpoints is the endpointslice.kubernetes.io/managed-by
 	// of the EndpointSlices a child's agent makes for a Service reflected
 	// there: the parent's endpoints outside the child's subtree. The

@@ -2,14 +2,18 @@ package nestctl
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+	"time"
 
+	units "github.com/docker/go-units"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nestlet/nestlet/api"
@@ -43,9 +47,14 @@ type Child struct {
 	// diamond): counted once thanks to their shares.
 	Shared map[string]bool
 	// Tunnel is the state of the child's gateway tunnel to this cluster
-	// ("up", "down"...), empty without gateways.
-	Tunnel string
+	// ("up", "down"...), empty without gateways; TunnelStats its last
+	// handshake and bytes, as the child last wrote them.
+	Tunnel      string
+	TunnelStats *api.TunnelStats
 }
+
+// now is the time `nestctl tree` reads handshake ages against.
+var now = time.Now
 
 // LoadTree reads the nodes and pods of a cluster.
 func LoadTree(ctx context.Context, client kubernetes.Interface) (*Tree, error) {
@@ -113,6 +122,12 @@ func (c Child) below() []string {
 
 func childOf(n *corev1.Node, pods int) Child {
 	c := Child{Name: n.Name, Ready: "NotReady", Pods: pods, SharePercent: 100, Tunnel: n.Annotations[api.AnnotationGatewayTunnel]}
+	if raw, ok := n.Annotations[api.AnnotationGatewayTunnelStats]; ok {
+		var st api.TunnelStats
+		if json.Unmarshal([]byte(raw), &st) == nil {
+			c.TunnelStats = &st
+		}
+	}
 	for _, cond := range n.Status.Conditions {
 		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
 			c.Ready = "Ready"
@@ -176,7 +191,7 @@ func (t *Tree) Render(w io.Writer) {
 			share = fmt.Sprintf("  share %d%%", c.SharePercent)
 		}
 		if c.Tunnel != "" {
-			share += "  tunnel " + c.Tunnel
+			share += "  tunnel " + c.Tunnel + tunnelDetail(c.TunnelStats)
 		}
 		fmt.Fprintf(w, "%s%s%s  %s  depth %d  nodes %d  cpu %s/%s  memory %s/%s  pods %d  regions %s%s\n",
 			branch, c.Name, mark(c.Shared[c.Name]), c.Ready, c.Depth, c.Nodes, c.CPU[1].String(), c.CPU[0].String(), c.Memory[1].String(), c.Memory[0].String(), c.Pods, regions, share)
@@ -191,6 +206,19 @@ func (t *Tree) Render(w io.Writer) {
 			fmt.Fprintf(w, "%s└── %d clusters below (too many to list in the summary)\n", indent, c.Clusters-1)
 		}
 	}
+}
+
+// tunnelDetail is the last handshake's age and the bytes through a
+// tunnel (received and sent by the child).
+func tunnelDetail(st *api.TunnelStats) string {
+	if st == nil {
+		return ""
+	}
+	handshake := "no handshake"
+	if st.LastHandshake != nil {
+		handshake = "handshake " + duration.HumanDuration(now().Sub(*st.LastHandshake)) + " ago"
+	}
+	return fmt.Sprintf(" (%s, %s in, %s out)", handshake, units.BytesSize(float64(st.Received)), units.BytesSize(float64(st.Sent)))
 }
 
 // mark flags a cluster that more than one child covers.

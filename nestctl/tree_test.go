@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +33,12 @@ func TestTree(t *testing.T) {
 	mid := virtualNode("mid", corev1.ConditionTrue, api.Summary{Cluster: "mid", Covered: []string{"leaf-a", "leaf-b", "mid"}, Depth: 1,
 		Groups: []api.Group{group("east", "4", "3"), group("west", "6", "5500m")}})
 	mid.Annotations[api.AnnotationGatewayTunnel] = "up"
+	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	stats, err := json.Marshal(api.TunnelStats{LastHandshake: &at, Received: 3 << 20, Sent: 1536, At: at.Add(time.Second)})
+	require.NoError(t, err)
+	mid.Annotations[api.AnnotationGatewayTunnelStats] = string(stats)
+	now = func() time.Time { return at.Add(95 * time.Second) }
+	t.Cleanup(func() { now = time.Now })
 	client := fake.NewClientset(
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: api.ClusterInfoConfigMap, Namespace: metav1.NamespacePublic}, Data: map[string]string{api.ClusterInfoNameKey: "root"}},
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "real-1"}},
@@ -46,7 +53,7 @@ func TestTree(t *testing.T) {
 	tree.Render(&out)
 	want := "root (1 nodes of its own, 2 children)\n" +
 		"├── east  NotReady  depth 1  nodes 2  cpu 0/8  memory 2Gi/8Gi  pods 0  regions east\n" +
-		"└── mid  Ready  depth 2  nodes 4  cpu 1500m/10  memory 4Gi/16Gi  pods 1  regions east,west  tunnel up\n" +
+		"└── mid  Ready  depth 2  nodes 4  cpu 1500m/10  memory 4Gi/16Gi  pods 1  regions east,west  tunnel up (handshake 95s ago, 3MiB in, 1.5KiB out)\n" +
 		"    ├── leaf-a\n" +
 		"    └── leaf-b\n"
 	require.Equal(t, want, out.String())

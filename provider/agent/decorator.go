@@ -203,17 +203,16 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 	if want.Annotations == nil {
 		want.Annotations = map[string]string{}
 	}
-	want.Annotations[api.AnnotationPodCIDROverlap] = podCIDROverlap(n, d.nodes, &d.cidrs)
-	patchAnnotations := map[string]string{api.AnnotationPodCIDROverlap: want.Annotations[api.AnnotationPodCIDROverlap]}
+	overlap, clashing := podCIDRClashes(n, d.nodes, &d.cidrs)
+	want.Annotations[api.AnnotationPodCIDROverlap] = overlap
+	patchAnnotations := map[string]string{api.AnnotationPodCIDROverlap: overlap}
 	if key := n.Annotations[api.AnnotationGatewayKey]; d.tunnels != nil && key != "" {
-		// A child whose pod CIDRs overlap another's gets no routes: its
-		// traffic would go to either.
-		var cidrs []string
-		if want.Annotations[api.AnnotationPodCIDROverlap] == api.PodCIDROverlapNone {
-			cidrs, _ = d.cidrs.of(n)
-		}
-		d.tunnels.setChild(ctx, name, key, cidrs)
-		want.Annotations[api.AnnotationGatewayParent] = d.tunnels.parentAnnotation()
+		// Addresses that the child's pod CIDRs share with another node's
+		// are routed to neither (their packets would go to either); the
+		// rest of the child's are.
+		own, _ := d.cidrs.of(n)
+		d.tunnels.setChild(ctx, name, key, routableCIDRs(own, clashing))
+		want.Annotations[api.AnnotationGatewayParent] = d.tunnels.parentAnnotation(name)
 		patchAnnotations[api.AnnotationGatewayParent] = want.Annotations[api.AnnotationGatewayParent]
 	}
 	if raw, ok := n.Annotations[api.AnnotationDesiredTaints]; ok {

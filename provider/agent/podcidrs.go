@@ -21,6 +21,7 @@ import (
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/provider/summary"
 	"github.com/nestlet/nestlet/provider/vnode"
+	"go4.org/netipx"
 )
 
 // Pod CIDR overlaps are found by the parent, which alone sees all its
@@ -39,13 +40,22 @@ const maxClashes = 5
 // other Targets of n's own cluster (the same cluster under another name),
 // run the same pods: no conflict.
 func podCIDROverlap(n *corev1.Node, nodes corelisters.NodeLister, cache *cidrCache) string {
+	desc, _ := podCIDRClashes(n, nodes, cache)
+	return desc
+}
+
+// podCIDRClashes is podCIDROverlap, and the other nodes' pod CIDRs that
+// overlap n's (every one of them, however many the description names):
+// the gateway routes to n what its pod CIDRs cover but those
+// (routableCIDRs).
+func podCIDRClashes(n *corev1.Node, nodes corelisters.NodeLister, cache *cidrCache) (string, []string) {
 	own, ownSum := cache.of(n)
 	if len(own) == 0 {
-		return api.PodCIDROverlapNone
+		return api.PodCIDROverlapNone, nil
 	}
 	all, err := nodes.List(labels.Everything())
 	if err != nil {
-		return api.PodCIDROverlapNone
+		return api.PodCIDROverlapNone, nil
 	}
 	// The oldest first, and at most maxClashes of them with no count of
 	// the rest: a node that joins later changes no description that is
@@ -59,7 +69,7 @@ func podCIDROverlap(n *corev1.Node, nodes corelisters.NodeLister, cache *cidrCac
 		return strings.Compare(a.Name, b.Name)
 	})
 	uid := n.Annotations[api.AnnotationClusterUID]
-	var clashes []string
+	var clashes, clashing []string
 	for _, o := range all {
 		if o.Name == n.Name || uid != "" && o.Annotations[api.AnnotationClusterUID] == uid {
 			continue
@@ -74,15 +84,40 @@ func podCIDROverlap(n *corev1.Node, nodes corelisters.NodeLister, cache *cidrCac
 		}
 		for _, pair := range summary.Overlaps(own, theirs) {
 			clashes = append(clashes, fmt.Sprintf("%s overlaps %s of %s", pair[0], pair[1], what))
+			if !slices.Contains(clashing, pair[1]) {
+				clashing = append(clashing, pair[1])
+			}
 		}
 	}
 	if len(clashes) == 0 {
-		return api.PodCIDROverlapNone
+		return api.PodCIDROverlapNone, nil
 	}
 	if len(clashes) > maxClashes {
 		clashes = append(clashes[:maxClashes], "and more")
 	}
-	return strings.Join(clashes, "; ")
+	return strings.Join(clashes, "; "), clashing
+}
+
+// routableCIDRs is what own covers but taken: the addresses of a child
+// that no other node of this cluster claims too, as prefixes. A summary's
+// merged prefix that a sibling's overlaps loses that part only.
+func routableCIDRs(own, taken []string) []string {
+	var b netipx.IPSetBuilder
+	for _, p := range prefixes(own) {
+		b.AddPrefix(p)
+	}
+	for _, p := range prefixes(taken) {
+		b.RemovePrefix(p)
+	}
+	set, err := b.IPSet()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, p := range set.Prefixes() {
+		out = append(out, p.String())
+	}
+	return out
 }
 
 // cidrCache keeps, by node, the pod CIDRs and covered clusters of its
@@ -175,7 +210,7 @@ func podCIDRCondition(ctx context.Context, nodeClient kubernetes.Interface, name
 		cond.Message = fmt.Sprintf("pod CIDRs %s overlap no other node or cluster of the parent", strings.Join(own, ", "))
 	default:
 		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonPodCIDROverlap
-		cond.Message = fmt.Sprintf("pod CIDRs collide in the parent: %s. Pods in both places may get the same IP, so pod IPs and the endpoints of Services seen from the parent are ambiguous; give every joined cluster its own pod CIDR (kube-controller-manager --cluster-cidr, or the CNI's IP pool)", found)
+		cond.Message = fmt.Sprintf("pod CIDRs collide in the parent: %s. Pods in both places may get the same IP, so pod IPs and the endpoints of Services seen from the parent are ambiguous, and the parent's gateway routes none of the colliding ranges (the others still are); give every joined cluster its own pod CIDR (kube-controller-manager --cluster-cidr, or the CNI's IP pool)", found)
 	}
 	return cond, nil
 }

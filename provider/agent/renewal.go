@@ -26,6 +26,9 @@ type renewal struct {
 	id     *join.Identity
 	cert   *join.ClientCert
 	timer  <-chan time.Time
+	// renewed, when set, is called after each renewal: the gateway's key
+	// is rotated with the certificate.
+	renewed func(context.Context) error
 }
 
 // newRenewal renews id, whose key and certificate cert serves, when due.
@@ -59,6 +62,11 @@ func (n *renewal) renew(ctx context.Context) error {
 	n.status.setIdentity(next)
 	n.status.setJoined(ctx)
 	n.timer = clk.After(next.RenewAt().Sub(now))
+	if n.renewed != nil {
+		if err := n.renewed(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "Rotating the gateway's key with the node certificate; the current key stays")
+		}
+	}
 	return nil
 }
 

@@ -212,13 +212,18 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 	if tun := r.a.tunnels; tun != nil {
 		onNode = func(n *corev1.Node) { tun.watchParent(runCtx, t.Name, n, prov.PodCIDRs) }
 		defer tun.setParent(ctx, t.Name, nil, nil)
+		defer tun.onKeyChange(t.Name, prov.PostStatus)()
 		go tun.reportTunnel(runCtx, r.a.cfg.Clock, r.status, publishTunnel(nodeClient, t.Spec.ClusterName))
 	}
 	watchOwnNode(runCtx, nodeClient, t.Spec.ClusterName, r.a.cfg.Clock, prov.PostStatus, onNode)
 	r.status.setReady(ctx, metav1.ConditionTrue, v1alpha1.ReasonReporting,
 		fmt.Sprintf("virtual node %s is registered in the parent and reports every %s; %s", t.Spec.ClusterName, reportFrequency(t), kapi.describe()))
 
-	return r.hold(ctx, newRenewal(r.joiner, r.status, r.a.cfg.Clock, id, cert), nc, pc, kapi.watchProxy(runCtx, r.a.cfg.Clock, nodeClient))
+	renewal := newRenewal(r.joiner, r.status, r.a.cfg.Clock, id, cert)
+	if tun := r.a.tunnels; tun != nil {
+		renewal.renewed = tun.rotate
+	}
+	return r.hold(ctx, renewal, nc, pc, kapi.watchProxy(runCtx, r.a.cfg.Clock, nodeClient))
 }
 
 // vnodeConfig is what the virtual node's provider gets from the agent and
@@ -243,7 +248,7 @@ func (r *targetRun) vnodeConfig(ctx context.Context, parent string, kapi *kubele
 		Ready:           a.readiness.ready,
 		Reported:        func(at time.Time) { r.status.reported(ctx, at) },
 		KubeletEndpoint: kapi.hostPort,
-		GatewayKey:      a.tunnels.publicKeyOrNone(),
+		GatewayKey:      a.tunnels.publicKeyOrNone,
 		Clock:           a.cfg.Clock,
 	}
 }

@@ -63,12 +63,19 @@ type tunnels struct {
 	children map[string]gateway.Peer // by virtual node
 	parents  map[string]gateway.Peer // by Target, AllowedIPs: all they carry
 	carried  []string
+	// acked is, by Target, the key of this gateway its parent last said
+	// it knows (api.GatewayParent.PeerKey); keyListeners are told when the
+	// key changes (each run's virtual node publishes it).
+	acked        map[string]string
+	keyListeners map[string]func()
 }
 
 // gatewayDevice is what tunnels uses of a *gateway.Gateway.
 type gatewayDevice interface {
 	PublicKey() wgtypes.Key
+	SetPrivateKey(wgtypes.Key) error
 	SetPeers([]gateway.Peer) error
+	Reconnect(wgtypes.Key) error
 	Status() ([]gateway.PeerStatus, error)
 	Close()
 }
@@ -88,8 +95,13 @@ func startTunnels(cfg *GatewayConfig, nodes corelisters.NodeLister) (*tunnels, e
 	if err != nil {
 		return nil, err
 	}
-	return &tunnels{gw: gw, endpoint: cfg.Endpoint, keepalive: cfg.Keepalive, nodes: nodes,
-		children: map[string]gateway.Peer{}, parents: map[string]gateway.Peer{}}, nil
+	return newTunnels(gw, cfg.Endpoint, cfg.Keepalive, nodes), nil
+}
+
+func newTunnels(gw gatewayDevice, endpoint string, keepalive time.Duration, nodes corelisters.NodeLister) *tunnels {
+	return &tunnels{gw: gw, endpoint: endpoint, keepalive: keepalive, nodes: nodes,
+		children: map[string]gateway.Peer{}, parents: map[string]gateway.Peer{},
+		acked: map[string]string{}, keyListeners: map[string]func(){}}
 }
 
 // publicKey is the gateway's key as published (base64).
@@ -265,13 +277,18 @@ func (t *tunnels) refresh(ctx context.Context) {
 	t.applyLocked(ctx)
 }
 
-// parentAnnotation is what this cluster tells each child about its gateway
-// (api.AnnotationGatewayParent).
-func (t *tunnels) parentAnnotation() string {
+// parentAnnotation is what this cluster tells the child of virtual node
+// name about its gateway (api.AnnotationGatewayParent), with the child's
+// key this gateway knows it by (none while it is no peer).
+func (t *tunnels) parentAnnotation(name string) string {
 	t.mu.Lock()
 	routes := slices.Clone(t.carried)
+	var peerKey string
+	if p, ok := t.children[name]; ok {
+		peerKey = p.PublicKey.String()
+	}
 	t.mu.Unlock()
-	raw, _ := json.Marshal(api.GatewayParent{PublicKey: t.publicKey(), Endpoint: t.endpoint, Routes: routes})
+	raw, _ := json.Marshal(api.GatewayParent{PublicKey: t.publicKey(), Endpoint: t.endpoint, Routes: routes, PeerKey: peerKey})
 	return string(raw)
 }
 
@@ -293,6 +310,7 @@ func (t *tunnels) watchParent(ctx context.Context, target string, n *corev1.Node
 		return
 	}
 	t.setParent(ctx, target, &gp, cidrs)
+	t.acknowledged(ctx, target, gp.PeerKey)
 }
 
 func (t *tunnels) close() { t.gw.Close() }

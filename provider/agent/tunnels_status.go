@@ -89,22 +89,32 @@ var tunnelStates = map[string]string{
 	v1alpha1.ReasonNoParentGateway:   "no gateway in the parent",
 }
 
+// statsEvery is how often, at most, a child refreshes its tunnel's
+// counters on its virtual node while traffic flows.
+const statsEvery = time.Minute
+
 // reportTunnel keeps ConditionTunnel of the run's Target in step with its
-// tunnel, every few seconds until ctx ends, and the tunnel's state on the
-// virtual node (publish, when it changes), where `nestctl tree` in the
-// parent shows it.
-func (t *tunnels) reportTunnel(ctx context.Context, clk clock.WithTicker, status *runStatus, publish func(context.Context, string) error) {
+// tunnel, every few seconds until ctx ends, and the tunnel's state and
+// counters on the virtual node (publish: at each change of the state and
+// at most every statsEvery while bytes flow), where `nestctl tree` in the
+// parent shows them.
+func (t *tunnels) reportTunnel(ctx context.Context, clk clock.WithTicker, status *runStatus, publish func(context.Context, string, *api.TunnelStats) error) {
 	tick := clk.NewTicker(5 * time.Second)
 	defer tick.Stop()
 	published := ""
+	var last api.TunnelStats
 	for {
 		peer, st, err := t.parentStatus(status.target.Name)
 		if err == nil {
-			cond := tunnelCondition(peer, st, clk.Now())
+			now := clk.Now()
+			cond := tunnelCondition(peer, st, now)
 			status.set(ctx, cond)
-			if state := tunnelStates[cond.Reason]; state != published {
-				if err := publish(ctx, state); err == nil {
-					published = state
+			stats := tunnelStats(st, now)
+			state := tunnelStates[cond.Reason]
+			moved := stats.Received != last.Received || stats.Sent != last.Sent
+			if state != published || (moved && now.Sub(last.At) >= statsEvery) {
+				if err := publish(ctx, state, &stats); err == nil {
+					published, last = state, stats
 				} else if ctx.Err() == nil {
 					klog.FromContext(ctx).V(2).Info("Publishing the tunnel's state", "err", err)
 				}
@@ -116,6 +126,20 @@ func (t *tunnels) reportTunnel(ctx context.Context, clk clock.WithTicker, status
 		case <-tick.C():
 		}
 	}
+}
+
+// tunnelStats are st's counters read at now (zero without st).
+func tunnelStats(st *gateway.PeerStatus, now time.Time) api.TunnelStats {
+	out := api.TunnelStats{At: now.UTC().Truncate(time.Second)}
+	if st == nil {
+		return out
+	}
+	out.Received, out.Sent = st.RxBytes, st.TxBytes
+	if !st.LastHandshake.IsZero() {
+		at := st.LastHandshake.UTC().Truncate(time.Second)
+		out.LastHandshake = &at
+	}
+	return out
 }
 
 // tunnelMetrics exports each tunnel's state, read from the gateway when
@@ -161,11 +185,16 @@ func (m *tunnelMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// publishTunnel writes the tunnel's state on virtual node name
-// (api.AnnotationGatewayTunnel).
-func publishTunnel(nodeClient kubernetes.Interface, name string) func(context.Context, string) error {
-	return func(ctx context.Context, state string) error {
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{api.AnnotationGatewayTunnel: state}}})
+// publishTunnel writes the tunnel's state and counters on virtual node
+// name (api.AnnotationGatewayTunnel, api.AnnotationGatewayTunnelStats).
+func publishTunnel(nodeClient kubernetes.Interface, name string) func(context.Context, string, *api.TunnelStats) error {
+	return func(ctx context.Context, state string, stats *api.TunnelStats) error {
+		raw, err := json.Marshal(stats)
+		if err != nil {
+			return err
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+			api.AnnotationGatewayTunnel: state, api.AnnotationGatewayTunnelStats: string(raw)}}})
 		if err != nil {
 			return err
 		}

@@ -111,13 +111,22 @@ func TestTunnelCondition(t *testing.T) {
 	}
 }
 
-// fakeGateway records the peers it is given.
+// fakeGateway records the peers it is given and the reconnections asked.
 type fakeGateway struct {
-	key   wgtypes.Key
-	peers []gateway.Peer
+	key        wgtypes.Key
+	peers      []gateway.Peer
+	reconnects []wgtypes.Key
 }
 
-func (f *fakeGateway) PublicKey() wgtypes.Key                { return f.key }
+func (f *fakeGateway) PublicKey() wgtypes.Key { return f.key }
+func (f *fakeGateway) SetPrivateKey(k wgtypes.Key) error {
+	f.key = k.PublicKey()
+	return nil
+}
+func (f *fakeGateway) Reconnect(k wgtypes.Key) error {
+	f.reconnects = append(f.reconnects, k)
+	return nil
+}
 func (f *fakeGateway) SetPeers(p []gateway.Peer) error       { f.peers = p; return nil }
 func (f *fakeGateway) Status() ([]gateway.PeerStatus, error) { return nil, nil }
 func (f *fakeGateway) Close()                                {}
@@ -132,8 +141,8 @@ func (f *fakeGateway) allowed(k wgtypes.Key) []netip.Prefix {
 
 // The parent's decorator makes each child with a gateway key a peer routed
 // its subtree's CIDRs, and tells it the parent's gateway and what the
-// parent carries; two children whose CIDRs overlap get no route, and the
-// others keep theirs.
+// parent carries; the CIDRs where two children overlap are routed to
+// neither, and every other CIDR is.
 func TestDecoratorGatewayRoutes(t *testing.T) {
 	ka, kb, kc, kp := pubKey(t), pubKey(t), pubKey(t), pubKey(t)
 	child := func(name string, key wgtypes.Key, cidrs ...string) *corev1.Node {
@@ -146,7 +155,7 @@ func TestDecoratorGatewayRoutes(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "local"}, Spec: corev1.NodeSpec{PodCIDRs: []string{"10.1.0.0/24"}}},
 		child("a", ka, "10.10.0.0/24"),
 		child("b", kb, "10.244.0.0/16"),
-		child("c", kc, "10.244.5.0/24"),
+		child("c", kc, "10.244.5.0/24", "10.60.0.0/24"),
 	}
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	var objs []runtime.Object
@@ -156,8 +165,7 @@ func TestDecoratorGatewayRoutes(t *testing.T) {
 	}
 	client := fake.NewClientset(objs...)
 	gw := &fakeGateway{key: pubKey(t)}
-	tun := &tunnels{gw: gw, endpoint: "10.250.0.2:51820", nodes: corelisters.NewNodeLister(indexer),
-		children: map[string]gateway.Peer{}, parents: map[string]gateway.Peer{}}
+	tun := newTunnels(gw, "10.250.0.2:51820", 0, corelisters.NewNodeLister(indexer))
 	// This cluster's own parent carries 10.50.0.0/16 (and this cluster's
 	// own CIDRs, which are never routed up).
 	tun.setParent(t.Context(), "up", &api.GatewayParent{PublicKey: kp.String(), Endpoint: "10.250.0.9:51820",
@@ -168,8 +176,9 @@ func TestDecoratorGatewayRoutes(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Equal(t, pfx("10.10.0.0/24"), gw.allowed(ka))
-	require.Empty(t, gw.allowed(kb), "b overlaps c: no route")
-	require.Empty(t, gw.allowed(kc), "c overlaps b: no route")
+	require.Equal(t, pfx("10.244.0.0/22", "10.244.4.0/24", "10.244.6.0/23", "10.244.8.0/21", "10.244.16.0/20", "10.244.32.0/19", "10.244.64.0/18", "10.244.128.0/17"),
+		gw.allowed(kb), "b's /16 but c's /24 in it")
+	require.Equal(t, pfx("10.60.0.0/24"), gw.allowed(kc), "c's CIDR that overlaps b's gets no route, its other one does")
 	require.Equal(t, pfx("10.50.0.0/16"), gw.allowed(kp))
 
 	n, err := client.CoreV1().Nodes().Get(t.Context(), "a", metav1.GetOptions{})
@@ -177,11 +186,67 @@ func TestDecoratorGatewayRoutes(t *testing.T) {
 	var gp api.GatewayParent
 	require.NoError(t, json.Unmarshal([]byte(n.Annotations[api.AnnotationGatewayParent]), &gp))
 	require.Equal(t, api.GatewayParent{PublicKey: gw.key.String(), Endpoint: "10.250.0.2:51820",
-		Routes: []string{"10.1.0.0/24", "10.10.0.0/24", "10.50.0.0/16"}}, gp, "this cluster's nodes, its routed children and what its parent carries")
+		Routes: []string{"10.1.0.0/24", "10.10.0.0/24", "10.50.0.0/16"}, PeerKey: ka.String()}, gp,
+		"this cluster's nodes, its routed children and what its parent carries; the child's key it knows")
+	n, err = client.CoreV1().Nodes().Get(t.Context(), "c", metav1.GetOptions{})
+	require.NoError(t, err)
+	gp = api.GatewayParent{}
+	require.NoError(t, json.Unmarshal([]byte(n.Annotations[api.AnnotationGatewayParent]), &gp))
+	require.Equal(t, kc.String(), gp.PeerKey, "c is a peer, for what does not overlap")
 
 	// A child that goes loses its peer.
 	require.NoError(t, indexer.Delete(nodes[1]))
 	_, err = d.sync(t.Context(), "a")
 	require.NoError(t, err)
 	require.Empty(t, gw.allowed(ka))
+}
+
+// A rotation publishes the new key (each run's listener, every child
+// decorated again); the tunnel to a parent is opened again once, when the
+// parent first says it knows the new key, and not on every later read.
+func TestKeyRotation(t *testing.T) {
+	parentKey := pubKey(t)
+	gw := &fakeGateway{key: pubKey(t)}
+	tun := newTunnels(gw, "", time.Second, corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})))
+	redecorated := make(chan struct{}, 4)
+	tun.changed = func() { redecorated <- struct{}{} }
+	published := 0
+	stop := tun.onKeyChange("up", func() { published++ })
+	parentNode := func(peerKey string) *corev1.Node {
+		raw, err := json.Marshal(api.GatewayParent{PublicKey: parentKey.String(), Endpoint: "10.250.0.9:51820",
+			Routes: []string{"10.50.0.0/16"}, PeerKey: peerKey})
+		require.NoError(t, err)
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "me", Annotations: map[string]string{api.AnnotationGatewayParent: string(raw)}}}
+	}
+	own := func() ([]string, error) { return []string{"10.1.0.0/24"}, nil }
+	ctx := t.Context()
+
+	first := tun.publicKey()
+	tun.watchParent(ctx, "up", parentNode(""), own)
+	require.Empty(t, gw.reconnects, "the parent knows no key of this cluster yet")
+	tun.watchParent(ctx, "up", parentNode(first), own)
+	require.Equal(t, []wgtypes.Key{parentKey}, gw.reconnects, "the parent learned the key: the tunnel opens at once")
+	tun.watchParent(ctx, "up", parentNode(first), own)
+	require.Len(t, gw.reconnects, 1, "the same acknowledgement again: nothing to do")
+
+	require.NoError(t, tun.rotate(ctx))
+	second := tun.publicKey()
+	require.NotEqual(t, first, second)
+	require.Equal(t, 1, published, "the run's virtual node publishes the new key")
+	<-redecorated // every child is told the new key
+	tun.watchParent(ctx, "up", parentNode(first), own)
+	require.Len(t, gw.reconnects, 1, "the parent still knows the old key: waiting")
+	tun.watchParent(ctx, "up", parentNode(second), own)
+	require.Equal(t, []wgtypes.Key{parentKey, parentKey}, gw.reconnects)
+
+	stop()
+	require.NoError(t, tun.rotate(ctx))
+	require.Equal(t, 1, published, "a run that ended publishes nothing")
+}
+
+func TestRoutableCIDRs(t *testing.T) {
+	require.Equal(t, []string{"10.128.3.0/24"}, routableCIDRs([]string{"10.128.2.0/23"}, []string{"10.128.2.0/24"}),
+		"a merged prefix loses the part a sibling claims")
+	require.Empty(t, routableCIDRs([]string{"10.128.2.0/24"}, []string{"10.128.2.0/23"}))
+	require.Equal(t, []string{"10.1.0.0/24", "10.2.0.0/24"}, routableCIDRs([]string{"10.2.0.0/24", "10.1.0.0/24"}, nil))
 }

@@ -16,6 +16,7 @@
 package gateway
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -95,6 +96,7 @@ type Gateway struct {
 
 	mu     sync.Mutex
 	routes []netip.Prefix
+	peers  []Peer // as last set
 }
 
 // ErrNoTUN is returned where the machine offers no TUN device.
@@ -164,7 +166,43 @@ func Start(o Options) (g *Gateway, err error) {
 }
 
 // PublicKey is what peers know this gateway by.
-func (g *Gateway) PublicKey() wgtypes.Key { return g.key.PublicKey() }
+func (g *Gateway) PublicKey() wgtypes.Key {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.key.PublicKey()
+}
+
+// SetPrivateKey replaces the gateway's key. Every session ends: each peer
+// knows this gateway by its public key, and takes the new one only once
+// told (the tunnels are opened again then, see Reconnect).
+func (g *Gateway) SetPrivateKey(key wgtypes.Key) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.dev.IpcSet(fmt.Sprintf("private_key=%s\n", hex.EncodeToString(key[:]))); err != nil {
+		return fmt.Errorf("key of %s: %w", g.name, err)
+	}
+	g.key = key
+	return nil
+}
+
+// Reconnect makes the peer of key anew, as last set: its session and
+// handshake state are dropped and, when this end opens the tunnel (an
+// endpoint and a keepalive), a handshake starts at once instead of at
+// WireGuard's next retry (up to 5 s later). For a peer that just learned
+// this gateway's new key, or this one the peer's.
+func (g *Gateway) Reconnect(key wgtypes.Key) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	i := slices.IndexFunc(g.peers, func(p Peer) bool { return p.PublicKey == key })
+	if i < 0 {
+		return fmt.Errorf("no peer %s on %s", key, g.name)
+	}
+	cfg := fmt.Sprintf("public_key=%s\nremove=true\n", hex.EncodeToString(key[:])) + peersConfig(g.peers[i:i+1], nil)
+	if err := g.dev.IpcSet(cfg); err != nil {
+		return fmt.Errorf("reconnect peer %s of %s: %w", key, g.name, err)
+	}
+	return nil
+}
 
 // Port is the UDP port the gateway listens on.
 func (g *Gateway) Port() int { return g.port }
@@ -209,6 +247,7 @@ func (g *Gateway) SetPeers(peers []Peer) error {
 		}
 	}
 	g.routes = want
+	g.peers = slices.Clone(peers)
 	return errors.Join(errs...)
 }
 

@@ -32,9 +32,10 @@ type Config struct {
 	ClusterName string
 	// ClusterUID identifies this cluster (its kube-system UID).
 	ClusterUID string
-	// GatewayKey is the public key of this cluster's gateway, published on
-	// the node (api.AnnotationGatewayKey); empty without a gateway.
-	GatewayKey string
+	// GatewayKey returns the public key of this cluster's gateway,
+	// published on the node (api.AnnotationGatewayKey); nil or empty
+	// without a gateway. PostStatus publishes a new one.
+	GatewayKey func() string
 	// ParentName is the parent's cluster name, for split horizon; may be
 	// empty.
 	ParentName string
@@ -258,8 +259,10 @@ func (p *Provider) Node(r summary.Result) (*corev1.Node, error) {
 		api.AnnotationClusterUID:    p.cfg.ClusterUID,
 		api.AnnotationDesiredTaints: string(desired),
 	}
-	if p.cfg.GatewayKey != "" {
-		annotations[api.AnnotationGatewayKey] = p.cfg.GatewayKey
+	if p.cfg.GatewayKey != nil {
+		if key := p.cfg.GatewayKey(); key != "" {
+			annotations[api.AnnotationGatewayKey] = key
+		}
 	}
 	if avoid := p.avoidAnnotation(); avoid != "" {
 		annotations[api.AnnotationAvoid] = avoid

@@ -57,6 +57,9 @@ var baselines = map[string]string{
 	"tunnel4-p50-ms": "leaf-p50-ms",
 	"tunnel4-p99-ms": "leaf-p99-ms",
 	"tunnel4-MiB/s":  "leaf-MiB/s",
+	"tunnel2-p50-ms": "leaf-p50-ms",
+	"tunnel2-p99-ms": "leaf-p99-ms",
+	"tunnel2-MiB/s":  "leaf-MiB/s",
 
 	"delete-1hop-p50-ms": "delete-0hop-p50-ms",
 	"delete-1hop-p99-ms": "delete-0hop-p99-ms",

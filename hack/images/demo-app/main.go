@@ -156,6 +156,12 @@ func tool(cmd string, args []string) int {
 			return 2
 		}
 		return fetch(args[0])
+	case "until":
+		if len(args) != 2 {
+			fmt.Fprintln(os.Stderr, "usage: demo-app until URL SECONDS")
+			return 2
+		}
+		return until(args[0], args[1])
 	case "exit":
 		if len(args) != 1 {
 			fmt.Fprintln(os.Stderr, "usage: demo-app exit CODE")
@@ -168,7 +174,7 @@ func tool(cmd string, args []string) int {
 		}
 		return code
 	default:
-		fmt.Fprintf(os.Stderr, "demo-app: unknown command %q (hostname, env, echo, cat, ls, exit, get, resolve, latency, fetch)\n", cmd)
+		fmt.Fprintf(os.Stderr, "demo-app: unknown command %q (hostname, env, echo, cat, ls, exit, get, resolve, latency, fetch, until)\n", cmd)
 		return 127
 	}
 	return 0
@@ -284,4 +290,31 @@ func fetch(url string) int {
 	}
 	fmt.Println(n, time.Since(start).Seconds())
 	return 0
+}
+
+// until GETs url every 20 ms, each within 200 ms, until one is answered
+// 200 or seconds have passed; it prints when the first answer came, in
+// nanoseconds since the Unix epoch.
+func until(url, seconds string) int {
+	s, err := strconv.Atoi(seconds)
+	if err != nil || s < 1 {
+		fmt.Fprintln(os.Stderr, "demo-app: SECONDS must be a positive number")
+		return 2
+	}
+	client := &http.Client{Timeout: 200 * time.Millisecond, Transport: &http.Transport{DisableKeepAlives: true}}
+	deadline := time.Now().Add(time.Duration(s) * time.Second)
+	for time.Now().Before(deadline) {
+		start := time.Now()
+		if resp, err := client.Get(url); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				fmt.Println(time.Now().UnixNano())
+				return 0
+			}
+		}
+		time.Sleep(max(0, 20*time.Millisecond-time.Since(start)))
+	}
+	fmt.Fprintf(os.Stderr, "demo-app: no answer from %s in %ss\n", url, seconds)
+	return 1
 }

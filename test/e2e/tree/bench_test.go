@@ -25,7 +25,8 @@ const (
 )
 
 // BenchmarkPodNetwork: HTTP between pods, from a client in east-1 to a
-// server beside it in east-1 (the baseline: the leaf's own bridge) and to a
+// server beside it in east-1 (the baseline: the leaf's own bridge), to a
+// server in east-2, two tunnels away (east-1 -> east -> east-2), and to a
 // server in west-2, four tunnels away (east-1 -> east -> root -> west ->
 // west-2, each gateway a userspace WireGuard in its cluster's agent):
 // request latency p50/p99 on one kept-alive connection, and throughput of
@@ -39,7 +40,7 @@ func BenchmarkPodNetwork(b *testing.B) {
 		b.Fatal(err)
 	}
 	root := env.Cluster("root").Client
-	pods := map[string]string{"client": "east-1", "leaf": "east-1", "tunnel4": "west-2"}
+	pods := map[string]string{"client": "east-1", "leaf": "east-1", "tunnel2": "east-2", "tunnel4": "west-2"}
 	ips := map[string]string{}
 	for name, zone := range pods {
 		if _, err := root.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -95,7 +96,7 @@ func BenchmarkPodNetwork(b *testing.B) {
 		return total
 	}
 	for b.Loop() {
-		for _, target := range []string{"leaf", "tunnel4"} {
+		for _, target := range []string{"leaf", "tunnel2", "tunnel4"} {
 			f := exec("latency", "http://"+ips[target]+":8080/latency", strconv.Itoa(latencyRequests))
 			b.ReportMetric(num(f[0])/1000, target+"-p50-ms")
 			b.ReportMetric(num(f[1])/1000, target+"-p99-ms")
@@ -103,7 +104,7 @@ func BenchmarkPodNetwork(b *testing.B) {
 		bytes, seconds := map[string]float64{}, map[string]float64{}
 		var tunnelCPU time.Duration
 		for range fetchRounds {
-			for _, target := range []string{"leaf", "tunnel4"} {
+			for _, target := range []string{"leaf", "tunnel2", "tunnel4"} {
 				before := agentsCPU()
 				f := exec("fetch", fmt.Sprintf("http://%s:8080/bytes/%d", ips[target], fetchBytes))
 				if target == "tunnel4" {
@@ -113,7 +114,7 @@ func BenchmarkPodNetwork(b *testing.B) {
 				seconds[target] += num(f[1])
 			}
 		}
-		for _, target := range []string{"leaf", "tunnel4"} {
+		for _, target := range []string{"leaf", "tunnel2", "tunnel4"} {
 			b.ReportMetric(bytes[target]/seconds[target]/(1<<20), target+"-MiB/s")
 		}
 		b.ReportMetric(tunnelCPU.Seconds()/(bytes["tunnel4"]/(1<<30)), "tunnel4-agents-cpu-s/GiB")

@@ -1,0 +1,105 @@
+package tree
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+
+	"github.com/nestlet/nestlet/test/framework"
+)
+
+const (
+	// healCut is how long each cut of west's WAN link lasts (every packet
+	// dropped, the tunnels' among them): shorter than the root's grace
+	// period, so that nothing is evicted or replaced meanwhile.
+	healCut = 12 * time.Second
+	// healRounds are the cuts each figure is made of.
+	healRounds = 5
+)
+
+// BenchmarkTunnelHeal: a client in east-1 polls a server in west-2 (every
+// 20 ms, each request within 200 ms) while west's WAN link to the root is
+// cut for healCut, then healed; the figure is the time from the heal to the
+// first answer through the tunnels (east-1 -> east -> root -> west ->
+// west-2), p50 and worst of healRounds cuts.
+func BenchmarkTunnelHeal(b *testing.B) {
+	framework.NeedRealNodes(b)
+	ctx := b.Context()
+	ns := fmt.Sprintf("bench-heal-%d", time.Now().UnixNano()%1_000_000)
+	if err := env.Cluster("root").EnsureNamespace(ctx, ns); err != nil {
+		b.Fatal(err)
+	}
+	root := env.Cluster("root").Client
+	pods := map[string]string{"client": "east-1", "server": "west-2"}
+	for name, zone := range pods {
+		if _, err := root.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: appSpec(map[string]string{"topology.kubernetes.io/zone": zone})}, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var serverIP string
+	deadline := time.Now().Add(3 * time.Minute)
+	for name := range pods {
+		for {
+			p, err := root.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err == nil && podutil.IsPodReady(p) && p.Status.PodIP != "" {
+				if name == "server" {
+					serverIP = p.Status.PodIP
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("pod %s not Ready in 3 minutes", name)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	url := "http://" + serverIP + ":8080/heal"
+	link := tree.Link("west", "root")
+	defer func() { _ = link.Restore() }()
+	for b.Loop() {
+		var took []time.Duration
+		for range healRounds {
+			if _, errOut, err := kubectl(ctx, "root", "", "-n", ns, "exec", "client", "--", "/demo-app", "until", url, "60"); err != nil {
+				b.Fatalf("the server does not answer before the cut: %v: %s", err, errOut)
+			}
+			if err := link.Cut(); err != nil {
+				b.Fatal(err)
+			}
+			type result struct {
+				out, errOut string
+				err         error
+			}
+			done := make(chan result, 1)
+			go func() {
+				out, errOut, err := kubectl(ctx, "root", "", "-n", ns, "exec", "client", "--", "/demo-app", "until", url, "120")
+				done <- result{out, errOut, err}
+			}()
+			time.Sleep(healCut)
+			if err := link.Restore(); err != nil {
+				b.Fatal(err)
+			}
+			healed := time.Now()
+			r := <-done
+			if r.err != nil {
+				b.Fatalf("no answer after the heal: %v: %s", r.err, r.errOut)
+			}
+			at, err := strconv.ParseInt(strings.TrimSpace(r.out), 10, 64)
+			if err != nil {
+				b.Fatalf("demo-app until said %q: %v", r.out, err)
+			}
+			// The pods run on this machine: one clock.
+			took = append(took, time.Unix(0, at).Sub(healed))
+		}
+		slices.Sort(took)
+		b.ReportMetric(took[len(took)/2].Seconds()*1000, "heal-p50-ms")
+		b.ReportMetric(took[len(took)-1].Seconds()*1000, "heal-max-ms")
+	}
+}
