@@ -74,6 +74,12 @@ const (
 	// AnnotationGatewayTunnelStats is set by a child on its virtual node
 	// beside AnnotationGatewayTunnel: JSON TunnelStats.
 	AnnotationGatewayTunnelStats = "nestlet.io/gateway-tunnel-stats"
+	// AnnotationTokenChildName is set by `nestctl token create
+	// --child-name` on the bootstrap token's Secret: the one node name the
+	// token may join as. AnnotationTokenAutoApprove ("true") lets the
+	// parent's agent approve that join without `nestctl approve`.
+	AnnotationTokenChildName   = "nestlet.io/child-name"
+	AnnotationTokenAutoApprove = "nestlet.io/auto-approve"
 	// ManagedByRemoteEndpoints is the endpointslice.kubernetes.io/managed-by
 	// of the EndpointSlices a child's agent makes for a Service reflected
 	// there: the parent's endpoints outside the child's subtree. The
@@ -111,6 +117,14 @@ const (
 	// DaemonSets and foreign schedulers off.
 	TaintKeyProvider   = "virtual-kubelet.io/provider"
 	TaintValueProvider = "nestlet"
+
+	// RevokedConfigMap is the ConfigMap in kube-system listing the
+	// children a parent cut off (`nestctl revoke`): each key a child's node
+	// name, its value when and why. A revoked child's certificate requests
+	// are denied (renewals too), its virtual node deleted whenever it
+	// appears, and its tunnels to nestlet-proxy closed and refused.
+	// Removing its key lifts the revocation (a new token is still needed).
+	RevokedConfigMap = "nestlet-revoked"
 
 	// ClusterInfoConfigMap is the ConfigMap in kube-public, readable
 	// anonymously like cluster-info, where `nestctl token create` records

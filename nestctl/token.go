@@ -39,7 +39,11 @@ func CreateToken(ctx context.Context, cfg *rest.Config, o TokenOptions) (string,
 	}); err != nil {
 		return "", err
 	}
-	tok, err := bootstrap.CreateToken(ctx, client, o.TTL, "nestlet join token")
+	description := "nestlet join token"
+	if o.ChildName != "" {
+		description += " for " + o.ChildName
+	}
+	tok, err := bootstrap.CreateToken(ctx, client, o.TTL, description, bootstrap.TokenFor{ChildName: o.ChildName, AutoApprove: o.AutoApprove})
 	if err != nil {
 		return "", err
 	}
@@ -52,5 +56,9 @@ func CreateToken(ctx context.Context, cfg *rest.Config, o TokenOptions) (string,
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("nestctl join --parent-url %s --token %s --ca-cert-hash %s --cluster-name %s", o.ParentURL, tok, hash, o.ChildName), nil
+	child := o.ChildName
+	if child == "" {
+		child = "<child-name>"
+	}
+	return fmt.Sprintf("nestctl join --parent-url %s --token %s --ca-cert-hash %s --cluster-name %s", o.ParentURL, tok, hash, child), nil
 }

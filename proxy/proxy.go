@@ -64,6 +64,7 @@ type Config struct {
 type Proxy struct {
 	cfg     Config
 	tunnels *remotedialer.Server
+	guard   *tunnelGuard
 	auth    *kubeletapi.Auth
 
 	kubeletLn, tunnelLn net.Listener
@@ -86,7 +87,7 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg, auth: auth}
+	p := &Proxy{cfg: cfg, auth: auth, guard: newTunnelGuard(cfg.Client)}
 	p.tunnels = remotedialer.New(p.authorizeTunnel, remotedialer.DefaultErrorWriter)
 	tlsCfg, err := p.tlsConfig()
 	if err != nil {
@@ -129,7 +130,8 @@ func (p *Proxy) Run(ctx context.Context) error {
 		}
 	}
 	tunnelMux := http.NewServeMux()
-	tunnelMux.Handle("/connect", p.tunnels)
+	tunnelMux.Handle("/connect", http.HandlerFunc(p.serveTunnel))
+	go p.guard.run(ctx)
 	servers := []*http.Server{
 		{Handler: http.HandlerFunc(p.serveKubelet), ReadHeaderTimeout: 30 * time.Second},
 		{Handler: tunnelMux, ReadHeaderTimeout: 30 * time.Second},

@@ -59,6 +59,7 @@ import (
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/pkg/kubeclient"
+	"github.com/nestlet/nestlet/pkg/revoked"
 	"github.com/nestlet/nestlet/provider/forward"
 )
 
@@ -249,6 +250,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ap, err := newApprover(a.client)
+	if err != nil {
+		return err
+	}
+	rev := revoked.New(a.client, func(map[string]bool) { dc.enqueueAll() })
+	dc.revoked = rev
 	a.factory.Start(ctx.Done())
 	go a.targetWatch.RunWithContext(ctx)
 	// Not waited for: without it every Secret is read from the API server.
@@ -260,6 +267,8 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { dc.run(ctx) })
+	wg.Go(func() { ap.run(ctx) })
+	wg.Go(func() { rev.Run(ctx) })
 	wg.Go(func() { tc.run(ctx, a.cfg.Workers) })
 	<-ctx.Done()
 	wg.Wait()

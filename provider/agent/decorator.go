@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/revoked"
 	"github.com/nestlet/nestlet/provider/summary"
 	"github.com/nestlet/nestlet/provider/vnode"
 )
@@ -42,6 +43,21 @@ type decorator struct {
 	// tunnels, when this cluster runs a gateway, gets each child's key
 	// and pod CIDRs, and gives each child the parent's gateway.
 	tunnels *tunnels
+	// revoked are the children cut off: their virtual nodes are deleted.
+	revoked *revoked.Watcher
+}
+
+// enqueueAll queues every virtual node.
+func (d *decorator) enqueueAll() {
+	all, err := d.nodes.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, n := range all {
+		if n.Labels[api.LabelCluster] != "" {
+			d.queue.Add(n.Name)
+		}
+	}
 }
 
 func newDecorator(client kubernetes.Interface, nodes coreinformers.NodeInformer, clk clock.PassiveClock, tun *tunnels) (*decorator, error) {
@@ -60,15 +76,7 @@ func newDecorator(client kubernetes.Interface, nodes coreinformers.NodeInformer,
 	}
 	if tun != nil {
 		// What this cluster carries changed: every child is told.
-		tun.changed = func() {
-			all, err := d.nodes.List(labels.Everything())
-			if err != nil {
-				return
-			}
-			for _, n := range all {
-				enqueue(n)
-			}
-		}
+		tun.changed = d.enqueueAll
 	}
 	// A node whose pod CIDRs come, change or go may change the overlap of
 	// the children whose pod CIDRs overlap them, and only theirs.
@@ -188,6 +196,9 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 	}
 	if err != nil {
 		return 0, err
+	}
+	if d.revoked.Has(name) {
+		return 0, deleteRevoked(ctx, d.client, n)
 	}
 	if wait := d.holdForNLC(n); wait > 0 {
 		return wait, nil

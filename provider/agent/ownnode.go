@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,10 @@ const reasonStatusUnknown = "NodeStatusUnknown"
 
 // repostEvery bounds how often a lapsed status is posted again.
 const repostEvery = 5 * time.Second
+
+// reregisterEvery bounds how often a virtual node deleted in the parent is
+// registered again.
+const reregisterEvery = 10 * time.Second
 
 // watchOwnNode watches this Target's virtual node in the parent (a node
 // may watch its own Node) and, when the parent's controller manager has
@@ -50,10 +55,37 @@ func watchOwnNode(ctx context.Context, nodeClient kubernetes.Interface, name str
 		klog.FromContext(ctx).Info("The parent marked the virtual node's status unknown; posting it again", "node", name)
 		repost()
 	}
+	// A node deleted in the parent is registered again by the status
+	// post after it (registration.go), at most once per reregisterEvery:
+	// a child that was revoked, whose node the parent deletes each time,
+	// comes back no more often than that, and once the revocation is
+	// lifted it is back within that.
+	var mu sync.Mutex
+	var lastRegister time.Time
+	pending := false
+	deleted := func(any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if pending {
+			return
+		}
+		pending = true
+		wait := max(0, reregisterEvery-clk.Since(lastRegister))
+		time.AfterFunc(wait, func() {
+			mu.Lock()
+			pending, lastRegister = false, clk.Now()
+			mu.Unlock()
+			if ctx.Err() == nil {
+				klog.FromContext(ctx).Info("The virtual node was deleted in the parent; registering it again", "node", name)
+				repost()
+			}
+		})
+	}
 	// One handler goroutine: last needs no lock.
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    check,
 		UpdateFunc: func(_, obj any) { check(obj) },
+		DeleteFunc: deleted,
 	}); err != nil {
 		klog.FromContext(ctx).Error(err, "Watching the virtual node")
 		return

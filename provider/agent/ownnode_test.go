@@ -41,3 +41,22 @@ func TestWatchOwnNodeReposts(t *testing.T) {
 	update(ready(corev1.ConditionUnknown, reasonStatusUnknown))
 	require.Eventually(t, func() bool { return posts.Load() == 2 }, 5*time.Second, 10*time.Millisecond)
 }
+
+// A virtual node deleted in the parent has its status posted (which
+// registers it again, registration.go); after reregisterEvery, again.
+func TestWatchOwnNodeRegistersADeletedNode(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "child"}}
+	client := fake.NewClientset(node.DeepCopy())
+	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var posts, seen atomic.Int32
+	watchOwnNode(t.Context(), client, "child", clock, func() { posts.Add(1) }, func(*corev1.Node) { seen.Add(1) })
+	require.Eventually(t, func() bool { return seen.Load() == 1 }, 5*time.Second, 10*time.Millisecond, "the watch has the node")
+	for round := int32(1); round <= 2; round++ {
+		require.NoError(t, client.CoreV1().Nodes().Delete(t.Context(), "child", metav1.DeleteOptions{}))
+		require.Eventually(t, func() bool { return posts.Load() == round }, 5*time.Second, 10*time.Millisecond, "round %d", round)
+		_, err := client.CoreV1().Nodes().Create(t.Context(), node.DeepCopy(), metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return seen.Load() == round+1 }, 5*time.Second, 10*time.Millisecond, "the watch has the node again")
+		clock.Step(reregisterEvery)
+	}
+}

@@ -21,7 +21,6 @@ import (
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/provider/summary"
 	"github.com/nestlet/nestlet/provider/vnode"
-	"go4.org/netipx"
 )
 
 // Pod CIDR overlaps are found by the parent, which alone sees all its
@@ -102,19 +101,8 @@ func podCIDRClashes(n *corev1.Node, nodes corelisters.NodeLister, cache *cidrCac
 // that no other node of this cluster claims too, as prefixes. A summary's
 // merged prefix that a sibling's overlaps loses that part only.
 func routableCIDRs(own, taken []string) []string {
-	var b netipx.IPSetBuilder
-	for _, p := range prefixes(own) {
-		b.AddPrefix(p)
-	}
-	for _, p := range prefixes(taken) {
-		b.RemovePrefix(p)
-	}
-	set, err := b.IPSet()
-	if err != nil {
-		return nil
-	}
 	var out []string
-	for _, p := range set.Prefixes() {
+	for _, p := range subtract(prefixes(own), prefixes(taken)) {
 		out = append(out, p.String())
 	}
 	return out

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/provider/gateway"
+	"go4.org/netipx"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
@@ -48,8 +49,9 @@ type GatewayConfig struct {
 //
 // Paths: a CIDR of a child's subtree goes to that child; what a parent
 // carries goes to one parent, the first of them by Target name that
-// carries it (in a diamond, the other parents are not used for it); a
-// CIDR claimed twice goes where it was claimed first, in that order.
+// carries it (in a diamond, the other parents are not used for it); an
+// address claimed twice goes where it was claimed first, in that order
+// (by address: a parent's prefix that covers a child's keeps the rest).
 type tunnels struct {
 	gw        gatewayDevice
 	endpoint  string
@@ -188,15 +190,9 @@ func parentPeer(gp *api.GatewayParent, own []string, keepalive time.Duration) (*
 			peer.Endpoint = addr.AddrPort()
 		}
 	}
-	mine := map[netip.Prefix]bool{}
-	for _, p := range prefixes(own) {
-		mine[p] = true
-	}
-	for _, p := range prefixes(gp.Routes) {
-		if !mine[p] {
-			peer.AllowedIPs = append(peer.AllowedIPs, p)
-		}
-	}
+	// What lies in this cluster's own subtree never goes up, also where
+	// the parent's prefix covers more (a summary's merged prefix).
+	peer.AllowedIPs = subtract(prefixes(gp.Routes), prefixes(own))
 	return peer, nil
 }
 
@@ -221,16 +217,13 @@ func (t *tunnels) applyLocked(ctx context.Context) {
 // claimed; and every CIDR claimed. One cluster under two names (the same
 // key twice) is one peer.
 func planPeers(children, parents map[string]gateway.Peer) ([]gateway.Peer, map[netip.Prefix]bool) {
-	claimed := map[netip.Prefix]bool{}
+	var claimed []netip.Prefix
 	var peers []gateway.Peer
 	claim := func(p gateway.Peer) {
-		var allowed []netip.Prefix
-		for _, a := range p.AllowedIPs {
-			if !claimed[a] {
-				claimed[a] = true
-				allowed = append(allowed, a)
-			}
-		}
+		// Addresses, not prefixes: a parent's prefix that covers a
+		// child's keeps only the rest.
+		allowed := subtract(p.AllowedIPs, claimed)
+		claimed = append(claimed, allowed...)
 		if i := slices.IndexFunc(peers, func(q gateway.Peer) bool { return q.PublicKey == p.PublicKey }); i >= 0 {
 			peers[i].AllowedIPs = append(peers[i].AllowedIPs, allowed...)
 			if p.Endpoint.IsValid() && !peers[i].Endpoint.IsValid() {
@@ -247,7 +240,28 @@ func planPeers(children, parents map[string]gateway.Peer) ([]gateway.Peer, map[n
 	for _, name := range sortedKeys(parents) {
 		claim(parents[name])
 	}
-	return peers, claimed
+	set := map[netip.Prefix]bool{}
+	for _, p := range claimed {
+		set[p] = true
+	}
+	return peers, set
+}
+
+// subtract returns the addresses of ps that none of minus holds, as the
+// fewest prefixes (go4.org/netipx), in order; nil when none.
+func subtract(ps, minus []netip.Prefix) []netip.Prefix {
+	var b netipx.IPSetBuilder
+	for _, p := range ps {
+		b.AddPrefix(p.Masked())
+	}
+	for _, p := range minus {
+		b.RemovePrefix(p.Masked())
+	}
+	set, err := b.IPSet()
+	if err != nil {
+		return nil
+	}
+	return set.Prefixes()
 }
 
 // carriedLocked is what this cluster carries for its children: its own

@@ -57,6 +57,13 @@ func TestPlanPeers(t *testing.T) {
 	}, peers)
 	require.Len(t, claimed, 5)
 
+	// By address, not by prefix: a child's merged /23 takes both halves
+	// of it from the parent's routes, whatever their prefixes.
+	peers, _ = planPeers(
+		map[string]gateway.Peer{"east-2": {PublicKey: c2, AllowedIPs: pfx("10.128.2.0/23")}},
+		map[string]gateway.Peer{"root": {PublicKey: p1, AllowedIPs: pfx("10.128.2.0/24", "10.128.8.0/24", "10.128.0.0/22")}})
+	require.Equal(t, pfx("10.128.0.0/23", "10.128.8.0/24"), peers[1].AllowedIPs)
+
 	// One cluster joined under two names is one peer.
 	peers, _ = planPeers(map[string]gateway.Peer{
 		"x": {PublicKey: c1, AllowedIPs: pfx("10.1.0.0/24")},
@@ -72,6 +79,10 @@ func TestParentPeer(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, &gateway.Peer{PublicKey: k, Endpoint: netip.MustParseAddrPort("10.250.0.2:51820"), Keepalive: 5 * time.Second,
 		AllowedIPs: pfx("10.1.0.0/24", "10.3.0.0/24")}, p, "its own subtree's CIDRs are not routed up")
+
+	p, err = parentPeer(&api.GatewayParent{PublicKey: k.String(), Routes: []string{"10.128.2.0/24", "10.128.4.0/24"}}, []string{"10.128.2.0/23"}, time.Second)
+	require.NoError(t, err)
+	require.Equal(t, pfx("10.128.4.0/24"), p.AllowedIPs, "a route inside this cluster's merged prefix is its own")
 
 	p, err = parentPeer(&api.GatewayParent{PublicKey: k.String()}, nil, time.Second)
 	require.NoError(t, err)

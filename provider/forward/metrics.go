@@ -4,10 +4,11 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics of forwarding, labelled by Target.
 type Metrics struct {
-	forwarded     *prometheus.CounterVec
-	latency       *prometheus.HistogramVec
-	statusUpdates *prometheus.CounterVec
-	errors        *prometheus.CounterVec
+	forwarded       *prometheus.CounterVec
+	latency         *prometheus.HistogramVec
+	statusUpdates   *prometheus.CounterVec
+	errors          *prometheus.CounterVec
+	eventsReflected *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg (none when nil).
@@ -27,9 +28,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nestlet_forward_errors_total", Help: "Forwarding errors and pods failed here, by reason.",
 		}, []string{"target", "reason"}),
+		eventsReflected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nestlet_events_reflected_total", Help: "Warning events about delegates recorded again on their parent pods.",
+		}, []string{"target"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.forwarded, m.latency, m.statusUpdates, m.errors)
+		reg.MustRegister(m.forwarded, m.latency, m.statusUpdates, m.errors, m.eventsReflected)
 	}
 	return m
 }

@@ -96,9 +96,12 @@ type Provider struct {
 	deps      *dependencies
 	services  *services
 	remote    *remoteEndpoints // with Config.AllServices
+	events    *eventReflector
 	// namespaces known to exist here (a namespace deleted later makes the
 	// create fail, and the pod is retried).
 	namespaces sync.Map
+	// priorityClasses known to exist here.
+	priorityClasses sync.Map
 
 	// ctx is the context of Run, for work started by informer events.
 	ctx context.Context
@@ -174,6 +177,7 @@ func New(cfg Config) (*Provider, error) {
 		looked:    map[types.UID]bool{},
 	}
 	p.deps = newDependencies(p)
+	p.events = newEventReflector(p)
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { p.delegateChanged(obj) },
 		UpdateFunc: func(_, obj any) { p.delegateChanged(obj) },
@@ -214,6 +218,7 @@ func (p *Provider) Run(ctx context.Context) error {
 	}
 	go p.deps.run(ctx)
 	go p.services.run(ctx)
+	go p.events.run(ctx) // not waited for: pods go on without it
 	klog.FromContext(ctx).V(2).Info("Forwarding ready", "delegates", len(p.delegates.GetStore().ListKeys()))
 	return nil
 }

@@ -10,15 +10,18 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"strings"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/apis/certificates"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/pkg/kubeclient"
@@ -110,4 +113,37 @@ func RequestNodeCertificate(ctx context.Context, client kubernetes.Interface, cl
 		return nil, err
 	}
 	return issued, nil
+}
+
+// Decided reports whether csr was approved, denied or failed.
+func Decided(csr *certificatesv1.CertificateSigningRequest) bool {
+	for _, c := range csr.Status.Conditions {
+		if c.Type == certificatesv1.CertificateApproved || c.Type == certificatesv1.CertificateDenied || c.Type == certificatesv1.CertificateFailed {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckNodeCSR returns the node name a certificate request (PEM) asks for,
+// or why it is not exactly a node client certificate request (the
+// kubelet-client signer's own rules: organization system:nodes, common
+// name system:node:<name>, no other names, client usages).
+func CheckNodeCSR(request []byte, usages []certificatesv1.KeyUsage) (string, error) {
+	block, _ := pem.Decode(request)
+	if block == nil || block.Type != "CERTIFICATE REQUEST" {
+		return "", fmt.Errorf("no PEM certificate request")
+	}
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return "", err
+	}
+	u := sets.NewString()
+	for _, k := range usages {
+		u.Insert(string(k))
+	}
+	if err := certificates.ValidateKubeletClientCSR(req, u); err != nil {
+		return "", err
+	}
+	return strings.TrimPrefix(req.Subject.CommonName, NodeUser("")), nil
 }

@@ -60,8 +60,8 @@ type Options struct {
 	// ClusterName is the parent's own name, published for children (used
 	// on the hop path of forwarded pods); may be empty.
 	ClusterName string
-	// AutoApprove binds bootstrappers and nodes to the standard CSR
-	// auto-approval roles; otherwise each join waits for `nestctl approve`.
+	// AutoApprove is kept for callers; approval is the parent's agent's
+	// (joins per token, see TokenFor; renewals unless revoked).
 	AutoApprove bool
 }
 
@@ -71,22 +71,22 @@ func EnsurePlumbing(ctx context.Context, client kubernetes.Interface, o Options)
 	if err := ensureClusterInfo(ctx, client, o); err != nil {
 		return err
 	}
-	bindings := []struct{ name, role string }{
-		{BootstrapperCSRs, "system:node-bootstrapper"},
+	if err := ensureClusterRoleBinding(ctx, client, BootstrapperCSRs, "system:node-bootstrapper",
+		rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: bootstrapapi.BootstrapDefaultGroup}); err != nil {
+		return err
 	}
-	if o.AutoApprove {
-		bindings = append(bindings, struct{ name, role string }{BootstrapperApprove, "system:certificates.k8s.io:certificatesigningrequests:nodeclient"})
+	// kube-controller-manager's approval of bootstrappers' requests would
+	// give any token holder any node name: the parent's agent approves
+	// them instead, for the name each token was made for
+	// (provider/agent/approver.go). A binding left by an earlier version
+	// goes.
+	if err := client.RbacV1().ClusterRoleBindings().Delete(ctx, BootstrapperApprove, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing clusterrolebinding %s: %w", BootstrapperApprove, err)
 	}
-	for _, b := range bindings {
-		if err := ensureClusterRoleBinding(ctx, client, b.name, b.role, rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: bootstrapapi.BootstrapDefaultGroup}); err != nil {
-			return err
-		}
-	}
-	if o.AutoApprove {
-		if err := ensureClusterRoleBinding(ctx, client, NodeRenewalApprove, "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
-			rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:nodes"}); err != nil {
-			return err
-		}
+	// Renewals too: the parent's agent approves them unless the node was
+	// revoked, which kube-controller-manager would not know.
+	if err := client.RbacV1().ClusterRoleBindings().Delete(ctx, NodeRenewalApprove, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing clusterrolebinding %s: %w", NodeRenewalApprove, err)
 	}
 	// A node may not delete Nodes by default; with this, a child that
 	// leaves removes its own virtual node (NodeRestriction limits every
@@ -174,14 +174,21 @@ func ensureClusterRoleBinding(ctx context.Context, client kubernetes.Interface, 
 
 // CreateToken creates a bootstrap token valid for ttl that authenticates as
 // system:bootstrappers and signs cluster-info, and returns it (<id>.<secret>).
-func CreateToken(ctx context.Context, client kubernetes.Interface, ttl time.Duration, description string) (string, error) {
+func CreateToken(ctx context.Context, client kubernetes.Interface, ttl time.Duration, description string, t TokenFor) (string, error) {
 	token, err := bootstraputil.GenerateBootstrapToken()
 	if err != nil {
 		return "", err
 	}
 	id, secret, _ := strings.Cut(token, ".")
+	annotations := map[string]string{}
+	if t.ChildName != "" {
+		annotations[api.AnnotationTokenChildName] = t.ChildName
+	}
+	if t.AutoApprove {
+		annotations[api.AnnotationTokenAutoApprove] = "true"
+	}
 	_, err = client.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: bootstraputil.BootstrapTokenSecretName(id), Namespace: metav1.NamespaceSystem},
+		ObjectMeta: metav1.ObjectMeta{Name: bootstraputil.BootstrapTokenSecretName(id), Namespace: metav1.NamespaceSystem, Annotations: annotations},
 		Type:       corev1.SecretTypeBootstrapToken,
 		StringData: map[string]string{
 			bootstrapapi.BootstrapTokenIDKey:               id,
@@ -196,6 +203,16 @@ func CreateToken(ctx context.Context, client kubernetes.Interface, ttl time.Dura
 		return "", fmt.Errorf("creating bootstrap token secret: %w", err)
 	}
 	return token, nil
+}
+
+// TokenFor says whom a token admits.
+type TokenFor struct {
+	// ChildName is the one node name the token joins as; any name no live
+	// node holds when empty (a token shared by a fleet).
+	ChildName string
+	// AutoApprove lets the parent's agent approve the join; else it waits
+	// for `nestctl approve`.
+	AutoApprove bool
 }
 
 // WaitSigned waits until the parent's bootstrapsigner controller has signed

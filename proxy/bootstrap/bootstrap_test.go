@@ -82,7 +82,17 @@ func TestEnsurePlumbing(t *testing.T) {
 			name:         "new parent with auto-approval",
 			opts:         Options{ServerURL: server, CAData: caPEM, ClusterName: "root", AutoApprove: true},
 			wantInfoName: "root",
-			wantBindings: []rbacv1.ClusterRoleBinding{approveBinding, csrBinding, slicesBinding, deleteBinding, renewBinding},
+			wantBindings: []rbacv1.ClusterRoleBinding{csrBinding, slicesBinding, deleteBinding},
+		},
+		{
+			// kube-controller-manager would approve any name for a
+			// bootstrapper, and renewals of revoked nodes: the parent's
+			// agent approves instead.
+			name:         "an earlier version's approval bindings go",
+			existing:     []runtime.Object{approveBinding.DeepCopy(), renewBinding.DeepCopy()},
+			opts:         Options{ServerURL: server, CAData: caPEM, ClusterName: "root", AutoApprove: true},
+			wantInfoName: "root",
+			wantBindings: []rbacv1.ClusterRoleBinding{csrBinding, slicesBinding, deleteBinding},
 		},
 		{
 			name:         "no cluster name, no nestlet-info",
@@ -243,7 +253,7 @@ func TestCreateToken(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			client := fake.NewClientset()
 			before := time.Now()
-			token, err := CreateToken(t.Context(), client, tt.ttl, tt.description)
+			token, err := CreateToken(t.Context(), client, tt.ttl, tt.description, TokenFor{})
 			require.NoError(t, err)
 			require.Regexp(t, regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`), token)
 			id, secret, _ := strings.Cut(token, ".")
@@ -276,9 +286,9 @@ func TestCreateToken(t *testing.T) {
 
 func TestCreateTokenDistinct(t *testing.T) {
 	client := fake.NewClientset()
-	a, err := CreateToken(t.Context(), client, time.Hour, "")
+	a, err := CreateToken(t.Context(), client, time.Hour, "", TokenFor{})
 	require.NoError(t, err)
-	b, err := CreateToken(t.Context(), client, time.Hour, "")
+	b, err := CreateToken(t.Context(), client, time.Hour, "", TokenFor{})
 	require.NoError(t, err)
 	assert.NotEqual(t, a, b)
 }

@@ -11,21 +11,21 @@ import (
 func newApproveCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "approve <cluster-name>",
-		Short: "Approve a child's pending node certificate request (run against the parent)",
+		Short: "Approve a child's pending node certificate request, if filed with a token made for it (run against the parent)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, err := clientset(cmd)
 			if err != nil {
 				return err
 			}
+			// Requests of the name filed by anyone else (a token made for
+			// another child, another node) are denied and returned as
+			// the error, after what was approved.
 			names, err := nestctl.Approve(cmd.Context(), client, args[0])
-			if err != nil {
-				return err
-			}
 			for _, n := range names {
 				fmt.Fprintf(cmd.OutOrStdout(), "certificatesigningrequest/%s approved\n", n)
 			}
-			return nil
+			return err
 		},
 	}
 }

@@ -24,7 +24,8 @@ func newTokenCommand() *cobra.Command {
 		Long: `Create a bootstrap token in the parent cluster (the one --kubeconfig points at), after
 making sure the parent has the standard bootstrap plumbing: a cluster-info ConfigMap in
 kube-public readable for discovery, RBAC letting bootstrappers request node certificates,
-and, with --auto-approve, the bindings that get those requests approved automatically.
+and, with --auto-approve, approval of those requests by this cluster's Nestlet agent.
+A token made with --child-name admits that child only.
 It prints the exact 'nestctl join' command to run against the child.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -44,7 +45,7 @@ It prints the exact 'nestctl join' command to run against the child.`,
 	create.Flags().BoolVar(&autoApprove, "auto-approve", false, "approve children's node certificate requests automatically (else: nestctl approve)")
 	create.Flags().StringVar(&parentURL, "parent-url", "", "the parent's API server URL as children reach it (default: the kubeconfig's server)")
 	create.Flags().StringVar(&clusterName, "cluster-name", "", "this parent's own cluster name, published for children (appears on pods' hop path)")
-	create.Flags().StringVar(&childName, "child-name", "<child-name>", "the name the child will have in the parent, filled into the printed command")
+	create.Flags().StringVar(&childName, "child-name", "", "the one name the token admits, the child's in the parent (filled into the printed command); without it, any name no Ready node has (a token shared by a fleet)")
 	token.AddCommand(create)
 	return token
 }

@@ -61,6 +61,8 @@ func TestTemplateObjects(t *testing.T) {
 		"ClusterRoleBinding nestlet-agent",
 		"Role nestlet-system/nestlet-agent-secrets",
 		"RoleBinding nestlet-system/nestlet-agent-secrets",
+		"Role kube-system/nestlet-agent-revoked",
+		"RoleBinding kube-system/nestlet-agent-revoked",
 		"Deployment nestlet-system/nestlet-agent",
 	}
 	scheduler := []string{
@@ -80,6 +82,8 @@ func TestTemplateObjects(t *testing.T) {
 		"ClusterRoleBinding nestlet-proxy-auth-delegator",
 		"Role kube-public/nestlet-proxy-info",
 		"RoleBinding kube-public/nestlet-proxy-info",
+		"Role kube-system/nestlet-proxy-revoked",
+		"RoleBinding kube-system/nestlet-proxy-revoked",
 		"Deployment nestlet-system/nestlet-proxy",
 		"Service nestlet-system/nestlet-proxy",
 	}

@@ -2,6 +2,7 @@ package join
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,11 @@ func TestBadInputs(t *testing.T) {
 		Get(t.Context(), good.Spec.BootstrapTokenSecretRef.Name, metav1.GetOptions{})).Data["token"])
 	tokenID, _, _ := strings.Cut(goodToken, ".")
 
-	expired, err := bootstrap.CreateToken(t.Context(), env.Cluster("root").Client, time.Second, "expires at once")
+	out, err := env.Cluster("root").Nestctl(t.Context(), "token", "create", "--cluster-name=root", "--child-name=east", "--auto-approve")
+	require.NoError(t, err)
+	eastToken := tokenOf.FindStringSubmatch(out)[1]
+
+	expired, err := bootstrap.CreateToken(t.Context(), env.Cluster("root").Client, time.Second, "expires at once", bootstrap.TokenFor{})
 	require.NoError(t, err)
 	// Wait until the parent has dropped it (token cleaner).
 	expiredID, _, _ := strings.Cut(expired, ".")
@@ -36,11 +41,13 @@ func TestBadInputs(t *testing.T) {
 	})
 	require.NoError(t, err, "expired token never cleaned up")
 
+	secrets := 0
 	spec := func(cluster, secret string, mutate func(*v1alpha1.TargetSpec)) v1alpha1.TargetSpec {
 		s := *good.Spec.DeepCopy()
 		s.ClusterName = cluster
 		if secret != "" {
-			s.BootstrapTokenSecretRef = tokenSecret(t, "west", "bad-"+cluster, secret)
+			secrets++
+			s.BootstrapTokenSecretRef = tokenSecret(t, "west", fmt.Sprintf("bad-%s-%d", cluster, secrets), secret)
 		}
 		if mutate != nil {
 			mutate(&s)
@@ -74,7 +81,11 @@ func TestBadInputs(t *testing.T) {
 		{name: "label a node may not set", cluster: "west", spec: spec("bad-label", goodToken, func(s *v1alpha1.TargetSpec) {
 			s.Labels = map[string]string{"node-role.kubernetes.io/master": ""}
 		}), reason: v1alpha1.ReasonInvalidSpec, message: "NodeRestriction"},
-		{name: "name of another clusters node", cluster: "west", spec: spec("east", goodToken, nil),
+		{name: "token of another child", cluster: "west", spec: spec("east", goodToken, nil),
+			reason: v1alpha1.ReasonCSRDenied, message: `was made for child "west"; this request asks for node "east"`},
+		// With a token made for east (leaked to west, say), the parent
+		// approves, and west's agent finds the node is another cluster's.
+		{name: "name of another clusters node", cluster: "west", spec: spec("east", eastToken, nil),
 			reason: v1alpha1.ReasonNameTaken, message: "not this cluster's"},
 		{name: "own cluster as parent", cluster: "root", spec: func() v1alpha1.TargetSpec {
 			s := *good.Spec.DeepCopy()
@@ -91,7 +102,7 @@ func TestBadInputs(t *testing.T) {
 			ready := launcher.TargetCondition(tg, v1alpha1.ConditionReady)
 			require.Equal(t, metav1.ConditionFalse, ready.Status)
 			require.Contains(t, ready.Message, tt.message)
-			if tt.reason != v1alpha1.ReasonNameTaken {
+			if tt.spec.ClusterName != "east" { // east's own node stays
 				requireNoNode(t, "root", tt.spec.ClusterName)
 			}
 		})

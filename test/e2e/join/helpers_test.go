@@ -2,6 +2,7 @@ package join
 
 import (
 	"context"
+	"regexp"
 	"testing"
 	"time"
 
@@ -77,7 +78,7 @@ func waitReason(t *testing.T, cluster, name, reason string) *v1alpha1.Target {
 
 // tokenSecret makes a Secret in cluster holding token and returns a
 // reference to it.
-func tokenSecret(t *testing.T, cluster, name, token string) v1alpha1.SecretReference {
+func tokenSecret(t testing.TB, cluster, name, token string) v1alpha1.SecretReference {
 	t.Helper()
 	c := env.Cluster(cluster)
 	_, err := c.Client.CoreV1().Secrets("nestlet-system").Create(t.Context(), &corev1.Secret{
@@ -96,4 +97,18 @@ func requireNoNode(t *testing.T, cluster, name string) {
 	t.Helper()
 	_, err := env.Cluster(cluster).Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
 	require.Truef(t, apierrors.IsNotFound(err), "node %s exists in %s (err %v)", name, cluster, err)
+}
+
+// tokenOf is the token of the join command `nestctl token create` printed.
+var tokenOf = regexp.MustCompile(`--token\s+(\S+)`)
+
+// joinToken makes a bootstrap token in root (nestctl token create with
+// args) and stores it in Secret name of cluster, as nestctl join would.
+func joinToken(tb testing.TB, cluster, name string, args ...string) v1alpha1.SecretReference {
+	tb.Helper()
+	out, err := env.Cluster("root").Nestctl(tb.Context(), append([]string{"token", "create", "--cluster-name=root"}, args...)...)
+	require.NoError(tb, err)
+	m := tokenOf.FindStringSubmatch(out)
+	require.NotNil(tb, m, out)
+	return tokenSecret(tb, cluster, name, m[1])
 }

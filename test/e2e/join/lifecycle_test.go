@@ -169,6 +169,7 @@ func TestLabelAtRegistrationCanBeRemoved(t *testing.T) {
 	good := getTarget(t, "west", targetOf["west"])
 	tg := &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Name: "labelled-at-start"}, Spec: *good.Spec.DeepCopy()}
 	tg.Spec.ClusterName = "west-labelled"
+	tg.Spec.BootstrapTokenSecretRef = joinToken(t, "west", "labelled-token", "--child-name=west-labelled", "--auto-approve")
 	tg.Spec.Labels = map[string]string{"example.com/tier": "gold"}
 	createTarget(t, "west", tg)
 	require.NoError(t, env.Cluster("west").WaitTargetReady(ctx, tg.Name, time.Minute))

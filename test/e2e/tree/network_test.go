@@ -5,6 +5,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -23,6 +24,9 @@ import (
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/launcher"
 )
+
+// tunnelUpRE is a tunnel as `nestctl tree` shows it once up.
+var tunnelUpRE = regexp.MustCompile(`tunnel up \(handshake \S+ ago, [0-9.]+[KMG]?i?B in, [0-9.]+[KMG]?i?B out\)`)
 
 // TestPodToPodAcrossTheTree: a pod in east-1 reaches a pod in west-2 by
 // its IP, and back, through the gateways' tunnels (east-1 -> east -> root
@@ -76,9 +80,9 @@ func TestPodToPodAcrossTheTree(t *testing.T) {
 		require.NoError(t, err, "%s's tunnel to %s: %+v", e[0], e[1], last)
 	}
 	for _, parent := range []string{"root", "east", "west"} {
-		eventually(t, time.Minute, "nestctl tree in "+parent+" shows every child's tunnel up", func() (bool, string) {
+		eventually(t, time.Minute, "nestctl tree in "+parent+" shows every child's tunnel up, its last handshake and bytes", func() (bool, string) {
 			out, err := env.Cluster(parent).Nestctl(ctx, "tree")
-			return err == nil && strings.Count(out, "tunnel up") == 2, fmt.Sprint(out, err)
+			return err == nil && len(tunnelUpRE.FindAllString(out, -1)) == 2, fmt.Sprint(out, err)
 		})
 	}
 	resp, err := http.Get(tree.MetricsURL["east"])

@@ -1,0 +1,144 @@
+package agent
+
+import (
+	"context"
+	"strings"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	certinformers "k8s.io/client-go/informers/certificates/v1"
+	"k8s.io/client-go/kubernetes"
+	certlisters "k8s.io/client-go/listers/certificates/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+	bootstraputil "k8s.io/cluster-bootstrap/token/util"
+	"k8s.io/klog/v2"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/provider/join"
+)
+
+// approver approves, in this cluster as a parent, the node certificate
+// requests that children file with a bootstrap token made with
+// `nestctl token create --auto-approve`, and only for the name the token
+// was made for (api.AnnotationTokenChildName): whoever holds a token can
+// join as that child, never as another. A token made without a name
+// (shared by a fleet) admits any name that no live node holds. Requests of
+// other tokens wait for `nestctl approve`, which checks the same; renewals
+// (a node asking for its own name again) are approved unless the node was
+// revoked (`nestctl revoke`, api.RevokedConfigMap); a revoked node's joins
+// are denied too.
+type approver struct {
+	client   kubernetes.Interface
+	informer cache.SharedIndexInformer
+	csrs     certlisters.CertificateSigningRequestLister
+	queue    workqueue.TypedRateLimitingInterface[string]
+}
+
+func newApprover(client kubernetes.Interface) (*approver, error) {
+	inf := certinformers.NewCertificateSigningRequestInformer(client, 0, cache.Indexers{})
+	ap := &approver{client: client, informer: inf, csrs: certlisters.NewCertificateSigningRequestLister(inf.GetIndexer()),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "node-csrs"})}
+	enqueue := func(obj any) {
+		if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok && nodeRequest(csr) && !join.Decided(csr) {
+			ap.queue.Add(csr.Name)
+		}
+	}
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+	})
+	return ap, err
+}
+
+// nodeRequest reports whether csr asks for a node client certificate,
+// with a bootstrap token or as a node (a renewal).
+func nodeRequest(csr *certificatesv1.CertificateSigningRequest) bool {
+	return csr.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName &&
+		(strings.HasPrefix(csr.Spec.Username, bootstrapapi.BootstrapUserPrefix) || strings.HasPrefix(csr.Spec.Username, join.NodeUser("")))
+}
+
+func (ap *approver) run(ctx context.Context) {
+	defer ap.queue.ShutDown()
+	go ap.informer.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), ap.informer.HasSynced) {
+		return
+	}
+	go func() {
+		for ap.processNext(ctx) {
+		}
+	}()
+	<-ctx.Done()
+}
+
+func (ap *approver) processNext(ctx context.Context) bool {
+	name, shutdown := ap.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer ap.queue.Done(name)
+	if err := ap.sync(ctx, name); err != nil {
+		klog.FromContext(ctx).Error(err, "Deciding a node certificate request", "csr", name)
+		ap.queue.AddRateLimited(name)
+		return true
+	}
+	ap.queue.Forget(name)
+	return true
+}
+
+func (ap *approver) sync(ctx context.Context, name string) error {
+	csr, err := ap.csrs.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !nodeRequest(csr) || join.Decided(csr) {
+		return nil
+	}
+	if !strings.HasPrefix(csr.Spec.Username, bootstrapapi.BootstrapUserPrefix) {
+		verdict, err := join.CheckRenewal(ctx, ap.client, csr)
+		if err != nil {
+			return err
+		}
+		return ap.decide(ctx, csr, verdict, "NestletRenewal")
+	}
+	id := strings.TrimPrefix(csr.Spec.Username, bootstrapapi.BootstrapUserPrefix)
+	secret, err := ap.client.CoreV1().Secrets(metav1.NamespaceSystem).Get(ctx, bootstraputil.BootstrapTokenSecretName(id), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil // deleted or expired since: nothing to approve with
+	}
+	if err != nil {
+		return err
+	}
+	if secret.Annotations[api.AnnotationTokenAutoApprove] != "true" {
+		return nil // for `nestctl approve`
+	}
+	verdict, err := join.CheckNodeRequest(ctx, ap.client, csr, secret)
+	if err != nil {
+		return err
+	}
+	return ap.decide(ctx, csr, verdict, "NestletAutoApprove")
+}
+
+// decide writes verdict on csr: approved with reason, or denied.
+func (ap *approver) decide(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, verdict join.Verdict, reason string) error {
+	cond := certificatesv1.CertificateSigningRequestCondition{Status: corev1.ConditionTrue, Message: verdict.Message}
+	if verdict.Allowed {
+		cond.Type, cond.Reason = certificatesv1.CertificateApproved, reason
+	} else {
+		cond.Type, cond.Reason = certificatesv1.CertificateDenied, "NestletRefused"
+	}
+	csr = csr.DeepCopy()
+	csr.Status.Conditions = append(csr.Status.Conditions, cond)
+	if _, err := ap.client.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).Info("Decided a child's node certificate request", "csr", csr.Name, "approved", verdict.Allowed, "reason", verdict.Message)
+	return nil
+}

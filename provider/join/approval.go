@@ -1,0 +1,96 @@
+package join
+
+import (
+	"context"
+	"fmt"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+// Verdict is what CheckNodeRequest decided.
+type Verdict struct {
+	Allowed bool
+	Message string
+}
+
+// CheckNodeRequest decides whether csr, filed with the bootstrap token of
+// secret, may get a node certificate: it must ask for exactly a node
+// identity (CheckNodeCSR), for the name the token was made for, or,
+// with a token made for no name, for a name no Ready node of this cluster
+// holds. `nestctl approve` and the approver both decide with it.
+func CheckNodeRequest(ctx context.Context, client kubernetes.Interface, csr *certificatesv1.CertificateSigningRequest, secret *corev1.Secret) (Verdict, error) {
+	node, err := CheckNodeCSR(csr.Spec.Request, csr.Spec.Usages)
+	if err != nil {
+		return Verdict{Message: fmt.Sprintf("not a node client certificate request: %v", err)}, nil
+	}
+	if why, revoked, err := Revoked(ctx, client, node); err != nil || revoked {
+		return Verdict{Message: why}, err
+	}
+	id := string(secret.Data[bootstrapapi.BootstrapTokenIDKey])
+	if want := secret.Annotations[api.AnnotationTokenChildName]; want != "" {
+		if want != node {
+			return Verdict{Message: fmt.Sprintf("bootstrap token %s was made for child %q; this request asks for node %q: make a token for that child (nestctl token create --child-name %s)", id, want, node, node)}, nil
+		}
+		return Verdict{Allowed: true, Message: fmt.Sprintf("node %q joins with bootstrap token %s, made for it", node, id)}, nil
+	}
+	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return Verdict{}, err
+	case nodeReady(n):
+		return Verdict{Message: fmt.Sprintf("node %q exists and is Ready: a bootstrap token made for no child (%s) cannot take a live node's name; make one for it (nestctl token create --child-name %s) or remove the node", node, id, node)}, nil
+	}
+	return Verdict{Allowed: true, Message: fmt.Sprintf("node %q joins with bootstrap token %s, made for any child, and no live node has that name", node, id)}, nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// CheckRenewal decides whether csr, filed by a node for a new certificate
+// of its own name (a renewal), may be approved: unless that node was
+// revoked.
+func CheckRenewal(ctx context.Context, client kubernetes.Interface, csr *certificatesv1.CertificateSigningRequest) (Verdict, error) {
+	node, err := CheckNodeCSR(csr.Spec.Request, csr.Spec.Usages)
+	if err != nil {
+		return Verdict{Message: fmt.Sprintf("not a node client certificate request: %v", err)}, nil
+	}
+	if csr.Spec.Username != NodeUser(node) {
+		return Verdict{Message: fmt.Sprintf("filed by %s, not by node %q itself", csr.Spec.Username, node)}, nil
+	}
+	if why, revoked, err := Revoked(ctx, client, node); err != nil || revoked {
+		return Verdict{Message: why}, err
+	}
+	return Verdict{Allowed: true, Message: fmt.Sprintf("node %q renews its own certificate", node)}, nil
+}
+
+// Revoked reports whether node was revoked in this cluster (`nestctl
+// revoke`, api.RevokedConfigMap), and says so.
+func Revoked(ctx context.Context, client kubernetes.Interface, node string) (string, bool, error) {
+	cm, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, api.RevokedConfigMap, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	when, ok := cm.Data[node]
+	if !ok {
+		return "", false, nil
+	}
+	return fmt.Sprintf("node %q was revoked in this cluster (%s): its certificates are no longer issued or renewed; to let it back, remove its key from configmap %s/%s and give it a new token",
+		node, when, metav1.NamespaceSystem, api.RevokedConfigMap), true, nil
+}

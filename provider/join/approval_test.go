@@ -1,0 +1,77 @@
+package join
+
+import (
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+// nodeCSRForTest is a certificate request of subject, as a child (or an
+// impostor) files it.
+func nodeCSRForTest(t *testing.T, subject pkix.Name, dnsNames ...string) *certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	key, err := NewKey()
+	require.NoError(t, err)
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: subject, DNSNames: dnsNames}, key)
+	require.NoError(t, err)
+	return &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "csr"},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
+			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+			Username:   "system:bootstrap:abcdef",
+		},
+	}
+}
+
+func TestCheckNodeRequest(t *testing.T) {
+	node := func(name string) pkix.Name {
+		return pkix.Name{CommonName: NodeUser(name), Organization: []string{"system:nodes"}}
+	}
+	token := func(child string) *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-abcdef", Namespace: "kube-system"},
+			Data: map[string][]byte{"token-id": []byte("abcdef")}}
+		if child != "" {
+			s.Annotations = map[string]string{api.AnnotationTokenChildName: child}
+		}
+		return s
+	}
+	live := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "east"},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	gone := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "west"},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}}}
+	client := fake.NewClientset(live, gone)
+	for _, c := range []struct {
+		name    string
+		csr     *certificatesv1.CertificateSigningRequest
+		token   *corev1.Secret
+		allowed bool
+		says    string
+	}{
+		{"the name the token was made for", nodeCSRForTest(t, node("east")), token("east"), true, "made for it"},
+		{"another child's name", nodeCSRForTest(t, node("west")), token("east"), false, `made for child "east"; this request asks for node "west"`},
+		{"a token for no child, a live node's name", nodeCSRForTest(t, node("east")), token(""), false, "cannot take a live node's name"},
+		{"a token for no child, a lost node's name", nodeCSRForTest(t, node("west")), token(""), true, "no live node"},
+		{"a token for no child, a new name", nodeCSRForTest(t, node("north")), token(""), true, "no live node"},
+		{"not a node's subject", nodeCSRForTest(t, pkix.Name{CommonName: "system:admin", Organization: []string{"system:masters"}}), token(""), false, "not a node client certificate request"},
+		{"extra names", nodeCSRForTest(t, node("east"), "kubernetes.default"), token("east"), false, "not a node client certificate request"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v, err := CheckNodeRequest(t.Context(), client, c.csr, c.token)
+			require.NoError(t, err)
+			require.Equal(t, c.allowed, v.Allowed, v.Message)
+			require.Contains(t, v.Message, c.says)
+		})
+	}
+}
