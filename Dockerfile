@@ -5,9 +5,9 @@
 #
 #   docker build -t ghcr.io/nestlet/nestlet:dev .
 #
-# Not built by CI: the project's machines have no Docker engine. The same
-# binaries are built and tested by `make build` / `make test`;
-# hack/kind-up.sh builds this image for kind clusters.
+# Not built by CI: the project's machines have no Docker engine. `make
+# images` (hack/images.sh) builds the same image without Docker, and
+# reproducibly; hack/kind-up.sh builds this one for kind clusters.
 
 FROM golang:1.25 AS build
 WORKDIR /src

@@ -23,6 +23,11 @@ binaries:
 node-runtime:
 	hack/install-node-runtime.sh
 
+## images: Nestlet's image as an OCI archive, without Docker (_output/images/nestlet.tar; reproducible, non-root)
+.PHONY: images
+images:
+	hack/images.sh
+
 ## test: unit, integration and end-to-end tests against real local control planes
 .PHONY: test
 test: binaries

@@ -21,6 +21,8 @@ echo "== unit tests"
 # Every package outside test/, and the unit tests of the framework and the
 # benchmark table (no clusters).
 go test -count=1 "${unit[@]}" ./test/framework/... ./test/benchtable/...
+# The image tools are a module of their own (hack/images).
+(cd hack/images && go test -count=1 ./...)
 
 if [[ "${what}" == "unit" ]]; then
   exit 0

@@ -37,6 +37,10 @@ type RealNodeOptions struct {
 	// nftables tables, and always runs kube-proxy; with NetworkShared at
 	// most one real node of this machine may (the tables are host-wide).
 	KubeProxy bool
+	// Images are more images to import, by name: OCI archives such as
+	// the one `make images` builds (hack/images.sh). Every real node has
+	// RealNodeImages anyway.
+	Images map[string]string
 }
 
 // RealNode is a running real node. Its pods' images are those the project
@@ -139,7 +143,7 @@ func (c *Cluster) AddRealNode(ctx context.Context, o RealNodeOptions) (n *RealNo
 	if err := n.prepareHost(); err != nil {
 		return n, err
 	}
-	if err := n.startContainerd(ctx, rt); err != nil {
+	if err := n.startContainerd(ctx, rt, o.Images); err != nil {
 		return n, err
 	}
 	if err := n.startKubelet(ctx, rt, o); err != nil {
@@ -202,8 +206,9 @@ func (r *hostRecord) createNetns() error {
 }
 
 // startContainerd writes the node's containerd and CNI configuration,
-// starts containerd, waits for its CRI service and imports the images.
-func (n *RealNode) startContainerd(ctx context.Context, rt *NodeRuntime) error {
+// starts containerd, waits for its CRI service and imports the images
+// (RealNodeImages and extra, by name: archive path).
+func (n *RealNode) startContainerd(ctx context.Context, rt *NodeRuntime, extra map[string]string) error {
 	cfg, err := n.writeRuntimeConfig(rt)
 	if err != nil {
 		return err
@@ -231,7 +236,7 @@ func (n *RealNode) startContainerd(ctx context.Context, rt *NodeRuntime) error {
 	if err != nil {
 		return fmt.Errorf("containerd: %w", err)
 	}
-	return importImages(ctx, rt, n.record.Socket())
+	return importImages(ctx, rt, n.record.Socket(), extra)
 }
 
 // startKubelet writes the kubelet's certificates and configuration, starts

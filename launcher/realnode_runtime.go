@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -270,11 +271,17 @@ func (n *RealNode) writeKubeletConfig(serving *certKey, taints []corev1.Taint) (
 	return path, os.WriteFile(path, data, 0o644)
 }
 
-// importImages imports RealNodeImages into containerd's CRI namespace with
-// ctr (no registry: the pause image is pinned, pods use IfNotPresent).
-func importImages(ctx context.Context, rt *NodeRuntime, socket string) error {
+// importImages imports RealNodeImages, and the archives of extra (by image
+// name), into containerd's CRI namespace with ctr (no registry: the pause
+// image is pinned, pods use IfNotPresent).
+func importImages(ctx context.Context, rt *NodeRuntime, socket string, extra map[string]string) error {
+	files := map[string]string{}
 	for name, file := range RealNodeImages {
-		cmd := exec.CommandContext(ctx, rt.Ctr, "--address", socket, "--namespace", "k8s.io", "images", "import", filepath.Join(rt.ImageDir, file))
+		files[name] = filepath.Join(rt.ImageDir, file)
+	}
+	maps.Copy(files, extra)
+	for name, file := range files {
+		cmd := exec.CommandContext(ctx, rt.Ctr, "--address", socket, "--namespace", "k8s.io", "images", "import", file)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("importing %s: %w: %s", name, err, out)
 		}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/pkg/kubeletapi"
+	"github.com/nestlet/nestlet/pkg/version"
 	"github.com/nestlet/nestlet/proxy/bootstrap"
 )
 
@@ -140,7 +141,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	for i, l := range []net.Listener{p.kubeletLn, p.tunnelLn} {
 		go func() { errs <- servers[i].Serve(l) }()
 	}
-	logger.Info("Serving", "kubeletEndpoint", p.KubeletEndpoint(), "tunnelURL", p.TunnelURL())
+	logger.Info("Serving", "version", version.String(), "kubeletEndpoint", p.KubeletEndpoint(), "tunnelURL", p.TunnelURL())
 	select {
 	case <-ctx.Done():
 	case err := <-errs:

@@ -64,9 +64,10 @@ func webhookBackoff() *wait.Backoff {
 }
 
 // requestAttributes maps a kubelet API request to what is authorised, as
-// the kubelet does: verb from the method, and subresource stats, metrics,
-// log (for /logs) or proxy (everything else: exec, attach, port-forward,
-// containerLogs, pods...) of the node.
+// the kubelet does: verb from the method (create for exec, attach,
+// port-forward and run whatever the method), and subresource stats,
+// metrics, log (for /logs) or proxy (everything else: exec, attach,
+// port-forward, containerLogs, pods...) of the node.
 func requestAttributes(u user.Info, r *http.Request, nodeName string) authorizer.Attributes {
 	verb := map[string]string{
 		http.MethodGet: "get", http.MethodPost: "create", http.MethodPut: "update",
@@ -83,6 +84,13 @@ func requestAttributes(u user.Info, r *http.Request, nodeName string) authorizer
 		sub = "metrics"
 	case under("/logs"):
 		sub = "log"
+	case under("/exec"), under("/attach"), under("/portForward"), under("/run"):
+		// Streams that act in a container are created, whatever the
+		// method: a WebSocket upgrade is a GET, and `get nodes/proxy`
+		// (a read, granted to monitoring) must not open a shell. The
+		// API server authorises such an upgrade of pods/exec as create
+		// too.
+		verb = "create"
 	}
 	return authorizer.AttributesRecord{
 		User: u, Verb: verb, APIVersion: "v1", Resource: "nodes", Subresource: sub, Name: nodeName,

@@ -16,7 +16,11 @@ func TestRequestAttributes(t *testing.T) {
 	}{
 		{"GET", "/containerLogs/ns/pod/app", "get", "proxy"},
 		{"POST", "/exec/ns/pod/app", "create", "proxy"},
-		{"GET", "/exec/ns/pod/app", "get", "proxy"},
+		{"GET", "/exec/ns/pod/app", "create", "proxy"}, // a WebSocket upgrade
+		{"GET", "/attach/ns/pod/app", "create", "proxy"},
+		{"GET", "/portForward/ns/pod", "create", "proxy"},
+		{"GET", "/run/ns/pod/app", "create", "proxy"},
+		{"GET", "/executive", "get", "proxy"},
 		{"POST", "/portForward/ns/pod", "create", "proxy"},
 		{"GET", "/stats/summary", "get", "stats"},
 		{"GET", "/stats", "get", "stats"},

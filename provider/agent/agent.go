@@ -60,6 +60,7 @@ import (
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/pkg/kubeclient"
 	"github.com/nestlet/nestlet/pkg/revoked"
+	"github.com/nestlet/nestlet/pkg/version"
 	"github.com/nestlet/nestlet/provider/forward"
 )
 
@@ -263,7 +264,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), nodeInformer.Informer().HasSynced, podInformer.Informer().HasSynced, a.targetWatch.HasSynced) {
 		return fmt.Errorf("waiting for caches to sync: %w", ctx.Err())
 	}
-	logger.Info("Agent started", "clusterUID", a.clusterUID, "namespace", a.cfg.Namespace)
+	logger.Info("Agent started", "version", version.String(), "clusterUID", a.clusterUID, "namespace", a.cfg.Namespace)
 
 	var wg sync.WaitGroup
 	wg.Go(func() { dc.run(ctx) })

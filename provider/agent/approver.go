@@ -68,12 +68,19 @@ func (ap *approver) run(ctx context.Context) {
 	if !cache.WaitForCacheSync(ctx.Done(), ap.informer.HasSynced) {
 		return
 	}
-	go func() {
-		for ap.processNext(ctx) {
-		}
-	}()
+	// A fleet joining at once files its requests together: a few
+	// workers decide them side by side (each decision is a few reads).
+	for range approverWorkers {
+		go func() {
+			for ap.processNext(ctx) {
+			}
+		}()
+	}
 	<-ctx.Done()
 }
+
+// approverWorkers decide node certificate requests concurrently.
+const approverWorkers = 4
 
 func (ap *approver) processNext(ctx context.Context) bool {
 	name, shutdown := ap.queue.Get()

@@ -23,7 +23,12 @@ func TestWatchOwnNodeReposts(t *testing.T) {
 	client := fake.NewClientset(ready(corev1.ConditionTrue, "ChildClusterReady"))
 	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	var posts atomic.Int32
-	watchOwnNode(t.Context(), client, "child", clock, func() { posts.Add(1) }, nil)
+	markers := make(chan struct{}, 1)
+	watchOwnNode(t.Context(), client, "child", clock, func() { posts.Add(1) }, func(n *corev1.Node) {
+		if n.Status.Conditions[0].Reason == "Marker" {
+			markers <- struct{}{}
+		}
+	})
 	update := func(n *corev1.Node) {
 		t.Helper()
 		_, err := client.CoreV1().Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{})
@@ -34,7 +39,14 @@ func TestWatchOwnNodeReposts(t *testing.T) {
 	require.Eventually(t, func() bool { return posts.Load() == 1 }, 5*time.Second, 10*time.Millisecond)
 	update(ready(corev1.ConditionUnknown, reasonStatusUnknown+" "))
 	update(ready(corev1.ConditionUnknown, reasonStatusUnknown))
-	time.Sleep(100 * time.Millisecond) // the handler would have run
+	// One handler goroutine: once it has seen a later version, it has
+	// decided about these.
+	update(ready(corev1.ConditionTrue, "Marker"))
+	select {
+	case <-markers:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the marker version never reached the handler")
+	}
 	require.Equal(t, int32(1), posts.Load(), "not again within repostEvery")
 	clock.Step(repostEvery)
 	update(ready(corev1.ConditionTrue, "ChildClusterReady"))

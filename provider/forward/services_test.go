@@ -23,6 +23,7 @@ import (
 // Service reflection running.
 type serviceEnv struct {
 	ctx            context.Context
+	p              *Provider
 	parent, child  *fake.Clientset
 	events, childE *record.FakeRecorder
 }
@@ -40,6 +41,7 @@ func newServiceEnv(t *testing.T) *serviceEnv {
 		Parent: e.parent, ParentPods: parentPods.Lister(), Child: e.child, Recorder: e.events, ChildRecorder: e.childE})
 	require.NoError(t, err)
 	require.NoError(t, p.Run(ctx))
+	e.p = p
 	// A fake clientset drops what happens between an informer's list and
 	// its watch: wait for the watches.
 	watching := func(c *fake.Clientset, resource string) bool {
@@ -80,6 +82,18 @@ func webService(typ corev1.ServiceType) *corev1.Service {
 	}
 }
 
+// decided makes the decision about the parent's Service app/web once it
+// is in the parent's informer, as a worker would: what is absent after it
+// was not made (no sleeping for a worker that might have acted).
+func (e *serviceEnv) decided(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		_, ok, err := e.p.services.parent.GetIndexer().GetByKey("app/web")
+		return err == nil && ok
+	}, 5*time.Second, time.Millisecond, "the parent's Service in the informer")
+	require.NoError(t, e.p.services.sync(e.ctx, "app/web"))
+}
+
 // copyOf waits until the child's Service app/web satisfies ok (nil: is
 // absent) and returns it.
 func (e *serviceEnv) copyOf(t *testing.T, what string, ok func(*corev1.Service) bool) *corev1.Service {
@@ -101,8 +115,9 @@ func TestServiceReflectedWhileItSelectsADelegate(t *testing.T) {
 	e.delegate(t, "other", map[string]string{"app": "db"})
 	_, err := e.parent.CoreV1().Services("app").Create(e.ctx, webService(corev1.ServiceTypeLoadBalancer), metav1.CreateOptions{})
 	require.NoError(t, err)
-	time.Sleep(200 * time.Millisecond)
-	e.copyOf(t, "no delegate selected: no copy", nil)
+	e.decided(t)
+	_, err = e.child.CoreV1().Services("app").Get(e.ctx, "web", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "no delegate selected: no copy (%v)", err)
 
 	e.delegate(t, "web-1", map[string]string{"app": "web"})
 	svc := e.copyOf(t, "a delegate selected: a copy", func(*corev1.Service) bool { return true })
@@ -171,8 +186,9 @@ func TestServiceNotReflected(t *testing.T) {
 			mutate(svc)
 			_, err := e.parent.CoreV1().Services("app").Create(e.ctx, svc, metav1.CreateOptions{})
 			require.NoError(t, err)
-			time.Sleep(300 * time.Millisecond)
-			e.copyOf(t, "not reflected", nil)
+			e.decided(t)
+			_, err = e.child.CoreV1().Services("app").Get(e.ctx, "web", metav1.GetOptions{})
+			require.True(t, apierrors.IsNotFound(err), "not reflected (%v)", err)
 		})
 	}
 }

@@ -14,6 +14,9 @@
 // logs, exec and port-forward through proxies and tunnels are the kubelet
 // package's tests, and do not depend on what runs in the leaf.
 //
+// The real node also imports Nestlet's own image, built by hack/images.sh
+// (`make images`) as the package starts.
+//
 // Everything is checked from the root with what a user has (kubectl, the
 // API), and in the leaf's runtime where the API alone would not prove it.
 // On a machine that cannot run real nodes the tests skip and say why;
@@ -21,6 +24,7 @@
 package realleaf
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -36,15 +40,31 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(framework.RunRealTreeMain(m, framework.Tree{
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	// Nestlet's own image (`make images`), which the real node imports.
+	dir, err := os.MkdirTemp("", "nestlet-image-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	if nestletImage.ref, nestletImage.digest, nestletImage.archive, err = buildImage(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return framework.RunRealTreeMain(m, framework.Tree{
 		Clusters: []launcher.ClusterOptions{{Name: "root"}, {Name: "mid"}, {Name: "leaf",
 			RealNodes: []launcher.RealNodeOptions{{Name: leafNode, KubeProxy: true, Labels: map[string]string{
-				"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": region + "-a"}}}}},
+				"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": region + "-a"},
+				Images: map[string]string{nestletImage.ref: nestletImage.archive}}}}},
 		Edges:     [][2]string{{"mid", "root"}, {"leaf", "mid"}},
 		JoinArgs:  []string{"--report-frequency=3s"},
 		AgentArgs: []string{"--kubelet-api=direct", "--kubelet-direct-address=" + framework.ClusterAddress},
 		// Direct mode: each parent reaches its child's agent, whose host
 		// admits it (as an operator makes a child reachable).
 		Reachable: [][2]string{{"root", "mid"}, {"mid", "leaf"}},
-	}, func(te *framework.TreeEnv) { env = te.Environment }))
+	}, func(te *framework.TreeEnv) { env = te.Environment })
 }
