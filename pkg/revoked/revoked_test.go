@@ -28,6 +28,16 @@ func TestWatcherFollowsTheConfigMap(t *testing.T) {
 			return nil
 		}
 	}
+	// A fake clientset drops what happens between an informer's list and
+	// its watch: wait for the watch.
+	require.Eventually(t, func() bool {
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "watch" && a.GetResource().Resource == "configmaps" {
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, time.Millisecond, "the ConfigMap is watched")
 	cms := client.CoreV1().ConfigMaps("kube-system")
 	cm, err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: api.RevokedConfigMap, Namespace: "kube-system"},
 		Data: map[string]string{"east": "2026-11-25T12:00:00Z"}}, metav1.CreateOptions{})

@@ -29,6 +29,7 @@ func TestWatchOwnNodeReposts(t *testing.T) {
 			markers <- struct{}{}
 		}
 	})
+	waitWatched(t, client, "nodes")
 	update := func(n *corev1.Node) {
 		t.Helper()
 		_, err := client.CoreV1().Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{})
@@ -63,6 +64,7 @@ func TestWatchOwnNodeRegistersADeletedNode(t *testing.T) {
 	var posts, seen atomic.Int32
 	watchOwnNode(t.Context(), client, "child", clock, func() { posts.Add(1) }, func(*corev1.Node) { seen.Add(1) })
 	require.Eventually(t, func() bool { return seen.Load() == 1 }, 5*time.Second, 10*time.Millisecond, "the watch has the node")
+	waitWatched(t, client, "nodes")
 	for round := int32(1); round <= 2; round++ {
 		require.NoError(t, client.CoreV1().Nodes().Delete(t.Context(), "child", metav1.DeleteOptions{}))
 		require.Eventually(t, func() bool { return posts.Load() == round }, 5*time.Second, 10*time.Millisecond, "round %d", round)
@@ -71,4 +73,18 @@ func TestWatchOwnNodeRegistersADeletedNode(t *testing.T) {
 		require.Eventually(t, func() bool { return seen.Load() == round+1 }, 5*time.Second, 10*time.Millisecond, "the watch has the node again")
 		clock.Step(reregisterEvery)
 	}
+}
+
+// waitWatched waits until client is watched for resource: a fake clientset
+// drops what happens between an informer's list and its watch.
+func waitWatched(t *testing.T, client *fake.Clientset, resource string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "watch" && a.GetResource().Resource == resource {
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, time.Millisecond, "%s watched", resource)
 }
