@@ -78,10 +78,10 @@ func checkRequester(ctx context.Context, client kubernetes.Interface, csr *certi
 		if err != nil {
 			return join.Verdict{}, err
 		}
-		return join.CheckNodeRequest(ctx, client, csr, secret)
+		return join.CheckNodeRequest(ctx, client, csr, secret, join.RevocationsIn(client))
 	}
 	if user == join.NodeUser(cluster) {
-		return join.CheckRenewal(ctx, client, csr)
+		return join.CheckRenewal(ctx, csr, join.RevocationsIn(client))
 	}
 	return join.Verdict{Message: fmt.Sprintf("filed by %s, neither a bootstrap token nor node %s itself", user, cluster)}, nil
 }

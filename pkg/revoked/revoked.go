@@ -24,14 +24,14 @@ type Watcher struct {
 	informer cache.SharedIndexInformer
 
 	mu       sync.Mutex
-	names    map[string]bool
+	entries  map[string]string // name -> when and why
 	onChange func(names map[string]bool)
 }
 
 // New watches client's revocations; onChange (optional) is called with
 // the revoked names each time they change, from Run's goroutine.
 func New(client kubernetes.Interface, onChange func(names map[string]bool)) *Watcher {
-	w := &Watcher{names: map[string]bool{}, onChange: onChange}
+	w := &Watcher{entries: map[string]string{}, onChange: onChange}
 	if client == nil {
 		return w
 	}
@@ -51,14 +51,16 @@ func New(client kubernetes.Interface, onChange func(names map[string]bool)) *Wat
 	return w
 }
 
-// Set makes the keys of data the revoked names (tests call it directly).
+// Set makes data the revocations: each key a revoked name, its value when
+// and why (tests call it directly).
 func (w *Watcher) Set(data map[string]string) {
 	names := map[string]bool{}
-	for name := range data {
-		names[name] = true
+	entries := map[string]string{}
+	for name, when := range data {
+		names[name], entries[name] = true, when
 	}
 	w.mu.Lock()
-	w.names = names
+	w.entries = entries
 	w.mu.Unlock()
 	if w.onChange != nil {
 		w.onChange(names)
@@ -67,13 +69,25 @@ func (w *Watcher) Set(data map[string]string) {
 
 // Has reports whether name was revoked (never on a nil Watcher).
 func (w *Watcher) Has(name string) bool {
+	_, revoked, _ := w.Lookup(context.Background(), name)
+	return revoked
+}
+
+// Lookup returns when and why name was revoked, if it was (the shape of
+// join.Revocations).
+func (w *Watcher) Lookup(_ context.Context, name string) (string, bool, error) {
 	if w == nil {
-		return false
+		return "", false, nil
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.names[name]
+	when, ok := w.entries[name]
+	return when, ok, nil
 }
+
+// HasSynced reports whether the ConfigMap was read (always, without a
+// client).
+func (w *Watcher) HasSynced() bool { return w.informer == nil || w.informer.HasSynced() }
 
 // Run follows the ConfigMap until ctx ends.
 func (w *Watcher) Run(ctx context.Context) {

@@ -251,12 +251,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ap, err := newApprover(a.client)
+	rev := revoked.New(a.client, func(map[string]bool) { dc.enqueueAll() })
+	dc.revoked = rev
+	ap, err := newApprover(a.client, rev)
 	if err != nil {
 		return err
 	}
-	rev := revoked.New(a.client, func(map[string]bool) { dc.enqueueAll() })
-	dc.revoked = rev
 	a.factory.Start(ctx.Done())
 	go a.targetWatch.RunWithContext(ctx)
 	// Not waited for: without it every Secret is read from the API server.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/revoked"
 	"github.com/nestlet/nestlet/provider/join"
 )
 
@@ -33,14 +34,15 @@ import (
 // are denied too.
 type approver struct {
 	client   kubernetes.Interface
+	revoked  *revoked.Watcher
 	informer cache.SharedIndexInformer
 	csrs     certlisters.CertificateSigningRequestLister
 	queue    workqueue.TypedRateLimitingInterface[string]
 }
 
-func newApprover(client kubernetes.Interface) (*approver, error) {
+func newApprover(client kubernetes.Interface, rev *revoked.Watcher) (*approver, error) {
 	inf := certinformers.NewCertificateSigningRequestInformer(client, 0, cache.Indexers{})
-	ap := &approver{client: client, informer: inf, csrs: certlisters.NewCertificateSigningRequestLister(inf.GetIndexer()),
+	ap := &approver{client: client, revoked: rev, informer: inf, csrs: certlisters.NewCertificateSigningRequestLister(inf.GetIndexer()),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "node-csrs"})}
 	enqueue := func(obj any) {
@@ -65,7 +67,8 @@ func nodeRequest(csr *certificatesv1.CertificateSigningRequest) bool {
 func (ap *approver) run(ctx context.Context) {
 	defer ap.queue.ShutDown()
 	go ap.informer.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), ap.informer.HasSynced) {
+	// Nothing is approved before the revocations are known.
+	if !cache.WaitForCacheSync(ctx.Done(), ap.informer.HasSynced, ap.revoked.HasSynced) {
 		return
 	}
 	// A fleet joining at once files its requests together: a few
@@ -109,7 +112,7 @@ func (ap *approver) sync(ctx context.Context, name string) error {
 		return nil
 	}
 	if !strings.HasPrefix(csr.Spec.Username, bootstrapapi.BootstrapUserPrefix) {
-		verdict, err := join.CheckRenewal(ctx, ap.client, csr)
+		verdict, err := join.CheckRenewal(ctx, csr, ap.revoked.Lookup)
 		if err != nil {
 			return err
 		}
@@ -126,7 +129,7 @@ func (ap *approver) sync(ctx context.Context, name string) error {
 	if secret.Annotations[api.AnnotationTokenAutoApprove] != "true" {
 		return nil // for `nestctl approve`
 	}
-	verdict, err := join.CheckNodeRequest(ctx, ap.client, csr, secret)
+	verdict, err := join.CheckNodeRequest(ctx, ap.client, csr, secret, ap.revoked.Lookup)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/revoked"
 	"github.com/nestlet/nestlet/provider/join"
 )
 
@@ -53,14 +54,14 @@ func TestApprover(t *testing.T) {
 		csr("manual", "east", "system:bootstrap:bbbbbb"),
 		csr("renewal", "east", "system:node:east"),
 		token("cccccc", "gone", true),
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: api.RevokedConfigMap, Namespace: "kube-system"},
-			Data: map[string]string{"gone": "2026-11-25T12:00:00Z, nestctl revoke"}},
 		csr("gone-renewal", "gone", "system:node:gone"),
 		csr("gone-join", "gone", "system:bootstrap:cccccc"),
 		csr("someone-elses-renewal", "east", "system:node:west"),
 	}
 	client := fake.NewClientset(objs...)
-	ap, err := newApprover(client)
+	rev := revoked.New(nil, nil)
+	rev.Set(map[string]string{"gone": "2026-11-25T12:00:00Z, nestctl revoke"})
+	ap, err := newApprover(client, rev)
 	require.NoError(t, err)
 	for _, o := range objs {
 		if c, ok := o.(*certificatesv1.CertificateSigningRequest); ok {

@@ -20,14 +20,7 @@ func TestWarningEventsGoUp(t *testing.T) {
 	require.Eventually(t, func() bool { d = p.delegateOf("app", "job-1"); return d != nil }, 5*time.Second, 10*time.Millisecond)
 	// A fake clientset drops what happens between an informer's list and
 	// its watch: wait for the events' watch.
-	require.Eventually(t, func() bool {
-		for _, a := range child.Actions() {
-			if a.GetVerb() == "watch" && a.GetResource().Resource == "events" {
-				return true
-			}
-		}
-		return false
-	}, 5*time.Second, time.Millisecond, "the events are watched")
+	require.Eventually(t, func() bool { return watched(child, "events") }, 5*time.Second, time.Millisecond, "the events are watched")
 	now := metav1.NewTime(fc.Now())
 	event := func(name, typ, reason string, about corev1.ObjectReference, count int32, at metav1.Time) *corev1.Event {
 		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "app"}, InvolvedObject: about,

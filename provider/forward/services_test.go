@@ -44,16 +44,8 @@ func newServiceEnv(t *testing.T) *serviceEnv {
 	e.p = p
 	// A fake clientset drops what happens between an informer's list and
 	// its watch: wait for the watches.
-	watching := func(c *fake.Clientset, resource string) bool {
-		for _, a := range c.Actions() {
-			if a.GetVerb() == "watch" && a.GetResource().Resource == resource {
-				return true
-			}
-		}
-		return false
-	}
 	require.Eventually(t, func() bool {
-		return watching(e.parent, "services") && watching(e.child, "services") && watching(e.child, "pods")
+		return watched(e.parent, "services") && watched(e.child, "services") && watched(e.child, "pods")
 	}, 5*time.Second, time.Millisecond)
 	return e
 }
@@ -70,6 +62,17 @@ func (e *serviceEnv) delegate(t *testing.T, name string, lbl map[string]string) 
 		Annotations: map[string]string{api.AnnotationParentPod: "app/" + name},
 	}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+}
+
+// watched reports whether c is watched for resource: a fake clientset
+// drops what happens between an informer's list and its watch.
+func watched(c *fake.Clientset, resource string) bool {
+	for _, a := range c.Actions() {
+		if a.GetVerb() == "watch" && a.GetResource().Resource == resource {
+			return true
+		}
+	}
+	return false
 }
 
 func webService(typ corev1.ServiceType) *corev1.Service {

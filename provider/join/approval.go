@@ -25,13 +25,13 @@ type Verdict struct {
 // identity (CheckNodeCSR), for the name the token was made for, or,
 // with a token made for no name, for a name no Ready node of this cluster
 // holds. `nestctl approve` and the approver both decide with it.
-func CheckNodeRequest(ctx context.Context, client kubernetes.Interface, csr *certificatesv1.CertificateSigningRequest, secret *corev1.Secret) (Verdict, error) {
+func CheckNodeRequest(ctx context.Context, client kubernetes.Interface, csr *certificatesv1.CertificateSigningRequest, secret *corev1.Secret, revoked Revocations) (Verdict, error) {
 	node, err := CheckNodeCSR(csr.Spec.Request, csr.Spec.Usages)
 	if err != nil {
 		return Verdict{Message: fmt.Sprintf("not a node client certificate request: %v", err)}, nil
 	}
-	if why, revoked, err := Revoked(ctx, client, node); err != nil || revoked {
-		return Verdict{Message: why}, err
+	if v, err := checkRevoked(ctx, revoked, node); err != nil || v != nil {
+		return *v, err
 	}
 	id := string(secret.Data[bootstrapapi.BootstrapTokenIDKey])
 	if want := secret.Annotations[api.AnnotationTokenChildName]; want != "" {
@@ -63,7 +63,7 @@ func nodeReady(n *corev1.Node) bool {
 // CheckRenewal decides whether csr, filed by a node for a new certificate
 // of its own name (a renewal), may be approved: unless that node was
 // revoked.
-func CheckRenewal(ctx context.Context, client kubernetes.Interface, csr *certificatesv1.CertificateSigningRequest) (Verdict, error) {
+func CheckRenewal(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, revoked Revocations) (Verdict, error) {
 	node, err := CheckNodeCSR(csr.Spec.Request, csr.Spec.Usages)
 	if err != nil {
 		return Verdict{Message: fmt.Sprintf("not a node client certificate request: %v", err)}, nil
@@ -71,26 +71,41 @@ func CheckRenewal(ctx context.Context, client kubernetes.Interface, csr *certifi
 	if csr.Spec.Username != NodeUser(node) {
 		return Verdict{Message: fmt.Sprintf("filed by %s, not by node %q itself", csr.Spec.Username, node)}, nil
 	}
-	if why, revoked, err := Revoked(ctx, client, node); err != nil || revoked {
-		return Verdict{Message: why}, err
+	if v, err := checkRevoked(ctx, revoked, node); err != nil || v != nil {
+		return *v, err
 	}
 	return Verdict{Allowed: true, Message: fmt.Sprintf("node %q renews its own certificate", node)}, nil
 }
 
-// Revoked reports whether node was revoked in this cluster (`nestctl
-// revoke`, api.RevokedConfigMap), and says so.
-func Revoked(ctx context.Context, client kubernetes.Interface, node string) (string, bool, error) {
-	cm, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, api.RevokedConfigMap, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return "", false, nil
+// Revocations says whether node was revoked in this cluster (`nestctl
+// revoke`, api.RevokedConfigMap), and when and why: the value of its key.
+type Revocations func(ctx context.Context, node string) (when string, revoked bool, err error)
+
+// RevocationsIn reads client's api.RevokedConfigMap at each call (the
+// parent's agent follows it with pkg/revoked instead).
+func RevocationsIn(client kubernetes.Interface) Revocations {
+	return func(ctx context.Context, node string) (string, bool, error) {
+		cm, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, api.RevokedConfigMap, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return "", false, nil
+		}
+		if err != nil {
+			return "", false, err
+		}
+		when, ok := cm.Data[node]
+		return when, ok, nil
 	}
+}
+
+// checkRevoked is the denial of a revoked node's request, nil for another.
+func checkRevoked(ctx context.Context, revoked Revocations, node string) (*Verdict, error) {
+	when, ok, err := revoked(ctx, node)
 	if err != nil {
-		return "", false, err
+		return &Verdict{}, err
 	}
-	when, ok := cm.Data[node]
 	if !ok {
-		return "", false, nil
+		return nil, nil
 	}
-	return fmt.Sprintf("node %q was revoked in this cluster (%s): its certificates are no longer issued or renewed; to let it back, remove its key from configmap %s/%s and give it a new token",
-		node, when, metav1.NamespaceSystem, api.RevokedConfigMap), true, nil
+	return &Verdict{Message: fmt.Sprintf("node %q was revoked in this cluster (%s): its certificates are no longer issued or renewed; to let it back, remove its key from configmap %s/%s and give it a new token",
+		node, when, metav1.NamespaceSystem, api.RevokedConfigMap)}, nil
 }

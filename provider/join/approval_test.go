@@ -51,7 +51,8 @@ func TestCheckNodeRequest(t *testing.T) {
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	gone := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "west"},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}}}
-	client := fake.NewClientset(live, gone)
+	client := fake.NewClientset(live, gone, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: api.RevokedConfigMap, Namespace: "kube-system"},
+		Data: map[string]string{"south": "2026-11-25T12:00:00Z, e2e"}})
 	for _, c := range []struct {
 		name    string
 		csr     *certificatesv1.CertificateSigningRequest
@@ -64,11 +65,12 @@ func TestCheckNodeRequest(t *testing.T) {
 		{"a token for no child, a live node's name", nodeCSRForTest(t, node("east")), token(""), false, "cannot take a live node's name"},
 		{"a token for no child, a lost node's name", nodeCSRForTest(t, node("west")), token(""), true, "no live node"},
 		{"a token for no child, a new name", nodeCSRForTest(t, node("north")), token(""), true, "no live node"},
+		{"a revoked name, with its own token", nodeCSRForTest(t, node("south")), token("south"), false, `node "south" was revoked in this cluster (2026-11-25T12:00:00Z, e2e)`},
 		{"not a node's subject", nodeCSRForTest(t, pkix.Name{CommonName: "system:admin", Organization: []string{"system:masters"}}), token(""), false, "not a node client certificate request"},
 		{"extra names", nodeCSRForTest(t, node("east"), "kubernetes.default"), token("east"), false, "not a node client certificate request"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			v, err := CheckNodeRequest(t.Context(), client, c.csr, c.token)
+			v, err := CheckNodeRequest(t.Context(), client, c.csr, c.token, RevocationsIn(client))
 			require.NoError(t, err)
 			require.Equal(t, c.allowed, v.Allowed, v.Message)
 			require.Contains(t, v.Message, c.says)

@@ -35,33 +35,8 @@ const (
 func BenchmarkPodNetwork(b *testing.B) {
 	framework.NeedRealNodes(b)
 	ctx := b.Context()
-	ns := fmt.Sprintf("bench-net-%d", time.Now().UnixNano()%1_000_000)
-	if err := env.Cluster("root").EnsureNamespace(ctx, ns); err != nil {
-		b.Fatal(err)
-	}
-	root := env.Cluster("root").Client
 	pods := map[string]string{"client": "east-1", "leaf": "east-1", "tunnel2": "east-2", "tunnel4": "west-2"}
-	ips := map[string]string{}
-	for name, zone := range pods {
-		if _, err := root.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: appSpec(map[string]string{"topology.kubernetes.io/zone": zone})}, metav1.CreateOptions{}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	deadline := time.Now().Add(3 * time.Minute)
-	for name := range pods {
-		for {
-			p, err := root.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-			if err == nil && podutil.IsPodReady(p) && p.Status.PodIP != "" {
-				ips[name] = p.Status.PodIP
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("pod %s not Ready in 3 minutes", name)
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
-	}
+	ns, ips := benchPods(b, "bench-net", pods)
 	exec := func(args ...string) []string {
 		out, errOut, err := kubectl(ctx, "root", "", append([]string{"-n", ns, "exec", "client", "--", "/demo-app"}, args...)...)
 		if err != nil {
@@ -119,4 +94,39 @@ func BenchmarkPodNetwork(b *testing.B) {
 		}
 		b.ReportMetric(tunnelCPU.Seconds()/(bytes["tunnel4"]/(1<<30)), "tunnel4-agents-cpu-s/GiB")
 	}
+}
+
+// benchPods makes, in a new namespace at the root named after prefix, a
+// demo-app pod by name pinned to each zone of pods, waits until all are
+// Ready and returns the namespace and their IPs by name.
+func benchPods(b *testing.B, prefix string, pods map[string]string) (string, map[string]string) {
+	b.Helper()
+	ctx := b.Context()
+	ns := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000)
+	if err := env.Cluster("root").EnsureNamespace(ctx, ns); err != nil {
+		b.Fatal(err)
+	}
+	root := env.Cluster("root").Client
+	for name, zone := range pods {
+		if _, err := root.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: appSpec(map[string]string{"topology.kubernetes.io/zone": zone})}, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ips := map[string]string{}
+	deadline := time.Now().Add(3 * time.Minute)
+	for name := range pods {
+		for {
+			p, err := root.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err == nil && podutil.IsPodReady(p) && p.Status.PodIP != "" {
+				ips[name] = p.Status.PodIP
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("pod %s not Ready in 3 minutes", name)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	return ns, ips
 }

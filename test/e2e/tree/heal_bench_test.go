@@ -1,16 +1,11 @@
 package tree
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
 	"github.com/nestlet/nestlet/test/framework"
 )
@@ -32,36 +27,8 @@ const (
 func BenchmarkTunnelHeal(b *testing.B) {
 	framework.NeedRealNodes(b)
 	ctx := b.Context()
-	ns := fmt.Sprintf("bench-heal-%d", time.Now().UnixNano()%1_000_000)
-	if err := env.Cluster("root").EnsureNamespace(ctx, ns); err != nil {
-		b.Fatal(err)
-	}
-	root := env.Cluster("root").Client
-	pods := map[string]string{"client": "east-1", "server": "west-2"}
-	for name, zone := range pods {
-		if _, err := root.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: appSpec(map[string]string{"topology.kubernetes.io/zone": zone})}, metav1.CreateOptions{}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	var serverIP string
-	deadline := time.Now().Add(3 * time.Minute)
-	for name := range pods {
-		for {
-			p, err := root.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-			if err == nil && podutil.IsPodReady(p) && p.Status.PodIP != "" {
-				if name == "server" {
-					serverIP = p.Status.PodIP
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("pod %s not Ready in 3 minutes", name)
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
-	}
-	url := "http://" + serverIP + ":8080/heal"
+	ns, ips := benchPods(b, "bench-heal", map[string]string{"client": "east-1", "server": "west-2"})
+	url := "http://" + ips["server"] + ":8080/heal"
 	link := tree.Link("west", "root")
 	defer func() { _ = link.Restore() }()
 	for b.Loop() {
