@@ -36,6 +36,11 @@ const (
 	// node (the UID of its kube-system namespace), so that a child never
 	// takes over a node of the same name that is not its own.
 	AnnotationClusterUID = "nestlet.io/cluster-uid"
+	// AnnotationLeaving is set by a child on its virtual node when it
+	// leaves (its Target deleted), to its AnnotationClusterUID: the
+	// parent's agent deletes the node. A node may not delete itself (it
+	// could then register again without the provider taint).
+	AnnotationLeaving = "nestlet.io/leaving"
 	// AnnotationDesiredTaints carries the taints of Target.spec.taints as
 	// JSON; the parent's agent applies them (a node may not change its own
 	// taints after creation).

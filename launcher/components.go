@@ -39,6 +39,11 @@ func (c *Cluster) startAPIServer(ctx context.Context, bins *Binaries, etcd *Etcd
 		"--client-ca-file="+c.ca.CertPath,
 		"--kubelet-client-certificate="+pki.kubeletClient.CertPath,
 		"--kubelet-client-key="+pki.kubeletClient.KeyPath,
+		// Every kubelet endpoint is verified: real kubelets' and kwok's
+		// serving certificates, nestlet-proxy's (StartProxy) and direct
+		// agents' (kubelet-serving requests the parent's agent approves)
+		// are all issued by this CA.
+		"--kubelet-certificate-authority="+c.ca.CertPath,
 		// Real nodes name themselves by a hostname no resolver knows.
 		"--kubelet-preferred-address-types=InternalIP,Hostname",
 		"--service-account-key-file="+pki.saPub,

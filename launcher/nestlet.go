@@ -2,10 +2,12 @@ package launcher
 
 import (
 	"context"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"net"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"time"
@@ -59,8 +61,15 @@ func (e *Environment) StartProxy(ctx context.Context, c *Cluster) (*Process, err
 	if c.Host != nil {
 		ip = c.Host.IP
 	}
+	// Its serving certificate comes from the cluster's CA, which the API
+	// server verifies kubelet endpoints with.
+	serving, err := c.ca.issue(filepath.Join(c.Dir, "pki"), "nestlet-proxy-serving", pkix.Name{CommonName: "nestlet-proxy"}, []net.IP{net.ParseIP(ip)}, nil)
+	if err != nil {
+		return nil, err
+	}
 	p, err := e.StartProcessIn(c, c.Name+"-nestlet-proxy", e.Nestlet.Proxy,
 		"--kubeconfig="+c.KubeconfigPath, "--bind-address="+ip, "--advertise-address="+ip,
+		"--tls-cert-file="+serving.CertPath, "--tls-private-key-file="+serving.KeyPath,
 		fmt.Sprintf("--kubelet-port=%d", ports[0]), fmt.Sprintf("--tunnel-port=%d", ports[1]), "--v=2")
 	if err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ import (
 	"github.com/rancher/remotedialer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/pkg/kubeletapi"
@@ -88,7 +89,7 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg, auth: auth, guard: newTunnelGuard(cfg.Client)}
+	p := &Proxy{cfg: cfg, auth: auth, guard: newTunnelGuard(cfg.Client, clock.RealClock{})}
 	p.tunnels = remotedialer.New(p.authorizeTunnel, remotedialer.DefaultErrorWriter)
 	tlsCfg, err := p.tlsConfig()
 	if err != nil {

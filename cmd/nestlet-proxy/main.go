@@ -65,6 +65,9 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	if o.certFile == "" {
+		klog.FromContext(ctx).Info("WARNING: serving a self-signed certificate, made anew at each start: an API server that verifies kubelets (--kubelet-certificate-authority) refuses it. Give one issued by the CA that API server trusts (--tls-cert-file, --tls-private-key-file)")
+	}
 	p, err := proxy.New(proxy.Config{
 		Client: client, ClientCA: clientCA, ServingCert: cert, ServingCA: ca,
 		BindAddress: o.bindAddress, KubeletPort: o.kubeletPort, TunnelPort: o.tunnelPort,

@@ -8,6 +8,7 @@
 package tunnel
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -17,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -61,15 +63,17 @@ func Run(ctx context.Context, cfg ClientConfig) error {
 	if !pool.AppendCertsFromPEM(cfg.CA) {
 		return errors.New("tunnel: no certificate in the proxy CA bundle")
 	}
-	dialer := &websocket.Dialer{
-		HandshakeTimeout: 10 * time.Second,
-		TLSClientConfig: &tls.Config{
-			RootCAs:              pool,
-			Certificates:         []tls.Certificate{cfg.Certificate},
-			GetClientCertificate: cfg.GetClientCertificate,
-			MinVersion:           tls.VersionTLS12,
-		},
+	presented := &presentedCert{get: cfg.GetClientCertificate}
+	tlsCfg := &tls.Config{
+		RootCAs:      pool,
+		Certificates: []tls.Certificate{cfg.Certificate},
+		MinVersion:   tls.VersionTLS12,
 	}
+	if cfg.GetClientCertificate != nil {
+		tlsCfg.GetClientCertificate = presented.getClientCertificate
+	}
+	conns := &lastConn{}
+	dialer := &websocket.Dialer{HandshakeTimeout: 10 * time.Second, TLSClientConfig: tlsCfg, NetDialContext: conns.dialer(ctx)}
 	l := newPipeListener()
 	srv := &http.Server{Handler: cfg.Handler, ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = srv.Serve(l) }()
@@ -91,14 +95,39 @@ func Run(ctx context.Context, cfg ClientConfig) error {
 	backoff := newBackoff()
 	for ctx.Err() == nil {
 		start := time.Now()
-		err := remotedialer.ConnectToProxyWithDialer(ctx, cfg.URL, nil, allow, dialer, l.dial, func(context.Context, *remotedialer.Session) error {
+		var renewed atomic.Bool
+		err := remotedialer.ConnectToProxyWithDialer(context.WithoutCancel(ctx), cfg.URL, nil, allow, dialer, l.dial, func(sessCtx context.Context, _ *remotedialer.Session) error {
 			logger.Info("Tunnel to the parent's proxy is up")
 			connected(true)
+			c := conns.get()
+			// sessCtx ends when the session does.
+			go func() {
+				select {
+				case <-ctx.Done():
+				case <-sessCtx.Done():
+				}
+				_ = c.Close()
+			}()
+			if cfg.GetClientCertificate != nil {
+				go func() {
+					if presented.waitRenewed(sessCtx) {
+						renewed.Store(true)
+						_ = c.Close()
+					}
+				}()
+			}
 			return nil
 		})
 		connected(false)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if renewed.Load() {
+			// The proxy closes a tunnel when its certificate expires and
+			// refuses a second one for the name meanwhile: reopen with
+			// the renewed certificate just before, at once.
+			logger.Info("Reopening the tunnel with the renewed certificate")
+			continue
 		}
 		if time.Since(start) > time.Minute {
 			backoff = newBackoff()
@@ -111,6 +140,41 @@ func Run(ctx context.Context, cfg ClientConfig) error {
 		}
 	}
 	return nil
+}
+
+// lastConn is the connection of the current tunnel, to end it when Run's
+// context ends or for a renewed certificate: closing it, rather than
+// cancelling the session's context, is how remotedialer's client session
+// ends without racing its own start (Session.Close against Serve's
+// startPings).
+type lastConn struct {
+	mu   sync.Mutex
+	conn net.Conn
+}
+
+func (l *lastConn) get() net.Conn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.conn
+}
+
+// dialer dials TCP for the WebSocket, within ctx (remotedialer's own
+// context never ends: see Run), and keeps the connection.
+func (l *lastConn) dialer(ctx context.Context) func(context.Context, string, string) (net.Conn, error) {
+	d := &net.Dialer{}
+	return func(dialCtx context.Context, network, addr string) (net.Conn, error) {
+		dialCtx, cancel := context.WithCancel(dialCtx)
+		defer cancel()
+		stop := context.AfterFunc(ctx, cancel)
+		defer stop()
+		c, err := d.DialContext(dialCtx, network, addr)
+		if err == nil {
+			l.mu.Lock()
+			l.conn = c
+			l.mu.Unlock()
+		}
+		return c, err
+	}
 }
 
 // pipeListener is a net.Listener whose connections come from dial (one end
@@ -167,3 +231,62 @@ type pipeAddr struct{}
 
 func (pipeAddr) Network() string { return "pipe" }
 func (pipeAddr) String() string  { return Address }
+
+// presentedCert remembers the client certificate presented at the last
+// connect, to reopen the tunnel with a renewed one before it expires.
+type presentedCert struct {
+	get func(*tls.CertificateRequestInfo) (*tls.Certificate, error)
+
+	mu   sync.Mutex
+	leaf *x509.Certificate
+}
+
+func (p *presentedCert) getClientCertificate(info *tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	c, err := p.get(info)
+	if err != nil || c == nil {
+		return c, err
+	}
+	leaf := c.Leaf
+	if leaf == nil && len(c.Certificate) > 0 {
+		leaf, _ = x509.ParseCertificate(c.Certificate[0])
+	}
+	p.mu.Lock()
+	p.leaf = leaf
+	p.mu.Unlock()
+	return c, nil
+}
+
+// renewCheckPeriod is how often, near the presented certificate's expiry,
+// waitRenewed looks for a renewed one.
+var renewCheckPeriod = time.Second
+
+// waitRenewed returns true once the presented certificate is near its
+// expiry (its last 5%, at least renewCheckPeriod) and another one is
+// available; false when ctx ends first or the expiry passes.
+func (p *presentedCert) waitRenewed(ctx context.Context) bool {
+	p.mu.Lock()
+	leaf := p.leaf
+	p.mu.Unlock()
+	if leaf == nil {
+		return false
+	}
+	margin := max(leaf.NotAfter.Sub(leaf.NotBefore)/20, renewCheckPeriod)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(time.Until(leaf.NotAfter.Add(-margin))):
+	}
+	tick := time.NewTicker(renewCheckPeriod)
+	defer tick.Stop()
+	for time.Now().Before(leaf.NotAfter) {
+		if c, err := p.get(nil); err == nil && c != nil && len(c.Certificate) > 0 && !bytes.Equal(c.Certificate[0], leaf.Raw) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+	return false
+}

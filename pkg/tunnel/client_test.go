@@ -2,11 +2,17 @@ package tunnel
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"io"
 	"log"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -34,26 +40,36 @@ type testProxy struct {
 
 	mu         sync.Mutex
 	transports []*http.Transport
+	serials    []string // of the client certificates, one per tunnel
 }
 
 func startProxy(t *testing.T) *testProxy {
 	t.Helper()
-	tunnels := remotedialer.New(func(r *http.Request) (string, bool, error) {
+	p := &testProxy{}
+	p.tunnels = remotedialer.New(func(r *http.Request) (string, bool, error) {
 		if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 			return "", false, nil
 		}
+		p.mu.Lock()
+		p.serials = append(p.serials, r.TLS.PeerCertificates[0].SerialNumber.String())
+		p.mu.Unlock()
 		return "node-a", true, nil
 	}, remotedialer.DefaultErrorWriter)
-	srv := httptest.NewUnstartedServer(tunnels)
+	srv := httptest.NewUnstartedServer(p.tunnels)
 	srv.TLS = &tls.Config{ClientAuth: tls.RequireAnyClientCert}
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	return &testProxy{
-		tunnels: tunnels,
-		url:     "wss://" + strings.TrimPrefix(srv.URL, "https://") + "/",
-		ca:      pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}),
-	}
+	p.url = "wss://" + strings.TrimPrefix(srv.URL, "https://") + "/"
+	p.ca = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	return p
+}
+
+// presentedSerials are the serials of the certificates tunnels presented.
+func (p *testProxy) presentedSerials() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.serials)
 }
 
 // client returns an HTTP client whose connections go through node-a's
@@ -411,4 +427,56 @@ func TestPipeListener(t *testing.T) {
 			assert.Error(t, err, "%s %s", a[0], a[1])
 		}
 	})
+}
+
+// shortCert is a client certificate with serial, valid from now for life.
+func shortCert(t *testing.T, serial int64, life time.Duration) *tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial),
+		Subject:      pkix.Name{CommonName: "system:node:node-a", Organization: []string{"system:nodes"}},
+		NotBefore:    time.Now().Add(-time.Second),
+		NotAfter:     time.Now().Add(life),
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// A tunnel opened with a certificate that gets renewed is reopened with
+// the renewed one before the first expires (the proxy closes it then), and
+// not before the end of the first one's life; without a renewal it is kept.
+func TestRunReopensWithRenewedCertificate(t *testing.T) {
+	p := startProxy(t)
+	var current atomic.Pointer[tls.Certificate]
+	first := shortCert(t, 1, 4*time.Second)
+	current.Store(first)
+	var events connectedLog
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, ClientConfig{
+			URL: p.url, CA: p.ca, Handler: http.NotFoundHandler(), Connected: events.record,
+			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return current.Load(), nil },
+		})
+	}()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	waitFor(t, "the first tunnel", func(context.Context) bool { return slices.Equal(events.get(), []bool{true}) })
+	renewed := shortCert(t, 2, time.Hour)
+	current.Store(renewed)
+	leaf, err := x509.ParseCertificate(first.Certificate[0])
+	require.NoError(t, err)
+	waitFor(t, "a tunnel with the renewed certificate", func(context.Context) bool {
+		return slices.Equal(p.presentedSerials(), []string{"1", "2"})
+	})
+	reopened := time.Now()
+	assert.True(t, reopened.Before(leaf.NotAfter), "reopened %v before the first certificate's expiry %v", reopened, leaf.NotAfter)
+	assert.False(t, reopened.Before(leaf.NotAfter.Add(-2*time.Second)), "not reopened long before the first certificate's expiry (%v)", leaf.NotAfter.Sub(reopened))
+	waitFor(t, "Connected again", func(context.Context) bool { return slices.Equal(events.get(), []bool{true, false, true}) })
 }

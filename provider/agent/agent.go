@@ -253,7 +253,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	rev := revoked.New(a.client, func(map[string]bool) { dc.enqueueAll() })
 	dc.revoked = rev
-	ap, err := newApprover(a.client, rev)
+	ap, err := newApprover(a.client, rev, nodeInformer.Lister())
 	if err != nil {
 		return err
 	}

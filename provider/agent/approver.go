@@ -2,15 +2,20 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	certinformers "k8s.io/client-go/informers/certificates/v1"
 	"k8s.io/client-go/kubernetes"
 	certlisters "k8s.io/client-go/listers/certificates/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
@@ -35,18 +40,19 @@ import (
 type approver struct {
 	client   kubernetes.Interface
 	revoked  *revoked.Watcher
+	nodes    corelisters.NodeLister
 	informer cache.SharedIndexInformer
 	csrs     certlisters.CertificateSigningRequestLister
 	queue    workqueue.TypedRateLimitingInterface[string]
 }
 
-func newApprover(client kubernetes.Interface, rev *revoked.Watcher) (*approver, error) {
+func newApprover(client kubernetes.Interface, rev *revoked.Watcher, nodes corelisters.NodeLister) (*approver, error) {
 	inf := certinformers.NewCertificateSigningRequestInformer(client, 0, cache.Indexers{})
-	ap := &approver{client: client, revoked: rev, informer: inf, csrs: certlisters.NewCertificateSigningRequestLister(inf.GetIndexer()),
+	ap := &approver{client: client, revoked: rev, nodes: nodes, informer: inf, csrs: certlisters.NewCertificateSigningRequestLister(inf.GetIndexer()),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "node-csrs"})}
 	enqueue := func(obj any) {
-		if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok && nodeRequest(csr) && !join.Decided(csr) {
+		if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok && (nodeRequest(csr) || servingRequest(csr)) && !join.Decided(csr) {
 			ap.queue.Add(csr.Name)
 		}
 	}
@@ -62,6 +68,13 @@ func newApprover(client kubernetes.Interface, rev *revoked.Watcher) (*approver, 
 func nodeRequest(csr *certificatesv1.CertificateSigningRequest) bool {
 	return csr.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName &&
 		(strings.HasPrefix(csr.Spec.Username, bootstrapapi.BootstrapUserPrefix) || strings.HasPrefix(csr.Spec.Username, join.NodeUser("")))
+}
+
+// servingRequest reports whether csr asks for a kubelet serving
+// certificate, filed by a node (join.ServingRequest).
+func servingRequest(csr *certificatesv1.CertificateSigningRequest) bool {
+	_, ok := join.ServingRequest(csr)
+	return ok
 }
 
 func (ap *approver) run(ctx context.Context) {
@@ -91,7 +104,11 @@ func (ap *approver) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer ap.queue.Done(name)
-	if err := ap.sync(ctx, name); err != nil {
+	if err := ap.sync(ctx, name); errors.Is(err, errNodeNotYet) {
+		ap.queue.Forget(name)
+		ap.queue.AddAfter(name, time.Second)
+		return true
+	} else if err != nil {
 		klog.FromContext(ctx).Error(err, "Deciding a node certificate request", "csr", name)
 		ap.queue.AddRateLimited(name)
 		return true
@@ -108,7 +125,13 @@ func (ap *approver) sync(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if !nodeRequest(csr) || join.Decided(csr) {
+	if join.Decided(csr) {
+		return nil
+	}
+	if servingRequest(csr) {
+		return ap.syncServing(ctx, csr)
+	}
+	if !nodeRequest(csr) {
 		return nil
 	}
 	if !strings.HasPrefix(csr.Spec.Username, bootstrapapi.BootstrapUserPrefix) {
@@ -152,3 +175,36 @@ func (ap *approver) decide(ctx context.Context, csr *certificatesv1.CertificateS
 	klog.FromContext(ctx).Info("Decided a child's node certificate request", "csr", csr.Name, "approved", verdict.Allowed, "reason", verdict.Message)
 	return nil
 }
+
+// errNodeNotYet requeues a serving certificate request filed before its
+// virtual node is seen here.
+var errNodeNotYet = errors.New("the node is not registered yet")
+
+// syncServing decides a virtual node's request for its kubelet serving
+// certificate (join.CheckServingRequest); a real kubelet's is left alone.
+func (ap *approver) syncServing(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) error {
+	name, _ := join.ServingRequest(csr)
+	node, err := ap.nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		if time.Since(csr.CreationTimestamp.Time) < servingNodeWait {
+			return fmt.Errorf("%w: node %s", errNodeNotYet, name)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	all, err := ap.nodes.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	verdict, ok, err := join.CheckServingRequest(ctx, csr, node, all, ap.revoked.Lookup)
+	if err != nil || !ok {
+		return err
+	}
+	return ap.decide(ctx, csr, verdict, "NestletServing")
+}
+
+// servingNodeWait is how long a serving certificate request waits for its
+// node to be seen.
+const servingNodeWait = 5 * time.Minute

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"net"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/pkg/revoked"
@@ -61,7 +64,7 @@ func TestApprover(t *testing.T) {
 	client := fake.NewClientset(objs...)
 	rev := revoked.New(nil, nil)
 	rev.Set(map[string]string{"gone": "2026-11-25T12:00:00Z, nestctl revoke"})
-	ap, err := newApprover(client, rev)
+	ap, err := newApprover(client, rev, corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, nil)))
 	require.NoError(t, err)
 	for _, o := range objs {
 		if c, ok := o.(*certificatesv1.CertificateSigningRequest); ok {
@@ -86,4 +89,85 @@ func TestApprover(t *testing.T) {
 	require.Contains(t, decision("gone-renewal"), `Denied: node "gone" was revoked`)
 	require.Contains(t, decision("gone-join"), `Denied: node "gone" was revoked`)
 	require.Contains(t, decision("someone-elses-renewal"), `Denied: filed by system:node:west, not by node "east" itself`)
+}
+
+// A virtual node's request for its kubelet serving certificate is approved
+// for its own name and addresses only; a real kubelet's is left alone, and
+// one filed before its node is seen waits.
+func TestApproverServing(t *testing.T) {
+	csr := func(name, user string, tmpl *x509.CertificateRequest) *certificatesv1.CertificateSigningRequest {
+		key, err := join.NewKey()
+		require.NoError(t, err)
+		der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
+		require.NoError(t, err)
+		return &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Now()},
+			Spec: certificatesv1.CertificateSigningRequestSpec{
+				Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+				SignerName: certificatesv1.KubeletServingSignerName,
+				Usages:     join.ServingUsages,
+				Username:   user,
+			}}
+	}
+	node := func(name, ip string, virtual bool) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}
+		if virtual {
+			n.Labels[api.LabelCluster] = name
+		}
+		return n
+	}
+	ips := func(s ...string) []net.IP {
+		var out []net.IP
+		for _, a := range s {
+			out = append(out, net.ParseIP(a))
+		}
+		return out
+	}
+	objs := []runtime.Object{
+		csr("own", "system:node:east", join.ServingTemplate("east", ips("10.0.0.2"))),
+		csr("foreign-ip", "system:node:east", join.ServingTemplate("east", ips("10.0.0.2", "10.0.0.9"))),
+		csr("kubelets-ip", "system:node:east", join.ServingTemplate("east", ips("10.0.0.3"))),
+		csr("other-name", "system:node:east", &x509.CertificateRequest{
+			Subject: pkix.Name{CommonName: "system:node:west", Organization: []string{"system:nodes"}}, IPAddresses: ips("10.0.0.2")}),
+		csr("other-dns", "system:node:east", &x509.CertificateRequest{
+			Subject: pkix.Name{CommonName: "system:node:east", Organization: []string{"system:nodes"}}, DNSNames: []string{"kubernetes.default"}}),
+		csr("real-kubelet", "system:node:worker", join.ServingTemplate("worker", ips("10.0.0.3"))),
+		csr("gone", "system:node:gone", join.ServingTemplate("gone", ips("10.0.0.4"))),
+		csr("early", "system:node:later", join.ServingTemplate("later", ips("10.0.0.5"))),
+	}
+	client := fake.NewClientset(objs...)
+	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, nil)
+	// East also claims the real kubelet's address.
+	east := node("east", "10.0.0.2", true)
+	east.Status.Addresses = append(east.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "10.0.0.3"})
+	for _, n := range []*corev1.Node{east, node("worker", "10.0.0.3", false), node("gone", "10.0.0.4", true)} {
+		require.NoError(t, nodes.Add(n))
+	}
+	rev := revoked.New(nil, nil)
+	rev.Set(map[string]string{"gone": "2026-11-25T12:00:00Z, nestctl revoke"})
+	ap, err := newApprover(client, rev, corelisters.NewNodeLister(nodes))
+	require.NoError(t, err)
+	for _, o := range objs {
+		require.NoError(t, ap.informer.GetIndexer().Add(o))
+	}
+	for _, name := range []string{"own", "foreign-ip", "kubelets-ip", "other-name", "other-dns", "real-kubelet", "gone"} {
+		require.NoError(t, ap.sync(t.Context(), name), name)
+	}
+	require.ErrorIs(t, ap.sync(t.Context(), "early"), errNodeNotYet, "filed before its node is seen: tried again")
+	decision := func(name string) string {
+		c, err := client.CertificatesV1().CertificateSigningRequests().Get(t.Context(), name, metav1.GetOptions{})
+		require.NoError(t, err)
+		if len(c.Status.Conditions) == 0 {
+			return "pending"
+		}
+		return string(c.Status.Conditions[0].Type) + ": " + c.Status.Conditions[0].Message
+	}
+	require.Contains(t, decision("own"), "Approved: ")
+	require.Contains(t, decision("foreign-ip"), "IP address 10.0.0.9 is not one the node reports")
+	require.Contains(t, decision("kubelets-ip"), `IP address 10.0.0.3 is node "worker"'s`)
+	require.Contains(t, decision("other-name"), `Denied: not a serving certificate for virtual node "east" alone: common name "system:node:west"`)
+	require.Contains(t, decision("other-dns"), `DNS name "kubernetes.default"`)
+	require.Equal(t, "pending", decision("real-kubelet"), "a real kubelet's request is left to whoever approves those")
+	require.Contains(t, decision("gone"), `Denied: node "gone" was revoked`)
+	require.Equal(t, "pending", decision("early"))
 }

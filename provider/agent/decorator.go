@@ -200,6 +200,9 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 	if d.revoked.Has(name) {
 		return 0, deleteRevoked(ctx, d.client, n)
 	}
+	if leaving(n) {
+		return 0, deleteChildNode(ctx, d.client, n, "Deleted the virtual node of a child that left")
+	}
 	if wait := d.holdForNLC(n); wait > 0 {
 		return wait, nil
 	}
@@ -226,30 +229,33 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 		want.Annotations[api.AnnotationGatewayParent] = d.tunnels.parentAnnotation(name)
 		patchAnnotations[api.AnnotationGatewayParent] = want.Annotations[api.AnnotationGatewayParent]
 	}
+	// The provider taint always (a node that registered again without it
+	// gets it back), the child's desired taints, and every other taint
+	// (an admin's) as it is.
+	var desired []corev1.Taint
 	if raw, ok := n.Annotations[api.AnnotationDesiredTaints]; ok {
-		var desired []corev1.Taint
 		if err := json.Unmarshal([]byte(raw), &desired); err != nil {
 			return 0, fmt.Errorf("parsing %s of node %s: %w", api.AnnotationDesiredTaints, name, err)
 		}
-		// Which taints are ours to remove: those applied before (none
-		// known on a node decorated before this was recorded).
-		var applied []string
-		if raw, ok := n.Annotations[api.AnnotationAppliedTaints]; ok {
-			_ = json.Unmarshal([]byte(raw), &applied)
-		}
-		want.Spec.Taints = mergeTaints(n.Spec.Taints, desired, applied)
-		keys := []string{}
-		for _, t := range desired {
-			keys = append(keys, t.Key)
-		}
-		slices.Sort(keys)
-		appliedNow, err := json.Marshal(slices.Compact(keys))
-		if err != nil {
-			return 0, err
-		}
-		want.Annotations[api.AnnotationAppliedTaints] = string(appliedNow)
-		patchAnnotations[api.AnnotationAppliedTaints] = string(appliedNow)
 	}
+	// Which taints are ours to remove: those applied before (none
+	// known on a node decorated before this was recorded).
+	var applied []string
+	if raw, ok := n.Annotations[api.AnnotationAppliedTaints]; ok {
+		_ = json.Unmarshal([]byte(raw), &applied)
+	}
+	want.Spec.Taints = mergeTaints(n.Spec.Taints, desired, applied)
+	keys := []string{}
+	for _, t := range desired {
+		keys = append(keys, t.Key)
+	}
+	slices.Sort(keys)
+	appliedNow, err := json.Marshal(slices.Compact(keys))
+	if err != nil {
+		return 0, err
+	}
+	want.Annotations[api.AnnotationAppliedTaints] = string(appliedNow)
+	patchAnnotations[api.AnnotationAppliedTaints] = string(appliedNow)
 	if reflect.DeepEqual(want.Labels, n.Labels) && reflect.DeepEqual(want.Spec.Taints, n.Spec.Taints) && reflect.DeepEqual(want.Annotations, n.Annotations) {
 		return 0, nil
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -150,7 +151,7 @@ func TestDecoratorSync(t *testing.T) {
 		for k, v := range a {
 			out[k] = v
 		}
-		if raw, ok := a[api.AnnotationDesiredTaints]; ok && raw != "{" {
+		if raw := a[api.AnnotationDesiredTaints]; raw != "{" {
 			out[api.AnnotationAppliedTaints] = `[]`
 			if strings.Contains(raw, "example.com/gpu") {
 				out[api.AnnotationAppliedTaints] = `["example.com/gpu"]`
@@ -199,13 +200,23 @@ func TestDecoratorSync(t *testing.T) {
 		},
 		{
 			name: "a child taking another node's hostname is renamed",
-			node: node(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": "", corev1.LabelHostname: "control-plane-1"}, checked(nil)),
-			want: node(named(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}), checked(nil)),
+			node: node(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": "", corev1.LabelHostname: "control-plane-1"}, checked(nil), providerTaint),
+			want: node(named(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}), checked(nil), providerTaint),
 		},
 		{
-			name: "without the annotation the taints are left alone",
+			name: "without the annotation the provider taint is still put back, the rest left alone",
 			node: node(map[string]string{"nestlet.io/cluster": "child"}, nil, gpu),
-			want: node(named(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}), checked(nil), gpu),
+			want: node(named(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}), checked(nil), providerTaint, gpu),
+		},
+		{
+			name: "a node registered again without the provider taint gets it back",
+			node: node(named(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}), checked(map[string]string{"nestlet.io/desired-taints": "null"})),
+			want: node(named(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}), checked(map[string]string{"nestlet.io/desired-taints": "null"}), providerTaint),
+		},
+		{
+			name: "a leaving mark of another cluster is not a leave",
+			node: node(named(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}),
+				checked(map[string]string{api.AnnotationClusterUID: "u1", api.AnnotationLeaving: "u2"}), providerTaint),
 		},
 		{
 			name: "an up-to-date node is not updated",
@@ -322,6 +333,21 @@ func TestPodCIDROverlapIsStableAsChildrenJoin(t *testing.T) {
 		}
 		before = got
 	}
+}
+
+// A child that leaves marks its node with its cluster UID: the parent's
+// agent deletes that node.
+func TestDecoratorDeletesALeavingChildsNode(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "child", UID: "n1", Labels: map[string]string{api.LabelCluster: "child"},
+		Annotations: map[string]string{api.AnnotationClusterUID: "u1", api.AnnotationLeaving: "u1"}}}
+	client := fake.NewClientset(n)
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, indexer.Add(n))
+	d := &decorator{client: client, nodes: corelisters.NewNodeLister(indexer)}
+	_, err := d.sync(t.Context(), "child")
+	require.NoError(t, err)
+	_, err = client.CoreV1().Nodes().Get(t.Context(), "child", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "deleted: %v", err)
 }
 
 func TestDecoratorSyncMissingNode(t *testing.T) {

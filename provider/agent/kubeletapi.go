@@ -58,6 +58,10 @@ type kubeletAPI struct {
 	// listener and auth serve direct mode.
 	listener net.Listener
 	auth     *kubeletapi.Auth
+	// serving is direct mode's certificate, requested from the parent with
+	// nodeClient once served.
+	serving    *servingCert
+	nodeClient kubernetes.Interface
 }
 
 // describe says how the kubelet API is served, for the Ready condition.
@@ -135,11 +139,11 @@ func chooseKubeletAPI(ctx context.Context, nodeClient kubernetes.Interface, id *
 		if err != nil {
 			return nil, err
 		}
-		l, err := listenDirect(directAddress)
+		l, serving, err := listenDirect(directAddress)
 		if err != nil {
 			return nil, join.Errorf(v1alpha1.ReasonKubeletAPIUnavailable, err, "cannot serve the kubelet API on --kubelet-direct-address %s", directAddress)
 		}
-		k.auth, k.listener, k.endpoint = auth, l, l.Addr().String()
+		k.auth, k.listener, k.serving, k.nodeClient, k.endpoint = auth, l, serving, nodeClient, l.Addr().String()
 	default:
 		return nil, join.Errorf(v1alpha1.ReasonKubeletAPIUnavailable, nil, "unknown kubelet API mode %q: use auto, tunnel, direct or off", mode)
 	}
@@ -170,6 +174,11 @@ func (k *kubeletAPI) serve(ctx context.Context, cfg kubeletapi.Config) error {
 			}
 		}()
 	case KubeletAPIDirect:
+		host, _ := k.hostPort()
+		if err := k.serving.request(ctx, k.nodeClient, nodeName, host); err != nil {
+			k.close()
+			return err
+		}
 		hs := &http.Server{Handler: k.auth.Wrap(nodeName, srv.Handler()), ReadHeaderTimeout: 30 * time.Second}
 		go func() {
 			<-ctx.Done()
@@ -185,28 +194,28 @@ func (k *kubeletAPI) serve(ctx context.Context, cfg kubeletapi.Config) error {
 }
 
 // listenDirect listens on address (an IP, port chosen by the system, or
-// IP:port) with a self-signed serving certificate, asking callers for a
-// client certificate (the parent's API server presents its kubelet client
-// certificate).
-func listenDirect(address string) (net.Listener, error) {
+// IP:port), presenting serving (self-signed until the parent issues its
+// own) and asking callers for a client certificate (the parent's API
+// server presents its kubelet client certificate).
+func listenDirect(address string) (net.Listener, *servingCert, error) {
 	host, port := address, "0"
 	if h, p, err := net.SplitHostPort(address); err == nil {
 		host, port = h, p
 	}
-	cert, _, err := kubeletapi.SelfSignedCertificate([]string{host})
+	serving, err := newServingCert(host)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	l, err := tls.Listen("tcp", net.JoinHostPort(host, port), &tls.Config{
-		Certificates: []tls.Certificate{cert},
-		ClientAuth:   tls.RequestClientCert,
-		MinVersion:   tls.VersionTLS12,
-		NextProtos:   []string{"http/1.1"},
+		GetCertificate: serving.getCertificate,
+		ClientAuth:     tls.RequestClientCert,
+		MinVersion:     tls.VersionTLS12,
+		NextProtos:     []string{"http/1.1"},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("listening for the kubelet API on %s: %w", address, err)
+		return nil, nil, fmt.Errorf("listening for the kubelet API on %s: %w", address, err)
 	}
-	return l, nil
+	return l, serving, nil
 }
 
 // proxyKeys returns the nestlet-proxy keys of nestlet-info.

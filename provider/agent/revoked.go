@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	"github.com/nestlet/nestlet/api"
 )
 
 // deleteRevoked deletes the virtual node of a child this cluster cut off
@@ -15,12 +17,24 @@ import (
 // are collected and replaced elsewhere), and comes back only to be deleted
 // again.
 func deleteRevoked(ctx context.Context, client kubernetes.Interface, n *corev1.Node) error {
+	return deleteChildNode(ctx, client, n, "Deleted the virtual node of a revoked child")
+}
+
+// deleteChildNode deletes n, this version of it only, and logs why.
+func deleteChildNode(ctx context.Context, client kubernetes.Interface, n *corev1.Node, why string) error {
 	err := client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
 	if err == nil {
-		klog.FromContext(ctx).Info("Deleted the virtual node of a revoked child", "node", n.Name)
+		klog.FromContext(ctx).Info(why, "node", n.Name)
 	}
 	return err
+}
+
+// leaving reports whether the child of n asked to leave
+// (api.AnnotationLeaving, with its own cluster UID).
+func leaving(n *corev1.Node) bool {
+	uid := n.Annotations[api.AnnotationLeaving]
+	return uid != "" && uid == n.Annotations[api.AnnotationClusterUID]
 }

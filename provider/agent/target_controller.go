@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -10,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -222,10 +226,8 @@ func (tc *targetController) leave(ctx context.Context, t *v1alpha1.Target) error
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
 			logger.Info("Removed virtual node from parent", "node", t.Spec.ClusterName)
-		case apierrors.IsForbidden(err):
-			// The parent did not grant nodes the right to delete
-			// themselves: its operator removes the node.
-			logger.Error(err, "Parent forbids removing the virtual node; delete it there by hand", "node", t.Spec.ClusterName)
+		case apierrors.IsForbidden(err), errors.Is(err, errNodeNotRemoved):
+			logger.Error(err, "The virtual node was not removed from the parent; delete it there by hand", "node", t.Spec.ClusterName)
 		default:
 			return join.Classify(err, t.Spec.ParentURL)
 		}
@@ -233,9 +235,10 @@ func (tc *targetController) leave(ctx context.Context, t *v1alpha1.Target) error
 	return tc.store.Delete(ctx, t.Name)
 }
 
-// deleteOwnNode deletes node name in the parent only if it is this
-// cluster's (a Target that failed with NameTaken must not remove another
-// cluster's node), with a UID precondition against a concurrent re-create.
+// deleteOwnNode has the parent's agent delete node name, only if it is
+// this cluster's (a Target that failed with NameTaken must not remove
+// another cluster's node): a node may not delete itself, so it marks
+// itself leaving (api.AnnotationLeaving) and waits until the node is gone.
 func deleteOwnNode(ctx context.Context, client kubernetes.Interface, name, clusterUID string) error {
 	n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -244,8 +247,33 @@ func deleteOwnNode(ctx context.Context, client kubernetes.Interface, name, clust
 	if n.Annotations[api.AnnotationClusterUID] != clusterUID {
 		return nil
 	}
-	return client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{api.AnnotationLeaving: clusterUID}}})
+	if err != nil {
+		return err
+	}
+	if _, err := client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
+		return err
+	}
+	err = wait.PollUntilContextCancel(ctx, leavePoll, true, func(ctx context.Context) (bool, error) {
+		cur, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && cur.UID != n.UID) {
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: marked leaving (%s), but the parent's agent did not delete it: %w", errNodeNotRemoved, api.AnnotationLeaving, err)
+	}
+	return nil
 }
+
+// errNodeNotRemoved: the parent's agent did not delete a leaving child's
+// node in time (not running, or of a version before AnnotationLeaving).
+var errNodeNotRemoved = errors.New("virtual node not removed")
+
+// leavePoll is how often a leaving child looks whether its virtual node
+// is gone.
+const leavePoll = 200 * time.Millisecond
 
 func (tc *targetController) removeFinalizer(ctx context.Context, name string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {

@@ -1,7 +1,10 @@
 package agent
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
@@ -11,21 +14,33 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/nestlet/nestlet/api"
 )
 
+// A leaving child marks its own node, and only its own; the parent's
+// agent (its decorator here) deletes that node; without an agent in the
+// parent the child says the node was not removed.
 func TestDeleteOwnNode(t *testing.T) {
 	const ownUID = "kube-system-uid-1"
 	node := func(annotations map[string]string) *corev1.Node {
-		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "child", UID: types.UID("node-uid"), Annotations: annotations}}
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "child", UID: types.UID("node-uid"), Annotations: annotations,
+			Labels: map[string]string{api.LabelCluster: "child"}}}
 	}
 	tests := []struct {
 		name        string
 		node        *corev1.Node // in the parent; nil for none
+		noAgent     bool         // no agent in the parent
 		wantDeleted bool
+		wantLeaving bool
 		wantErr     func(error) bool
 	}{
-		{name: "own node is deleted", node: node(map[string]string{"nestlet.io/cluster-uid": ownUID}), wantDeleted: true},
+		{name: "own node is deleted by the parent's agent", node: node(map[string]string{"nestlet.io/cluster-uid": ownUID}), wantDeleted: true},
+		{name: "without an agent in the parent it stays, marked", node: node(map[string]string{"nestlet.io/cluster-uid": ownUID}), noAgent: true,
+			wantLeaving: true, wantErr: func(err error) bool { return errors.Is(err, errNodeNotRemoved) }},
 		{name: "another cluster's node is kept", node: node(map[string]string{"nestlet.io/cluster-uid": "someone-else"})},
 		{name: "a node without cluster uid is kept", node: node(nil)},
 		{name: "a missing node is NotFound", wantErr: apierrors.IsNotFound},
@@ -36,13 +51,35 @@ func TestDeleteOwnNode(t *testing.T) {
 			if tt.node != nil {
 				require.NoError(t, client.Tracker().Add(tt.node))
 			}
-			err := deleteOwnNode(t.Context(), client, "child", ownUID)
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			if tt.noAgent {
+				ctx, cancel = context.WithTimeout(t.Context(), time.Second)
+				defer cancel()
+			} else {
+				// The parent's agent: its decorator syncs the node at each
+				// change.
+				go func() {
+					for ctx.Err() == nil {
+						n, err := client.CoreV1().Nodes().Get(ctx, "child", metav1.GetOptions{})
+						if err == nil && n.Annotations[api.AnnotationLeaving] != "" {
+							indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+							_ = indexer.Add(n)
+							d := &decorator{client: client, nodes: corelisters.NewNodeLister(indexer)}
+							_, _ = d.sync(ctx, "child")
+						}
+						time.Sleep(10 * time.Millisecond)
+					}
+				}()
+			}
+			err := deleteOwnNode(ctx, client, "child", ownUID)
 			if tt.wantErr != nil {
 				require.Error(t, err)
 				assert.True(t, tt.wantErr(err), "unexpected error %v", err)
 			} else {
 				require.NoError(t, err)
 			}
+			cancel()
 
 			var deletes []k8stesting.DeleteActionImpl
 			for _, a := range client.Actions() {
@@ -50,11 +87,12 @@ func TestDeleteOwnNode(t *testing.T) {
 					deletes = append(deletes, d)
 				}
 			}
-			_, getErr := client.CoreV1().Nodes().Get(t.Context(), "child", metav1.GetOptions{})
+			got, getErr := client.CoreV1().Nodes().Get(t.Context(), "child", metav1.GetOptions{})
 			if !tt.wantDeleted {
 				assert.Empty(t, deletes, "unexpected delete")
 				if tt.node != nil {
-					assert.NoError(t, getErr, "node was removed")
+					require.NoError(t, getErr, "node was removed")
+					assert.Equal(t, tt.wantLeaving, got.Annotations[api.AnnotationLeaving] == ownUID, "marked leaving")
 				}
 				return
 			}

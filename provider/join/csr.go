@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"strings"
+	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/apis/certificates"
+	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/pkg/kubeclient"
@@ -41,6 +43,13 @@ func CSRName(clusterName string, key crypto.Signer) (string, error) {
 	return fmt.Sprintf("nestlet-%s-%s", clusterName, hex.EncodeToString(sum[:5])), nil
 }
 
+// NodeCertificateLifetime is the lifetime a child asks for its node
+// certificate in the parent (the parent's signer may give less): a stolen
+// certificate is of use for that long at most, since the API server has
+// no revocation (`nestctl revoke` stops renewals and tunnels at once);
+// renewal, at 80% of it, makes a short one cheap.
+const NodeCertificateLifetime = 24 * time.Hour
+
 // RequestNodeCertificate asks the parent for a client certificate of
 // system:node:<clusterName> (signer kubernetes.io/kube-apiserver-client-kubelet)
 // and watches the CSR until it is issued, denied or failed. awaiting is
@@ -53,7 +62,7 @@ func RequestNodeCertificate(ctx context.Context, client kubernetes.Interface, cl
 		return nil, err
 	}
 	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject: pkix.Name{CommonName: NodeUser(clusterName), Organization: []string{"system:nodes"}},
+		Subject: pkix.Name{CommonName: NodeUser(clusterName), Organization: []string{NodesGroup}},
 	}, key)
 	if err != nil {
 		return nil, fmt.Errorf("creating certificate request: %w", err)
@@ -62,9 +71,10 @@ func RequestNodeCertificate(ctx context.Context, client kubernetes.Interface, cl
 	_, err = csrs.Create(ctx, &certificatesv1.CertificateSigningRequest{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: certificatesv1.CertificateSigningRequestSpec{
-			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
-			SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
-			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+			Request:           pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName:        certificatesv1.KubeAPIServerClientKubeletSignerName,
+			Usages:            []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+			ExpirationSeconds: ptr.To(int32(NodeCertificateLifetime / time.Second)),
 		},
 	}, metav1.CreateOptions{FieldManager: "nestlet"})
 	if err != nil && !apierrors.IsAlreadyExists(err) {

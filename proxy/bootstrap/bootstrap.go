@@ -88,17 +88,15 @@ func EnsurePlumbing(ctx context.Context, client kubernetes.Interface, o Options)
 	if err := client.RbacV1().ClusterRoleBindings().Delete(ctx, NodeRenewalApprove, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing clusterrolebinding %s: %w", NodeRenewalApprove, err)
 	}
-	// A node may not delete Nodes by default; with this, a child that
-	// leaves removes its own virtual node (NodeRestriction limits every
-	// node to its own Node object).
-	if err := ensureClusterRole(ctx, client, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: NodeSelfDelete},
-		Rules:      []rbacv1.PolicyRule{{Verbs: []string{"delete"}, APIGroups: []string{""}, Resources: []string{"nodes"}}},
-	}); err != nil {
-		return err
+	// A node may not delete itself: it could register again without the
+	// provider taint. A child that leaves marks its node and the parent's
+	// agent deletes it (api.AnnotationLeaving). The grant of an earlier
+	// version goes.
+	if err := client.RbacV1().ClusterRoleBindings().Delete(ctx, NodeSelfDelete, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing clusterrolebinding %s: %w", NodeSelfDelete, err)
 	}
-	if err := ensureClusterRoleBinding(ctx, client, NodeSelfDelete, NodeSelfDelete, rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:nodes"}); err != nil {
-		return err
+	if err := client.RbacV1().ClusterRoles().Delete(ctx, NodeSelfDelete, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing clusterrole %s: %w", NodeSelfDelete, err)
 	}
 	if err := ensureClusterRole(ctx, client, &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: NodeEndpointSlicesRead},

@@ -3,6 +3,8 @@ package kubelet
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"net"
 	"os/exec"
 	"regexp"
@@ -11,7 +13,10 @@ import (
 	"time"
 
 	"github.com/nestlet/nestlet/test/framework"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestExecTwoLevelsDown(t *testing.T) {
@@ -40,7 +45,33 @@ func TestExecTwoLevelsDown(t *testing.T) {
 	}
 }
 
+// West serves its kubelet API directly with a kubelet serving
+// certificate it asked the root for, which the root's agent approved and
+// the root's API server verifies (--kubelet-certificate-authority).
 func TestExecDirectMode(t *testing.T) {
+	var issued *x509.Certificate
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		csrs, err := env.Cluster("root").Client.CertificatesV1().CertificateSigningRequests().List(t.Context(), metav1.ListOptions{})
+		require.NoError(c, err)
+		for _, csr := range csrs.Items {
+			if csr.Spec.SignerName != certificatesv1.KubeletServingSignerName || csr.Spec.Username != "system:node:west" || len(csr.Status.Certificate) == 0 {
+				continue
+			}
+			for _, cond := range csr.Status.Conditions {
+				if cond.Type == certificatesv1.CertificateApproved && cond.Reason == "NestletServing" {
+					block, _ := pem.Decode(csr.Status.Certificate)
+					require.NotNil(c, block)
+					issued, err = x509.ParseCertificate(block.Bytes)
+					require.NoError(c, err)
+				}
+			}
+		}
+		require.NotNil(c, issued, "an approved and issued kubelet serving certificate for west")
+	}, time.Minute, 200*time.Millisecond)
+	require.Equal(t, "system:node:west", issued.Subject.CommonName)
+	require.Equal(t, []string{"west"}, issued.DNSNames)
+	require.Len(t, issued.IPAddresses, 1, "west's own address only")
+
 	ns, _, _ := runPod(t, "west")
 	require.Equal(t, "hello west\n", mustKubectl(t, "root", "", "exec", "-n", ns, "app", "--", "echo", "hello", "west"))
 }

@@ -1,0 +1,504 @@
+package security
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/keyutil"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/provider/join"
+)
+
+// A probe tries one attack of the hostile child: run returns nil when it
+// was refused and left the parent unchanged, and what got through
+// otherwise; a probe that cannot be set up fails tb.
+type probe struct {
+	name string
+	run  func(tb testing.TB, s *suite) error
+}
+
+// probes, in order: the revocation last (it cuts east off for a while).
+var probes = []probe{
+	{"summary claims node-restriction.kubernetes.io/ labels", injectLabel("node-restriction.kubernetes.io/probe", "yes", "")},
+	{"summary claims node-role.kubernetes.io/control-plane", injectLabel("node-role.kubernetes.io/control-plane", "", "")},
+	{"summary claims another node's kubernetes.io/hostname", injectLabel(corev1.LabelHostname, "west", "west")},
+	{"oversized summary", oversizedSummary},
+	{"certificate for another child's name, asked as a node", csrAsNode},
+	{"certificate for another child's name with its auto-approved token", csrWithToken},
+	{"certificate for another child's name with its token, nestctl approve", csrApprovedByHand},
+	{"second tunnel of its name with another certificate", secondTunnel},
+	{"deleting its Node to register it again without the provider taint", deleteOwnNode},
+	{"creating a Node of another name", createOtherNode},
+	{"removing an admin's taint", removeAdminTaint},
+	{"reading a Secret", readSecret},
+	{"listing every pod", listPods},
+	{"reading a pod bound to another node", readOtherPod},
+	{"listing nodes", listNodes},
+	{"writing another node's status", writeOtherStatus},
+	{"WebSocket exec with get nodes/proxy only", execWithGetOnly},
+	{"a revoked certificate: tunnel and renewal", revokedCertificate},
+}
+
+// TestHostileChild runs every probe; each must be refused.
+func TestHostileChild(t *testing.T) {
+	s := newSuite(t)
+	for _, p := range probes {
+		t.Run(p.name, func(t *testing.T) {
+			require.NoError(t, p.run(t, s), "the hostile child got through")
+		})
+	}
+	t.Logf("a revoked child's tunnel was closed %s after nestctl revoke started", s.cutoff)
+}
+
+// BenchmarkProbes runs every probe once and prints how many were tried and
+// refused, and the revocation's cut-off time for the tunnel. A stolen
+// certificate stays usable against the API server until it expires (the
+// API server has no revocation): the node certificates' lifetime.
+func BenchmarkProbes(b *testing.B) {
+	s := newSuite(b)
+	refused := 0
+	for b.Loop() {
+		refused = 0
+		for _, p := range probes {
+			if err := p.run(b, s); err != nil {
+				b.Logf("NOT REFUSED: %s: %v", p.name, err)
+				continue
+			}
+			refused++
+		}
+	}
+	b.ReportMetric(float64(len(probes)), "probes-tried")
+	b.ReportMetric(float64(refused), "probes-refused")
+	b.ReportMetric(float64(s.cutoff.Milliseconds()), "revoked-tunnel-cutoff-ms")
+}
+
+// injectLabel: east, its agent frozen, writes a summary whose groups
+// claim key=value and a zone of its own making. A pod selecting that zone
+// lands on east (the scheduler read the summary); one selecting key=value
+// must not: it stays unscheduled, or lands on legit (when not empty), the
+// node that really has that label.
+func injectLabel(key, value, legit string) func(testing.TB, *suite) error {
+	return func(tb testing.TB, s *suite) error {
+		thaw := freeze(tb)
+		defer thaw()
+		zone := "probe-" + rand.String(6)
+		s.writeSummary(tb, mustFormat(tb, withGroupLabels(s.eastSummary(tb), map[string]string{key: value, "topology.kubernetes.io/zone": zone})))
+		control, attack := "control-"+rand.String(6), "attack-"+rand.String(6)
+		s.pod(tb, control, map[string]string{"topology.kubernetes.io/zone": zone})
+		s.boundTo(tb, control, "east")
+		s.pod(tb, attack, map[string]string{key: value})
+		node, why := s.placement(tb, attack)
+		switch {
+		case node == "east":
+			return fmt.Errorf("a pod selecting %s=%q was bound to east", key, value)
+		case node != "" && node != legit:
+			return fmt.Errorf("a pod selecting %s=%q was bound to %s", key, value, node)
+		case node == "" && legit != "":
+			return fmt.Errorf("a pod selecting %s=%q fits nowhere (%s), not even on %s", key, value, why, legit)
+		}
+		return nil
+	}
+}
+
+// oversizedSummary: east writes a summary over api.MaxSummaryBytes that
+// claims a zone: the root reads none of it (a pod selecting that zone fits
+// nowhere); the same claim within the limit is read (the pod lands then).
+func oversizedSummary(tb testing.TB, s *suite) error {
+	thaw := freeze(tb)
+	defer thaw()
+	zone := "probe-" + rand.String(6)
+	sum := withGroupLabels(s.eastSummary(tb), map[string]string{"topology.kubernetes.io/zone": zone})
+	big := sum
+	big.Groups = append([]api.Group(nil), sum.Groups...)
+	big.Groups[0].Labels = map[string]string{"example.com/padding": strings.Repeat("x", 63)}
+	for k, v := range sum.Groups[0].Labels {
+		big.Groups[0].Labels[k] = v
+	}
+	for i := 0; len(mustFormat(tb, big)) <= api.MaxSummaryBytes; i++ {
+		big.Groups = append(big.Groups, api.Group{Labels: map[string]string{"example.com/padding": fmt.Sprintf("%063d", i)}})
+	}
+	s.writeSummary(tb, mustFormat(tb, big))
+	pod := "attack-" + rand.String(6)
+	s.pod(tb, pod, map[string]string{"topology.kubernetes.io/zone": zone})
+	if node, _ := s.placement(tb, pod); node != "" {
+		return fmt.Errorf("a summary of %d bytes was read: a pod selecting its zone was bound to %s", len(mustFormat(tb, big)), node)
+	}
+	// Control: within the limit, the same claim is read.
+	s.writeSummary(tb, mustFormat(tb, sum))
+	s.boundTo(tb, pod, "east")
+	return nil
+}
+
+func mustFormat(tb testing.TB, sum api.Summary) string {
+	tb.Helper()
+	raw, err := api.FormatSummary(sum)
+	require.NoError(tb, err)
+	return raw
+}
+
+// requestCert files a node certificate request for name with client and
+// returns the certificate, or the error when denied or still pending
+// after a minute.
+func requestCert(tb testing.TB, client kubernetes.Interface, name string, filed func(string)) (tls.Certificate, error) {
+	tb.Helper()
+	key, err := join.NewKey()
+	require.NoError(tb, err)
+	ctx, cancel := context.WithTimeout(tb.Context(), time.Minute)
+	defer cancel()
+	certPEM, err := join.RequestNodeCertificate(ctx, client, name, key, filed)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	require.NoError(tb, err)
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	require.NoError(tb, err)
+	return cert, nil
+}
+
+// denied is nil when err says the request was denied.
+func denied(err error) error {
+	if err == nil {
+		return errors.New("a certificate was issued")
+	}
+	if !strings.Contains(err.Error(), "denied") {
+		return fmt.Errorf("not denied: %w", err)
+	}
+	return nil
+}
+
+// csrAsNode: east, as a node, asks for west's certificate: the API
+// server refuses the request (a node may only ask for its own name), or
+// the root's agent denies it.
+func csrAsNode(tb testing.TB, s *suite) error {
+	_, err := requestCert(tb, s.hostile, "west", nil)
+	if err != nil && strings.Contains(err.Error(), "can only create a node CSR with CN=system:node:east") {
+		return nil
+	}
+	return denied(err)
+}
+
+var tokenOf = regexp.MustCompile(`--token\s+(\S+)`)
+
+// tokenClient makes a bootstrap token for east in the root (nestctl token
+// create with args) and returns a client with it.
+func tokenClient(tb testing.TB, s *suite, args ...string) kubernetes.Interface {
+	tb.Helper()
+	out, err := s.root.Nestctl(tb.Context(), append([]string{"token", "create", "--cluster-name=root", "--child-name=east"}, args...)...)
+	require.NoError(tb, err)
+	m := tokenOf.FindStringSubmatch(out)
+	require.NotNil(tb, m, out)
+	cfg := rest.AnonymousClientConfig(s.root.Config)
+	cfg.BearerToken = m[1]
+	return kubernetes.NewForConfigOrDie(cfg)
+}
+
+func csrWithToken(tb testing.TB, s *suite) error {
+	_, err := requestCert(tb, tokenClient(tb, s, "--auto-approve"), "west", nil)
+	return denied(err)
+}
+
+func csrApprovedByHand(tb testing.TB, s *suite) error {
+	client := tokenClient(tb, s)
+	filed, done := make(chan string, 1), make(chan error, 1)
+	go func() {
+		_, err := requestCert(tb, client, "west", func(name string) { filed <- name })
+		done <- err
+	}()
+	select {
+	case <-filed:
+	case err := <-done:
+		return fmt.Errorf("decided before nestctl approve: %w", err)
+	}
+	out, err := s.root.Nestctl(tb.Context(), "approve", "west")
+	if err == nil {
+		return fmt.Errorf("nestctl approve west approved east's request: %s", out)
+	}
+	return denied(<-done)
+}
+
+// secondTunnel: east gets a second certificate of its own name (a renewal,
+// which the root approves) and opens a tunnel with it while its agent's is
+// up: refused, as the tunnel of an impostor holding a certificate of that
+// name would be.
+func secondTunnel(tb testing.TB, s *suite) error {
+	renewed, err := requestCert(tb, s.hostile, "east", nil)
+	require.NoError(tb, err, "a renewal of its own name")
+	code, ws := s.dialTunnel(tb, renewed)
+	if ws != nil {
+		_ = ws.Close()
+	}
+	if code != http.StatusConflict {
+		return fmt.Errorf("a second tunnel for east got %d, want %d (Conflict)", code, http.StatusConflict)
+	}
+	return nil
+}
+
+func deleteOwnNode(tb testing.TB, s *suite) error {
+	return forbidden("delete node east", s.hostile.CoreV1().Nodes().Delete(tb.Context(), "east", metav1.DeleteOptions{}))
+}
+
+func createOtherNode(tb testing.TB, s *suite) error {
+	_, err := s.hostile.CoreV1().Nodes().Create(tb.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "east-impostor"}}, metav1.CreateOptions{})
+	return forbidden("create node east-impostor", err)
+}
+
+// removeAdminTaint: the root's admin taints east; east removes the taint
+// from its node: refused; and the root's agent, deciding east's node
+// after the summaries east reports next, keeps the admin's taint.
+func removeAdminTaint(tb testing.TB, s *suite) error {
+	ctx := tb.Context()
+	admin := s.root.Client.CoreV1().Nodes()
+	quarantine := corev1.Taint{Key: "example.com/quarantine", Value: rand.String(6), Effect: corev1.TaintEffectNoSchedule}
+	setTaint := func(on bool) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n, err := admin.Get(context.WithoutCancel(ctx), "east", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			var taints []corev1.Taint
+			for _, t := range n.Spec.Taints {
+				if t.Key != quarantine.Key {
+					taints = append(taints, t)
+				}
+			}
+			if on {
+				taints = append(taints, quarantine)
+			}
+			n.Spec.Taints = taints
+			_, err = admin.Update(context.WithoutCancel(ctx), n, metav1.UpdateOptions{})
+			return err
+		})
+	}
+	require.NoError(tb, setTaint(true))
+	tb.Cleanup(func() { _ = setTaint(false) })
+
+	n, err := s.hostile.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
+	require.NoError(tb, err)
+	var kept []corev1.Taint
+	for _, t := range n.Spec.Taints {
+		if t.Key != quarantine.Key {
+			kept = append(kept, t)
+		}
+	}
+	n.Spec.Taints = kept
+	_, err = s.hostile.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+	if err := forbidden("east removing the admin's taint", err); err != nil {
+		return err
+	}
+	// Two summaries later, the root's agent has decided the node again.
+	first := summaryOf(tb, s)
+	var changes int
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, false, func(ctx context.Context) (bool, error) {
+		if cur := summaryOf(tb, s); cur != first {
+			first, changes = cur, changes+1
+		}
+		return changes >= 2, nil
+	})
+	require.NoError(tb, err, "east reports its summary")
+	n, err = admin.Get(ctx, "east", metav1.GetOptions{})
+	require.NoError(tb, err)
+	for _, t := range n.Spec.Taints {
+		if t.Key == quarantine.Key && t.Value == quarantine.Value {
+			return nil
+		}
+	}
+	return fmt.Errorf("the admin's taint is gone: %v", n.Spec.Taints)
+}
+
+// summaryOf is the raw summary of east as the root holds it.
+func summaryOf(tb testing.TB, s *suite) string {
+	n, err := s.root.Client.CoreV1().Nodes().Get(tb.Context(), "east", metav1.GetOptions{})
+	require.NoError(tb, err)
+	return n.Annotations[api.AnnotationSummary]
+}
+
+func readSecret(tb testing.TB, s *suite) error {
+	secrets, err := s.root.Client.CoreV1().Secrets(metav1.NamespaceSystem).List(tb.Context(), metav1.ListOptions{Limit: 1})
+	require.NoError(tb, err)
+	require.NotEmpty(tb, secrets.Items, "a Secret to read")
+	_, err = s.hostile.CoreV1().Secrets(metav1.NamespaceSystem).Get(tb.Context(), secrets.Items[0].Name, metav1.GetOptions{})
+	return forbidden("get secret kube-system/"+secrets.Items[0].Name, err)
+}
+
+func listPods(tb testing.TB, s *suite) error {
+	_, err := s.hostile.CoreV1().Pods("").List(tb.Context(), metav1.ListOptions{})
+	return forbidden("list pods in every namespace", err)
+}
+
+func readOtherPod(tb testing.TB, s *suite) error {
+	name := "on-west-" + rand.String(6)
+	s.pod(tb, name, map[string]string{"topology.kubernetes.io/region": "west"})
+	s.boundTo(tb, name, "west")
+	_, err := s.hostile.CoreV1().Pods(s.ns).Get(tb.Context(), name, metav1.GetOptions{})
+	return forbidden("get a pod bound to west", err)
+}
+
+func listNodes(tb testing.TB, s *suite) error {
+	_, err := s.hostile.CoreV1().Nodes().List(tb.Context(), metav1.ListOptions{})
+	return forbidden("list nodes", err)
+}
+
+func writeOtherStatus(tb testing.TB, s *suite) error {
+	west, err := s.root.Client.CoreV1().Nodes().Get(tb.Context(), "west", metav1.GetOptions{})
+	require.NoError(tb, err)
+	west.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: west.Status.Allocatable[corev1.ResourceCPU]}
+	_, err = s.hostile.CoreV1().Nodes().UpdateStatus(tb.Context(), west, metav1.UpdateOptions{})
+	return forbidden("update the status of node west", err)
+}
+
+// execWithGetOnly: a user of the root allowed to get nodes/proxy, not to
+// create it, opens `kubectl exec`'s WebSocket to a pod on east through
+// the proxy: refused (exec is create, whatever the method), while the
+// pod's logs (get) get past the authorisation (control).
+func execWithGetOnly(tb testing.TB, s *suite) error {
+	ctx := tb.Context()
+	name := "on-east-" + rand.String(6)
+	s.pod(tb, name, map[string]string{"topology.kubernetes.io/region": "east"})
+	s.boundTo(tb, name, "east")
+	user := "probe-" + rand.String(6)
+	cfg, err := s.root.NewClientForUser(user)
+	require.NoError(tb, err)
+	_, err = s.root.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, Verbs: []string{"get"}}}}, metav1.CreateOptions{})
+	require.NoError(tb, err)
+	_, err = s.root.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}, metav1.CreateOptions{})
+	require.NoError(tb, err)
+	tb.Cleanup(func() {
+		_ = s.root.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), user, metav1.DeleteOptions{})
+		_ = s.root.Client.RbacV1().ClusterRoles().Delete(context.Background(), user, metav1.DeleteOptions{})
+	})
+	n, err := s.root.Client.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
+	require.NoError(tb, err)
+	require.NotEmpty(tb, n.Status.Addresses)
+	endpoint := fmt.Sprintf("%s:%d", n.Status.Addresses[0].Address, n.Status.DaemonEndpoints.KubeletEndpoint.Port)
+	cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
+	require.NoError(tb, err)
+	call := func(path string, websocketUpgrade bool) int {
+		if websocketUpgrade {
+			d := websocket.Dialer{HandshakeTimeout: 10 * time.Second, Subprotocols: []string{"v5.channel.k8s.io", "v4.channel.k8s.io"},
+				TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: s.rootCAs, MinVersion: tls.VersionTLS12}}
+			ws, resp, err := d.DialContext(ctx, "wss://"+endpoint+path, nil)
+			if ws != nil {
+				_ = ws.Close()
+			}
+			require.NotNil(tb, resp, "dialing the proxy (its certificate verified with the root's CA): %v", err)
+			_ = resp.Body.Close()
+			return resp.StatusCode
+		}
+		client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: s.rootCAs, MinVersion: tls.VersionTLS12}}}
+		resp, err := client.Get("https://" + endpoint + path)
+		require.NoError(tb, err, "calling the proxy (its certificate verified with the root's CA)")
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	// Control: what get allows (logs) gets past the authorisation.
+	if code := call("/containerLogs/"+s.ns+"/"+name+"/app", false); code == http.StatusForbidden || code == http.StatusUnauthorized {
+		tb.Fatalf("the logs of the pod, with get nodes/proxy: %d", code)
+	}
+	if code := call("/exec/"+s.ns+"/"+name+"/app?command=true&output=1", true); code != http.StatusForbidden {
+		return fmt.Errorf("exec with get only: %d, want %d", code, http.StatusForbidden)
+	}
+	return nil
+}
+
+// revokedCertificate: east's agent frozen, east holds a tunnel with its
+// certificate (the same one: it replaces the agent's); the root's admin
+// runs nestctl revoke east: the tunnel is closed (cutoff measured), a new
+// one is refused, a renewal denied. The API server still accepts the
+// certificate until it expires (no revocation there): its lifetime is how
+// long a stolen certificate stays useful. The revocation is then lifted
+// and east comes back by itself.
+func revokedCertificate(tb testing.TB, s *suite) error {
+	ctx := tb.Context()
+	before, err := s.root.Client.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
+	require.NoError(tb, err)
+	thaw := freeze(tb)
+	defer thaw()
+	code, ws := s.dialTunnel(tb, s.cert)
+	require.Equal(tb, http.StatusSwitchingProtocols, code, "east's own tunnel")
+	closed := make(chan time.Time, 1)
+	go func() {
+		defer ws.Close()
+		for {
+			if _, _, err := ws.ReadMessage(); err != nil {
+				closed <- time.Now()
+				return
+			}
+		}
+	}()
+	revoked := time.Now()
+	out, err := s.root.Nestctl(ctx, "revoke", "east", "--reason=security probe")
+	require.NoError(tb, err, out)
+	lift := func() {
+		_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cm, err := s.root.Client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(context.Background(), api.RevokedConfigMap, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			delete(cm.Data, "east")
+			_, err = s.root.Client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Update(context.Background(), cm, metav1.UpdateOptions{})
+			return err
+		})
+	}
+	defer func() {
+		lift()
+		thaw()
+		waitWhole(tb)
+	}()
+	var problems []string
+	select {
+	case at := <-closed:
+		s.cutoff = max(at.Sub(revoked), 0)
+	case <-time.After(time.Minute):
+		problems = append(problems, "the revoked child's tunnel was still open a minute after nestctl revoke")
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := s.root.Client.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
+		return apierrors.IsNotFound(err) || (err == nil && n.UID != before.UID), nil
+	})
+	if err != nil {
+		problems = append(problems, "the revoked child's node was not deleted")
+	}
+	if code, ws := s.dialTunnel(tb, s.cert); code != http.StatusForbidden {
+		if ws != nil {
+			_ = ws.Close()
+		}
+		problems = append(problems, fmt.Sprintf("a new tunnel of the revoked child: %d, want %d", code, http.StatusForbidden))
+	}
+	if err := denied(func() error { _, err := requestCert(tb, s.hostile, "east", nil); return err }()); err != nil {
+		problems = append(problems, "renewal of a revoked child: "+err.Error())
+	}
+	leaf, err := x509.ParseCertificate(s.cert.Certificate[0])
+	require.NoError(tb, err)
+	_, err = s.hostile.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
+	tb.Logf("after the revocation the API server answers east's certificate with %v until it expires at %s (%s from now)",
+		err, leaf.NotAfter.UTC().Format(time.RFC3339), time.Until(leaf.NotAfter).Round(time.Second))
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}
