@@ -131,6 +131,15 @@ const (
 	// Removing its key lifts the revocation (a new token is still needed).
 	RevokedConfigMap = "nestlet-revoked"
 
+	// QuotasConfigMap is the ConfigMap in kube-system holding, for each
+	// child (key: its node name), the most its virtual node may claim
+	// (value: "cpu=8,memory=16Gi,pods=220", pkg/quota), set by the
+	// parent's admin (`nestctl quota`, `nestctl token create --quota`). The
+	// scheduler places no more on a virtual node than its quota, whatever
+	// the child claims; the parent's agent warns on a node that claims
+	// more. A child without a quota is believed.
+	QuotasConfigMap = "nestlet-quotas"
+
 	// ClusterInfoConfigMap is the ConfigMap in kube-public, readable
 	// anonymously like cluster-info, where `nestctl token create` records
 	// the parent's cluster name (key ClusterInfoNameKey).

@@ -8,8 +8,13 @@ import (
 	"strconv"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/nestlet/nestlet/api"
 )
 
 // startAPIServer starts the kube-apiserver on port and waits until it is ready.
@@ -131,6 +136,11 @@ func (c *Cluster) startScheduler(ctx context.Context, bins *Binaries, pki *clust
 	if err != nil {
 		return nil, err
 	}
+	if !opts.StockScheduler {
+		if err := c.grantSchedulerQuotas(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if opts.SchedulerMetrics {
 		port, err := FreePort()
 		if err != nil {
@@ -185,4 +195,25 @@ func (c *Cluster) startKwok(bins *Binaries, pki *clusterPKI, opts ClusterOptions
 	}
 	c.track(kwok)
 	return kwok, nil
+}
+
+// grantSchedulerQuotas lets the scheduler (system:kube-scheduler) read the
+// children's quotas (api.QuotasConfigMap), as the chart's Role does.
+func (c *Cluster) grantSchedulerQuotas(ctx context.Context) error {
+	meta := metav1.ObjectMeta{Name: "nestlet-scheduler-quotas", Namespace: metav1.NamespaceSystem}
+	opts := metav1.CreateOptions{FieldManager: "nestlet-launcher"}
+	_, err := c.Client.RbacV1().Roles(meta.Namespace).Create(ctx, &rbacv1.Role{ObjectMeta: meta, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{api.QuotasConfigMap}, Verbs: []string{"get", "list", "watch"},
+	}}}, opts)
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("cluster %s: letting the scheduler read the quotas: %w", c.Name, err)
+	}
+	_, err = c.Client.RbacV1().RoleBindings(meta.Namespace).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: meta,
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: meta.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "system:kube-scheduler"}},
+	}, opts)
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("cluster %s: letting the scheduler read the quotas: %w", c.Name, err)
+	}
+	return nil
 }

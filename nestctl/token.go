@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/nestlet/nestlet/pkg/quota"
 	"github.com/nestlet/nestlet/proxy/bootstrap"
 )
 
@@ -16,6 +17,9 @@ type TokenOptions struct {
 	TTL                               time.Duration
 	AutoApprove                       bool
 	ParentURL, ClusterName, ChildName string
+	// Quota ("cpu=64,memory=256Gi"), with ChildName, is set as the child's
+	// capacity quota before it joins (api.QuotasConfigMap).
+	Quota string
 }
 
 // CreateToken prepares the parent, creates a token and returns the join
@@ -33,6 +37,18 @@ func CreateToken(ctx context.Context, cfg *rest.Config, o TokenOptions) (string,
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return "", err
+	}
+	if o.Quota != "" {
+		if o.ChildName == "" {
+			return "", fmt.Errorf("--quota needs --child-name: a quota is one child's")
+		}
+		q, err := quota.Parse(o.Quota)
+		if err != nil {
+			return "", fmt.Errorf("--quota: %w", err)
+		}
+		if _, err := quota.Record(ctx, client, o.ChildName, q, false, "nestctl"); err != nil {
+			return "", err
+		}
 	}
 	if err := bootstrap.EnsurePlumbing(ctx, client, bootstrap.Options{
 		ServerURL: o.ParentURL, CAData: cfg.CAData, ClusterName: o.ClusterName, AutoApprove: o.AutoApprove,

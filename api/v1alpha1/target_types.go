@@ -59,7 +59,13 @@ type TargetSpec struct {
 	CACertHash string `json:"caCertHash,omitempty"`
 
 	// CABundle holds the parent's CA certificates (PEM) instead of a pin.
+	// Admission checks that it holds PEM certificate blocks (and no
+	// private key); the agent parses it and reports one that does not
+	// parse on the Target.
 	//
+	// +kubebuilder:validation:MaxLength=65536
+	// +kubebuilder:validation:XValidation:rule="string(self).contains('-----BEGIN CERTIFICATE-----') && string(self).contains('-----END CERTIFICATE-----')",message="caBundle must hold the parent's CA certificates in PEM (-----BEGIN CERTIFICATE----- ... -----END CERTIFICATE-----)"
+	// +kubebuilder:validation:XValidation:rule="!string(self).contains('PRIVATE KEY')",message="caBundle holds a private key: give the CA certificates only"
 	// +optional
 	CABundle []byte `json:"caBundle,omitempty"`
 

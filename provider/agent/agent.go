@@ -59,6 +59,7 @@ import (
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/pkg/kubeclient"
+	"github.com/nestlet/nestlet/pkg/quota"
 	"github.com/nestlet/nestlet/pkg/revoked"
 	"github.com/nestlet/nestlet/pkg/version"
 	"github.com/nestlet/nestlet/provider/forward"
@@ -253,6 +254,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	rev := revoked.New(a.client, func(map[string]bool) { dc.enqueueAll() })
 	dc.revoked = rev
+	quotas := quota.New(a.client)
+	dc.quotas = &childQuotas{quotas: quotas, recorder: newRecorder(ctx, a.client, ""), warned: map[string]string{}}
 	ap, err := newApprover(a.client, rev, nodeInformer.Lister())
 	if err != nil {
 		return err
@@ -270,6 +273,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { dc.run(ctx) })
 	wg.Go(func() { ap.run(ctx) })
 	wg.Go(func() { rev.Run(ctx) })
+	wg.Go(func() { quotas.Run(ctx) })
 	wg.Go(func() { tc.run(ctx, a.cfg.Workers) })
 	<-ctx.Done()
 	wg.Wait()

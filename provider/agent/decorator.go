@@ -45,6 +45,8 @@ type decorator struct {
 	tunnels *tunnels
 	// revoked are the children cut off: their virtual nodes are deleted.
 	revoked *revoked.Watcher
+	// quotas records and checks the children's capacity quotas.
+	quotas *childQuotas
 }
 
 // enqueueAll queues every virtual node.
@@ -206,6 +208,7 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 	if wait := d.holdForNLC(n); wait > 0 {
 		return wait, nil
 	}
+	d.quotas.check(n)
 	want := n.DeepCopy()
 	if want.Labels == nil {
 		want.Labels = map[string]string{}

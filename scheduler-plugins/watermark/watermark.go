@@ -21,10 +21,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
 	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
 
+	"github.com/nestlet/nestlet/pkg/quota"
 	"github.com/nestlet/nestlet/scheduler-plugins/apis/config"
 	"github.com/nestlet/nestlet/scheduler-plugins/apis/config/validation"
 	"github.com/nestlet/nestlet/scheduler-plugins/internal/pluginargs"
@@ -39,6 +41,9 @@ type Watermark struct {
 	args      config.WatermarkArgs
 	clock     clock.PassiveClock
 	summaries virtualnode.SummaryCache
+	// quotas bound what a child's virtual node may take, whatever it
+	// claims (api.QuotasConfigMap); nil without a client.
+	quotas *quota.Watcher
 }
 
 var (
@@ -60,7 +65,7 @@ const (
 
 // New takes the internal args (apis/config), or their v1 or raw form,
 // defaults and validates them.
-func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	args := &config.WatermarkArgs{}
 	if err := pluginargs.Decode(obj, args); err != nil {
 		return nil, fmt.Errorf("%s args: %w", Name, err)
@@ -68,7 +73,17 @@ func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error
 	if err := pluginargs.ValidationError(validation.ValidateWatermarkArgs(nil, args)); err != nil {
 		return nil, fmt.Errorf("%s args: %w", Name, err)
 	}
-	return &Watermark{args: *args, clock: clock.RealClock{}}, nil
+	pl := &Watermark{args: *args, clock: clock.RealClock{}}
+	if h != nil && h.ClientSet() != nil {
+		pl.quotas = quota.New(h.ClientSet())
+		go pl.quotas.Run(ctx)
+		// Not fatal: until they are read, no pod goes to a virtual node
+		// (fitsQuota), and the reflector says why.
+		syncCtx, cancel := context.WithTimeout(ctx, quotaSyncWait)
+		cache.WaitForCacheSync(syncCtx.Done(), pl.quotas.HasSynced)
+		cancel()
+	}
+	return pl, nil
 }
 
 // Name returns the plugin's name.
@@ -106,10 +121,10 @@ func used(nodeInfo fwk.NodeInfo, r corev1.ResourceName) int64 {
 	return req.GetScalarResources()[r]
 }
 
-// level returns the projected water level of r with the pod on the node,
-// and false when the node has none of r.
-func level(nodeInfo fwk.NodeInfo, pod corev1.ResourceList, r corev1.ResourceName) (float64, bool) {
-	alloc := amount(r, nodeInfo.Node().Status.Allocatable[r])
+// level returns the projected water level of r with the pod on the node
+// of allocatable alloc, and false when the node has none of r.
+func level(nodeInfo fwk.NodeInfo, allocatable corev1.ResourceList, pod corev1.ResourceList, r corev1.ResourceName) (float64, bool) {
+	alloc := amount(r, allocatable[r])
 	if alloc <= 0 {
 		return 0, false
 	}
@@ -153,9 +168,13 @@ func (pl *Watermark) Filter(_ context.Context, state fwk.CycleState, pod *corev1
 			node.Name, until.UTC().Format(time.RFC3339)))
 	}
 	req := requestsOf(state, pod)
+	if st := pl.fitsQuota(node, req, nodeInfo); !st.IsSuccess() {
+		return st
+	}
+	alloc := pl.allocatable(node)
 	for _, r := range sortedResources(pl.args.HighWatermark) {
 		wm := pl.args.HighWatermark[r]
-		lvl, ok := level(nodeInfo, req, r)
+		lvl, ok := level(nodeInfo, alloc, req, r)
 		if !ok {
 			if amount(r, req[r]) > 0 {
 				return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: has no %s", node.Name, r))
@@ -195,9 +214,10 @@ func sortedResources(m map[corev1.ResourceName]float64) []corev1.ResourceName {
 // in millionths; NormalizeScore maps it onto the score range.
 func (pl *Watermark) Score(_ context.Context, state fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	req := requestsOf(state, pod)
+	alloc := pl.allocatable(nodeInfo.Node())
 	sum, n := 0.0, 0
 	for r := range pl.args.HighWatermark {
-		if lvl, ok := level(nodeInfo, req, r); ok {
+		if lvl, ok := level(nodeInfo, alloc, req, r); ok {
 			sum += math.Min(lvl, 1)
 			n++
 		}

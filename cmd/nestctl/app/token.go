@@ -17,6 +17,7 @@ func newTokenCommand() *cobra.Command {
 		parentURL   string
 		clusterName string
 		childName   string
+		quota       string
 	)
 	create := &cobra.Command{
 		Use:   "create",
@@ -25,7 +26,8 @@ func newTokenCommand() *cobra.Command {
 making sure the parent has the standard bootstrap plumbing: a cluster-info ConfigMap in
 kube-public readable for discovery, RBAC letting bootstrappers request node certificates,
 and, with --auto-approve, approval of those requests by this cluster's Nestlet agent.
-A token made with --child-name admits that child only.
+A token made with --child-name admits that child only; --quota bounds what the child's virtual
+node may take here, whatever it claims.
 It prints the exact 'nestctl join' command to run against the child.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -33,7 +35,7 @@ It prints the exact 'nestctl join' command to run against the child.`,
 			if err != nil {
 				return err
 			}
-			line, err := nestctl.CreateToken(cmd.Context(), cfg, nestctl.TokenOptions{TTL: ttl, AutoApprove: autoApprove, ParentURL: parentURL, ClusterName: clusterName, ChildName: childName})
+			line, err := nestctl.CreateToken(cmd.Context(), cfg, nestctl.TokenOptions{TTL: ttl, AutoApprove: autoApprove, ParentURL: parentURL, ClusterName: clusterName, ChildName: childName, Quota: quota})
 			if err != nil {
 				return err
 			}
@@ -46,6 +48,7 @@ It prints the exact 'nestctl join' command to run against the child.`,
 	create.Flags().StringVar(&parentURL, "parent-url", "", "the parent's API server URL as children reach it (default: the kubeconfig's server)")
 	create.Flags().StringVar(&clusterName, "cluster-name", "", "this parent's own cluster name, published for children (appears on pods' hop path)")
 	create.Flags().StringVar(&childName, "child-name", "", "the one name the token admits, the child's in the parent (filled into the printed command); without it, any name no Ready node has (a token shared by a fleet)")
+	create.Flags().StringVar(&quota, "quota", "", "with --child-name: the most this cluster's scheduler will place on the child, whatever it claims (e.g. cpu=64,memory=256Gi; see nestctl quota)")
 	token.AddCommand(create)
 	return token
 }

@@ -71,6 +71,8 @@ func TestTemplateObjects(t *testing.T) {
 		"ClusterRoleBinding nestlet-scheduler-kube-scheduler",
 		"ClusterRoleBinding nestlet-scheduler-volume-scheduler",
 		"RoleBinding kube-system/nestlet-scheduler-authentication-reader",
+		"Role kube-system/nestlet-scheduler-quotas",
+		"RoleBinding kube-system/nestlet-scheduler-quotas",
 		"Role nestlet-system/nestlet-scheduler-leader-election",
 		"RoleBinding nestlet-system/nestlet-scheduler-leader-election",
 		"Deployment nestlet-system/nestlet-scheduler",
@@ -101,7 +103,7 @@ func TestTemplateObjects(t *testing.T) {
 		{name: "defaults: agent and scheduler", want: [][]string{agent, scheduler}},
 		{name: "every component and two targets", values: []string{testdata("values-all.yaml")}, want: [][]string{agent, scheduler, proxy, targets}},
 		{name: "a leaf: agent only", set: []string{"scheduler.enabled=false"}, want: [][]string{agent}},
-		{name: "no leader election", set: []string{"scheduler.leaderElect=false", "agent.enabled=false"}, want: [][]string{scheduler[:5], scheduler[7:]}},
+		{name: "no leader election", set: []string{"scheduler.leaderElect=false", "agent.enabled=false"}, want: [][]string{scheduler[:7], scheduler[9:]}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package join
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +127,11 @@ func TestMalformedTargetsRejected(t *testing.T) {
 		{"CA hash not sha256", func(s *v1alpha1.TargetSpec) { s.CACertHash = "md5:abc" }},
 		{"report frequency too small", func(s *v1alpha1.TargetSpec) { s.ReportFrequency = metav1.Duration{Duration: 100 * time.Millisecond} }},
 		{"empty token secret name", func(s *v1alpha1.TargetSpec) { s.BootstrapTokenSecretRef.Name = "" }},
+		{"cluster name of 64 characters", func(s *v1alpha1.TargetSpec) { s.ClusterName = strings.Repeat("a", 64) }},
+		{"CA bundle that is not PEM", func(s *v1alpha1.TargetSpec) { s.CACertHash, s.CABundle = "", []byte("not a certificate") }},
+		{"CA bundle with a private key", func(s *v1alpha1.TargetSpec) {
+			s.CACertHash, s.CABundle = "", append(must(os.ReadFile(env.Cluster("root").CAPath)), []byte("-----BEGIN EC PRIVATE KEY-----\nx\n-----END EC PRIVATE KEY-----\n")...)
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -135,6 +141,12 @@ func TestMalformedTargetsRejected(t *testing.T) {
 			require.Truef(t, apierrors.IsInvalid(err), "want 422 Invalid, got %v", err)
 		})
 	}
+	// Control: the parent's CA certificate as the bundle passes (dry run).
+	s := *base.DeepCopy()
+	s.CACertHash, s.CABundle = "", must(os.ReadFile(env.Cluster("root").CAPath))
+	_, err := targets(t, "west").Create(t.Context(), &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Name: "well-formed"}, Spec: s},
+		metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	require.NoError(t, err, "a PEM CA bundle")
 }
 
 func must[T any](v T, err error) T {

@@ -17,7 +17,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -26,6 +28,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/quota"
 	"github.com/nestlet/nestlet/provider/join"
 )
 
@@ -43,6 +46,7 @@ var probes = []probe{
 	{"summary claims node-role.kubernetes.io/control-plane", injectLabel("node-role.kubernetes.io/control-plane", "", "")},
 	{"summary claims another node's kubernetes.io/hostname", injectLabel(corev1.LabelHostname, "west", "west")},
 	{"oversized summary", oversizedSummary},
+	{"capacity beyond its quota", beyondQuota},
 	{"certificate for another child's name, asked as a node", csrAsNode},
 	{"certificate for another child's name with its auto-approved token", csrWithToken},
 	{"certificate for another child's name with its token, nestctl approve", csrApprovedByHand},
@@ -146,6 +150,76 @@ func oversizedSummary(tb testing.TB, s *suite) error {
 	// Control: within the limit, the same claim is read.
 	s.writeSummary(tb, mustFormat(tb, sum))
 	s.boundTo(tb, pod, "east")
+	return nil
+}
+
+// beyondQuota: the root's admin sets east's quota to what east claims
+// (nestctl quota east --claimed); then east, its agent frozen, claims 1000
+// CPUs in its node's status and summary. A pod within the quota lands on
+// east (control), one beyond it fits nowhere, and the root's agent warns
+// on east's node.
+func beyondQuota(tb testing.TB, s *suite) error {
+	ctx := tb.Context()
+	out, err := s.root.Nestctl(ctx, "quota", "east", "--claimed")
+	require.NoError(tb, err, out)
+	tb.Cleanup(func() {
+		_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cm, err := s.root.Client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(context.Background(), api.QuotasConfigMap, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			delete(cm.Data, "east")
+			_, err = s.root.Client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Update(context.Background(), cm, metav1.UpdateOptions{})
+			return err
+		})
+	})
+	cm, err := s.root.Client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, api.QuotasConfigMap, metav1.GetOptions{})
+	require.NoError(tb, err)
+	q, err := quota.Parse(cm.Data["east"])
+	require.NoError(tb, err)
+	limit := q[corev1.ResourceCPU]
+	require.False(tb, limit.IsZero(), "a CPU quota: %s", quota.Format(q))
+
+	thaw := freeze(tb)
+	defer thaw()
+	lots := resource.MustParse("1000")
+	n, err := s.hostile.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
+	require.NoError(tb, err)
+	n.Status.Capacity[corev1.ResourceCPU], n.Status.Allocatable[corev1.ResourceCPU] = lots, lots
+	_, err = s.hostile.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	require.NoError(tb, err, "a node may write its own status")
+	sum := s.eastSummary(tb)
+	for i := range sum.Groups {
+		g := &sum.Groups[i]
+		g.Allocatable, g.Free = g.Allocatable.DeepCopy(), g.Free.DeepCopy()
+		g.Allocatable[corev1.ResourceCPU], g.Free[corev1.ResourceCPU] = lots, lots
+		for j := range g.Shapes {
+			g.Shapes[j] = g.Shapes[j].DeepCopy()
+			g.Shapes[j][corev1.ResourceCPU] = lots
+		}
+	}
+	s.writeSummary(tb, mustFormat(tb, sum))
+
+	east := map[string]string{"topology.kubernetes.io/region": "east"}
+	control, attack := "control-"+rand.String(6), "attack-"+rand.String(6)
+	s.podRequesting(tb, control, east, resource.MustParse("100m"))
+	s.boundTo(tb, control, "east")
+	s.podRequesting(tb, attack, east, limit)
+	node, why := s.placement(tb, attack)
+	if node != "" {
+		return fmt.Errorf("a pod requesting the whole quota (cpu %s) on top of another was bound to %s", limit.String(), node)
+	}
+	if !strings.Contains(why, "beyond the quota") {
+		return fmt.Errorf("refused, but not for the quota: %s", why)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		evs, err := s.root.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
+			"involvedObject.name": "east", "reason": "OverQuota"}.AsSelector().String()})
+		return err == nil && len(evs.Items) > 0, nil
+	})
+	if err != nil {
+		return errors.New("no OverQuota warning on east's node")
+	}
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -108,8 +109,15 @@ func freeze(tb testing.TB) func() {
 }
 
 // pod creates a pod of the root in the probes' namespace with
-// nodeSelector.
+// nodeSelector, requesting nothing.
 func (s *suite) pod(tb testing.TB, name string, nodeSelector map[string]string) {
+	tb.Helper()
+	s.podRequesting(tb, name, nodeSelector, resource.Quantity{})
+}
+
+// podRequesting creates a pod of the root in the probes' namespace with
+// nodeSelector, its container requesting cpu (nothing when zero).
+func (s *suite) podRequesting(tb testing.TB, name string, nodeSelector map[string]string, cpu resource.Quantity) {
 	tb.Helper()
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns},
@@ -117,6 +125,9 @@ func (s *suite) pod(tb testing.TB, name string, nodeSelector map[string]string) 
 			NodeSelector: nodeSelector,
 			Containers:   []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}},
 		},
+	}
+	if !cpu.IsZero() {
+		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: cpu}
 	}
 	_, err := s.root.Client.CoreV1().Pods(s.ns).Create(tb.Context(), p, metav1.CreateOptions{})
 	require.NoError(tb, err)
