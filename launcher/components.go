@@ -200,7 +200,7 @@ func (c *Cluster) startKwok(bins *Binaries, pki *clusterPKI, opts ClusterOptions
 // grantSchedulerQuotas lets the scheduler (system:kube-scheduler) read the
 // children's quotas (api.QuotasConfigMap), as the chart's Role does.
 func (c *Cluster) grantSchedulerQuotas(ctx context.Context) error {
-	meta := metav1.ObjectMeta{Name: "nestlet-scheduler-quotas", Namespace: metav1.NamespaceSystem}
+	meta := metav1.ObjectMeta{Name: "launcher-scheduler-quotas", Namespace: metav1.NamespaceSystem}
 	opts := metav1.CreateOptions{FieldManager: "nestlet-launcher"}
 	_, err := c.Client.RbacV1().Roles(meta.Namespace).Create(ctx, &rbacv1.Role{ObjectMeta: meta, Rules: []rbacv1.PolicyRule{{
 		APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{api.QuotasConfigMap}, Verbs: []string{"get", "list", "watch"},
