@@ -84,7 +84,11 @@ func BenchmarkProbes(b *testing.B) {
 	for b.Loop() {
 		refused = 0
 		for _, p := range probes {
-			if err := p.run(b, s); err != nil {
+			// Each probe's cleanups run when it ends, as in a subtest.
+			tb := &probeTB{TB: b}
+			err := p.run(tb, s)
+			tb.cleanup()
+			if err != nil {
 				b.Logf("NOT REFUSED: %s: %v", p.name, err)
 				continue
 			}
@@ -94,6 +98,22 @@ func BenchmarkProbes(b *testing.B) {
 	b.ReportMetric(float64(len(probes)), "probes-tried")
 	b.ReportMetric(float64(refused), "probes-refused")
 	b.ReportMetric(float64(s.cutoff.Milliseconds()), "revoked-tunnel-cutoff-ms")
+}
+
+// probeTB runs the cleanups registered during one probe when it ends
+// (cleanup), not at the end of the whole benchmark.
+type probeTB struct {
+	testing.TB
+	cleanups []func()
+}
+
+func (p *probeTB) Cleanup(f func()) { p.cleanups = append(p.cleanups, f) }
+
+func (p *probeTB) cleanup() {
+	for i := len(p.cleanups) - 1; i >= 0; i-- {
+		p.cleanups[i]()
+	}
+	p.cleanups = nil
 }
 
 // injectLabel: east, its agent frozen, writes a summary whose groups
