@@ -121,8 +121,9 @@ func (c Child) below() []string {
 }
 
 func childOf(n *corev1.Node, pods int) Child {
-	c := Child{Name: n.Name, Ready: "NotReady", Pods: pods, SharePercent: 100, Tunnel: n.Annotations[api.AnnotationGatewayTunnel]}
-	if raw, ok := n.Annotations[api.AnnotationGatewayTunnelStats]; ok {
+	c := Child{Name: n.Name, Ready: "NotReady", Pods: pods, SharePercent: 100}
+	c.Tunnel, _ = api.ChildAnnotation(n, api.AnnotationGatewayTunnel)
+	if raw, ok := api.ChildAnnotation(n, api.AnnotationGatewayTunnelStats); ok {
 		var st api.TunnelStats
 		if json.Unmarshal([]byte(raw), &st) == nil {
 			c.TunnelStats = &st

@@ -223,7 +223,7 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 	overlap, clashing := podCIDRClashes(n, d.nodes, &d.cidrs)
 	want.Annotations[api.AnnotationPodCIDROverlap] = overlap
 	patchAnnotations := map[string]string{api.AnnotationPodCIDROverlap: overlap}
-	if key := n.Annotations[api.AnnotationGatewayKey]; d.tunnels != nil && key != "" {
+	if key, _ := api.ChildAnnotation(n, api.AnnotationGatewayKey); d.tunnels != nil && key != "" {
 		// Addresses that the child's pod CIDRs share with another node's
 		// are routed to neither (their packets would go to either); the
 		// rest of the child's are.
@@ -236,7 +236,7 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 	// gets it back), the child's desired taints, and every other taint
 	// (an admin's) as it is.
 	var desired []corev1.Taint
-	if raw, ok := n.Annotations[api.AnnotationDesiredTaints]; ok {
+	if raw, ok := api.ChildAnnotation(n, api.AnnotationDesiredTaints); ok {
 		if err := json.Unmarshal([]byte(raw), &desired); err != nil {
 			return 0, fmt.Errorf("parsing %s of node %s: %w", api.AnnotationDesiredTaints, name, err)
 		}

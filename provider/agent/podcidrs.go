@@ -124,6 +124,9 @@ type cidrEntry struct {
 // node's from its spec.
 func (c *cidrCache) of(n *corev1.Node) (cidrs []string, sum *api.Summary) {
 	raw, ok := n.Annotations[api.AnnotationSummary]
+	if ok && len(raw) > api.MaxSummaryBytes {
+		return nil, nil // not read at all (api.ParseSummary)
+	}
 	if !ok {
 		if len(n.Spec.PodCIDRs) > 0 {
 			return n.Spec.PodCIDRs, nil

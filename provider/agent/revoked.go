@@ -35,6 +35,6 @@ func deleteChildNode(ctx context.Context, client kubernetes.Interface, n *corev1
 // leaving reports whether the child of n asked to leave
 // (api.AnnotationLeaving, with its own cluster UID).
 func leaving(n *corev1.Node) bool {
-	uid := n.Annotations[api.AnnotationLeaving]
+	uid, _ := api.ChildAnnotation(n, api.AnnotationLeaving)
 	return uid != "" && uid == n.Annotations[api.AnnotationClusterUID]
 }

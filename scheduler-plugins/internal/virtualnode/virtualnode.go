@@ -236,7 +236,7 @@ func DescribeSelector(pod *corev1.Pod) string {
 // if now is before that.
 func AvoidedUntil(n *corev1.Node, pod *corev1.Pod, now time.Time) (time.Time, bool) {
 	owner := api.PodOwnerUID(pod)
-	raw := n.Annotations[api.AnnotationAvoid]
+	raw, _ := api.ChildAnnotation(n, api.AnnotationAvoid)
 	if owner == "" || raw == "" {
 		return time.Time{}, false
 	}
