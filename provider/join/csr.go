@@ -78,6 +78,10 @@ func RequestNodeCertificate(ctx context.Context, client kubernetes.Interface, cl
 		},
 	}, metav1.CreateOptions{FieldManager: "nestlet"})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
+		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "can only create a node CSR") {
+			// A node asking for another name: the API server's own check.
+			return nil, Errorf(v1alpha1.ReasonCSRDenied, err, "the parent refuses a request for node %q from this identity", clusterName)
+		}
 		if apierrors.IsForbidden(err) {
 			return nil, Errorf(v1alpha1.ReasonTokenRejected, err,
 				"the token may not create certificate signing requests in the parent: run 'nestctl token create' on the parent, which grants bootstrappers that")

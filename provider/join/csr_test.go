@@ -299,6 +299,7 @@ func TestRequestNodeCertificateCreateFails(t *testing.T) {
 		wantReason string
 	}{
 		{name: "forbidden", err: apierrors.NewForbidden(gr, "", errors.New("no")), wantReason: v1alpha1.ReasonTokenRejected},
+		{name: "a node asking for another name", err: apierrors.NewForbidden(gr, "x", errors.New("can only create a node CSR with CN=system:node:east")), wantReason: v1alpha1.ReasonCSRDenied},
 		{name: "unauthorized", err: apierrors.NewUnauthorized("expired"), wantReason: v1alpha1.ReasonTokenRejected},
 		{name: "server error", err: apierrors.NewInternalError(errors.New("boom")), wantReason: v1alpha1.ReasonParentUnreachable},
 	}
