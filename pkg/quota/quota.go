@@ -15,13 +15,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/kubeclient"
 )
 
 // Parse reads a quota: comma-separated resource=quantity pairs
@@ -118,19 +117,7 @@ func New(client kubernetes.Interface) *Watcher {
 	if client == nil {
 		return w
 	}
-	w.informer = coreinformers.NewFilteredConfigMapInformer(client, metav1.NamespaceSystem, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", api.QuotasConfigMap).String()
-	})
-	set := func(obj any) {
-		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name == api.QuotasConfigMap {
-			w.Set(cm.Data)
-		}
-	}
-	_, _ = w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    set,
-		UpdateFunc: func(_, obj any) { set(obj) },
-		DeleteFunc: func(any) { w.Set(nil) },
-	})
+	w.informer = kubeclient.ConfigMapInformer(client, metav1.NamespaceSystem, api.QuotasConfigMap, w.Set)
 	return w
 }
 

@@ -8,14 +8,12 @@ import (
 	"context"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/kubeclient"
 )
 
 // Watcher holds the revoked names, kept in step by an informer on the one
@@ -35,19 +33,7 @@ func New(client kubernetes.Interface, onChange func(names map[string]bool)) *Wat
 	if client == nil {
 		return w
 	}
-	w.informer = coreinformers.NewFilteredConfigMapInformer(client, metav1.NamespaceSystem, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", api.RevokedConfigMap).String()
-	})
-	set := func(obj any) {
-		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name == api.RevokedConfigMap {
-			w.Set(cm.Data)
-		}
-	}
-	_, _ = w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    set,
-		UpdateFunc: func(_, obj any) { set(obj) },
-		DeleteFunc: func(any) { w.Set(nil) },
-	})
+	w.informer = kubeclient.ConfigMapInformer(client, metav1.NamespaceSystem, api.RevokedConfigMap, w.Set)
 	return w
 }
 

@@ -74,14 +74,7 @@ func TestApprover(t *testing.T) {
 	for _, name := range []string{"east", "impostor", "manual", "renewal", "gone-renewal", "gone-join", "someone-elses-renewal"} {
 		require.NoError(t, ap.sync(t.Context(), name))
 	}
-	decision := func(name string) string {
-		c, err := client.CertificatesV1().CertificateSigningRequests().Get(t.Context(), name, metav1.GetOptions{})
-		require.NoError(t, err)
-		if len(c.Status.Conditions) == 0 {
-			return "pending"
-		}
-		return string(c.Status.Conditions[0].Type) + ": " + c.Status.Conditions[0].Message
-	}
+	decision := func(name string) string { return csrDecision(t, client, name) }
 	require.Contains(t, decision("east"), "Approved: ")
 	require.Contains(t, decision("impostor"), `Denied: bootstrap token aaaaaa was made for child "east"`)
 	require.Equal(t, "pending", decision("manual"), "a token without --auto-approve waits for nestctl approve")
@@ -154,14 +147,7 @@ func TestApproverServing(t *testing.T) {
 		require.NoError(t, ap.sync(t.Context(), name), name)
 	}
 	require.ErrorIs(t, ap.sync(t.Context(), "early"), errNodeNotYet, "filed before its node is seen: tried again")
-	decision := func(name string) string {
-		c, err := client.CertificatesV1().CertificateSigningRequests().Get(t.Context(), name, metav1.GetOptions{})
-		require.NoError(t, err)
-		if len(c.Status.Conditions) == 0 {
-			return "pending"
-		}
-		return string(c.Status.Conditions[0].Type) + ": " + c.Status.Conditions[0].Message
-	}
+	decision := func(name string) string { return csrDecision(t, client, name) }
 	require.Contains(t, decision("own"), "Approved: ")
 	require.Contains(t, decision("foreign-ip"), "IP address 10.0.0.9 is not one the node reports")
 	require.Contains(t, decision("kubelets-ip"), `IP address 10.0.0.3 is node "worker"'s`)
@@ -170,4 +156,16 @@ func TestApproverServing(t *testing.T) {
 	require.Equal(t, "pending", decision("real-kubelet"), "a real kubelet's request is left to whoever approves those")
 	require.Contains(t, decision("gone"), `Denied: node "gone" was revoked`)
 	require.Equal(t, "pending", decision("early"))
+}
+
+// csrDecision is "pending", or the first condition of CSR name: its type
+// and message.
+func csrDecision(t *testing.T, client *fake.Clientset, name string) string {
+	t.Helper()
+	c, err := client.CertificatesV1().CertificateSigningRequests().Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	if len(c.Status.Conditions) == 0 {
+		return "pending"
+	}
+	return string(c.Status.Conditions[0].Type) + ": " + c.Status.Conditions[0].Message
 }
