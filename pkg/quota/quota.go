@@ -79,13 +79,21 @@ func Exceeds(claimed, quota corev1.ResourceList) []string {
 	return out
 }
 
-// Clamp returns alloc with each resource of quota at most its quota.
+// Clamp returns alloc with each resource of quota at most its quota: a
+// copy when a resource is cut, alloc itself otherwise (the scheduler asks
+// for every virtual node in every cycle). Neither is to be modified.
 func Clamp(alloc, quota corev1.ResourceList) corev1.ResourceList {
-	out := alloc.DeepCopy()
+	var out corev1.ResourceList // nil until a resource is cut
 	for r, q := range quota {
-		if a, ok := out[r]; ok && a.Cmp(q) > 0 {
+		if a, ok := alloc[r]; ok && a.Cmp(q) > 0 {
+			if out == nil {
+				out = alloc.DeepCopy()
+			}
 			out[r] = q.DeepCopy()
 		}
+	}
+	if out == nil {
+		return alloc
 	}
 	return out
 }

@@ -29,6 +29,8 @@ func TestExceedsAndClamp(t *testing.T) {
 	got := Clamp(claimed, q)
 	require.Equal(t, "cpu=8,memory=8Gi,pods=110", Format(got), "each resource at most its quota; those without a quota as claimed")
 	require.Equal(t, "16", claimed.Cpu().String(), "the claim itself is left alone")
+	within := must(Parse("cpu=4"))
+	require.Equal(t, "cpu=4", Format(Clamp(within, q)), "within the quota: as it is")
 }
 
 // A quota that does not parse is an error, not "no quota".

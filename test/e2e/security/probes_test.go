@@ -182,17 +182,7 @@ func beyondQuota(tb testing.TB, s *suite) error {
 	ctx := tb.Context()
 	out, err := s.root.Nestctl(ctx, "quota", "east", "--claimed")
 	require.NoError(tb, err, out)
-	tb.Cleanup(func() {
-		_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cm, err := s.root.Client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(context.Background(), api.QuotasConfigMap, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			delete(cm.Data, "east")
-			_, err = s.root.Client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Update(context.Background(), cm, metav1.UpdateOptions{})
-			return err
-		})
-	})
+	tb.Cleanup(func() { s.forgetEast(api.QuotasConfigMap) })
 	cm, err := s.root.Client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, api.QuotasConfigMap, metav1.GetOptions{})
 	require.NoError(tb, err)
 	q, err := quota.Parse(cm.Data["east"])
@@ -547,17 +537,7 @@ func revokedCertificate(tb testing.TB, s *suite) error {
 	revoked := time.Now()
 	out, err := s.root.Nestctl(ctx, "revoke", "east", "--reason=security probe")
 	require.NoError(tb, err, out)
-	lift := func() {
-		_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cm, err := s.root.Client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(context.Background(), api.RevokedConfigMap, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			delete(cm.Data, "east")
-			_, err = s.root.Client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Update(context.Background(), cm, metav1.UpdateOptions{})
-			return err
-		})
-	}
+	lift := func() { s.forgetEast(api.RevokedConfigMap) }
 	defer func() {
 		lift()
 		thaw()
@@ -595,4 +575,19 @@ func revokedCertificate(tb testing.TB, s *suite) error {
 		return errors.New(strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// forgetEast removes east's key from the root's kube-system ConfigMap
+// name (its quota, its revocation).
+func (s *suite) forgetEast(name string) {
+	cms := s.root.Client.CoreV1().ConfigMaps(metav1.NamespaceSystem)
+	_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := cms.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		delete(cm.Data, "east")
+		_, err = cms.Update(context.Background(), cm, metav1.UpdateOptions{})
+		return err
+	})
 }
