@@ -253,6 +253,8 @@ func (r *netHostRecord) firewall() string {
 		type filter hook forward priority filter; policy accept;
 		ip saddr @cut drop
 		ip daddr @cut drop
+		iifname %[3]q ct status dnat ip saddr %[4]s accept
+		iifname %[3]q ct status dnat ip saddr @children accept
 		iifname %[3]q ct state new counter drop
 	}
 	chain output {
@@ -321,6 +323,38 @@ func (h *Host) Unredirect(name string) error {
 }
 
 func redirectTable(name string) string { return "nestlet_redirect_" + name }
+
+// Publish is a load balancer in front of a cluster's node: connections to
+// the host's WAN address on each port of ports are forwarded to its
+// destination (a real node's NodePort), from the WAN as from the host
+// itself (its API server dialing a kubelet endpoint), as a cloud's
+// load balancer publishes a NodePort Service. The firewall still admits
+// from the WAN only the operator and the host's children. Unpublish
+// undoes it.
+func (h *Host) Publish(name string, ports map[uint16]netip.AddrPort) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "table ip %s {\n", publishTable(name))
+	for _, chain := range []string{"prerouting priority dstnat", "output priority -100"} {
+		fmt.Fprintf(&b, "\tchain %s {\n\t\ttype nat hook %s; policy accept;\n", strings.Fields(chain)[0], chain)
+		for port, to := range ports {
+			fmt.Fprintf(&b, "\t\tip daddr %s tcp dport %d dnat to %s\n", h.IP, port, to)
+		}
+		b.WriteString("\t}\n")
+	}
+	b.WriteString("}\n")
+	return inNetns(h.Netns, strings.NewReader(b.String()), "nft", "-f", "-")
+}
+
+// Unpublish undoes Publish(name).
+func (h *Host) Unpublish(name string) error {
+	err := inNetns(h.Netns, nil, "nft", "delete", "table", "ip", publishTable(name))
+	if err != nil && strings.Contains(err.Error(), "No such file or directory") {
+		return nil
+	}
+	return err
+}
+
+func publishTable(name string) string { return "nestlet_publish_" + name }
 
 // teardown deletes the namespace (with it its interfaces, routes and
 // nftables tables; the WAN veth goes with its peer) and the record, and the

@@ -168,7 +168,8 @@ func TestFirewallNamesTheHost(t *testing.T) {
 	fw := r.firewall()
 	for _, want := range []string{
 		`iifname != "wan0" accept`, "ip saddr " + OperatorIP() + " accept", "ip saddr @children accept", "counter drop",
-		`iifname "wan0" ct state new counter drop`, "ip saddr @cut drop", "ip daddr @cut drop", `oifname "wan0" ip saddr != 10.250.0.7 masquerade`,
+		`iifname "wan0" ct state new counter drop`, "ip saddr @cut drop",
+		`iifname "wan0" ct status dnat ip saddr @children accept`, `iifname "wan0" ct status dnat ip saddr ` + OperatorIP() + " accept", "ip daddr @cut drop", `oifname "wan0" ip saddr != 10.250.0.7 masquerade`,
 	} {
 		require.Contains(t, fw, want)
 	}

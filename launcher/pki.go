@@ -126,3 +126,16 @@ func encodeCertPEM(der []byte) []byte { return encodePEM("CERTIFICATE", der) }
 func encodePEM(kind string, der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der})
 }
+
+// IssueServingCertificate writes a serving certificate for ips, signed by
+// the cluster's CA (which its API server verifies kubelet endpoints with,
+// --kubelet-certificate-authority), to the cluster's pki directory as
+// name.{crt,key}, and returns their paths: what an operator gives a
+// nestlet-proxy installed by the chart (proxy.tls.secretName).
+func (c *Cluster) IssueServingCertificate(name, commonName string, ips ...net.IP) (certPath, keyPath string, err error) {
+	ck, err := c.ca.issue(filepath.Join(c.Dir, "pki"), name, pkix.Name{CommonName: commonName}, ips, nil)
+	if err != nil {
+		return "", "", err
+	}
+	return ck.CertPath, ck.KeyPath, nil
+}

@@ -40,7 +40,7 @@ var Rules = []Rule{
 	{From: "pkg", Allow: []string{"api", "pkg"}, Why: "pkg/ is the code both sides share: it depends on the wire contracts and libraries only"},
 	{From: "provider", Allow: []string{"api", "pkg", "provider"}, Why: "the child's side (provider/) meets the parent's side only in api/ and pkg/"},
 	{From: "proxy", Allow: []string{"api", "pkg", "proxy"}, Why: "the parent's side (proxy/) meets the child's side only in api/ and pkg/"},
-	{From: "scheduler-plugins", Allow: []string{"api", "pkg/quota", "scheduler-plugins"}, Why: "the scheduler reads the wire contracts in api/ and the parent's quotas (pkg/quota), never the agent"},
+	{From: "scheduler-plugins", Allow: []string{"api", "pkg/quota", "pkg/permissions", "scheduler-plugins"}, Why: "the scheduler reads the wire contracts in api/ and the parent's quotas (pkg/quota), and lists its permissions (pkg/permissions), never the agent"},
 	{From: "charts", Allow: []string{"charts"}, Why: "the chart's Go package (the CRDs) depends on nothing of ours"},
 	{From: "nestctl", Allow: []string{"api", "pkg", "charts/nestlet/crds", "provider/join", "proxy/bootstrap"},
 		Why: "nestctl's operations use the join's discovery (provider/join) and the parent's bootstrap plumbing (proxy/bootstrap), nothing else of the components"},

@@ -64,6 +64,8 @@ func TestTemplateObjects(t *testing.T) {
 		"Role kube-system/nestlet-agent-revoked",
 		"RoleBinding kube-system/nestlet-agent-revoked",
 		"Deployment nestlet-system/nestlet-agent",
+		"ValidatingAdmissionPolicy nestlet-agent-writes",
+		"ValidatingAdmissionPolicyBinding nestlet-agent-writes",
 	}
 	scheduler := []string{
 		"ServiceAccount nestlet-system/nestlet-scheduler",
@@ -103,6 +105,7 @@ func TestTemplateObjects(t *testing.T) {
 		{name: "defaults: agent and scheduler", want: [][]string{agent, scheduler}},
 		{name: "every component and two targets", values: []string{testdata("values-all.yaml")}, want: [][]string{agent, scheduler, proxy, targets}},
 		{name: "a leaf: agent only", set: []string{"scheduler.enabled=false"}, want: [][]string{agent}},
+		{name: "an API server without admission policies", set: []string{"scheduler.enabled=false", "agent.restrictWrites=false"}, want: [][]string{agent[:8]}},
 		{name: "no leader election", set: []string{"scheduler.leaderElect=false", "agent.enabled=false"}, want: [][]string{scheduler[:7], scheduler[9:]}},
 	}
 	for _, tt := range tests {

@@ -9,10 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -21,33 +17,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // nestletImage is the image `make images` builds (hack/images.sh), built
 // by TestMain and imported by the leaf's real node.
-var nestletImage struct {
-	ref, digest, archive string
-}
-
-var imageBuilt = regexp.MustCompile(`(?m)^(\S+) (sha256:[0-9a-f]{64}) -> (\S+)$`)
-
-// buildImage runs hack/images.sh into dir and returns the image's name,
-// digest and archive.
-func buildImage(dir string) (ref, digest, archive string, err error) {
-	_, self, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(self), "..", "..", "..")
-	cmd := exec.Command(filepath.Join(root, "hack", "images.sh"), dir)
-	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", "", "", fmt.Errorf("hack/images.sh: %w: %s", err, out)
-	}
-	m := imageBuilt.FindStringSubmatch(string(out))
-	if m == nil {
-		return "", "", "", fmt.Errorf("hack/images.sh printed no image: %s", out)
-	}
-	return m[1], m[2], m[3], nil
-}
+var nestletImage framework.Image
 
 // TestNestletImage: the image `make images` builds has the same digest when
 // built again, holds the four commands and nothing else, runs as user
@@ -55,12 +31,13 @@ func buildImage(dir string) (ref, digest, archive string, err error) {
 // below the root, where a pod made at the root requires a non-root user.
 func TestNestletImage(t *testing.T) {
 	ns := newNamespace(t)
-	ref, digest, _, err := buildImage(t.TempDir())
+	again, err := framework.BuildImage(t.TempDir())
 	require.NoError(t, err)
-	require.Equal(t, nestletImage.ref, ref)
-	require.Equal(t, nestletImage.digest, digest, "a rebuild of the same tree")
+	ref := again.Ref
+	require.Equal(t, nestletImage.Ref, ref)
+	require.Equal(t, nestletImage.Digest, again.Digest, "a rebuild of the same tree")
 
-	cfg, files := readArchive(t, nestletImage.archive)
+	cfg, files := readArchive(t, nestletImage.Archive)
 	require.Equal(t, "65532:65532", cfg.Config.User)
 	version := cfg.Config.Labels["org.opencontainers.image.version"]
 	revision := cfg.Config.Labels["org.opencontainers.image.revision"]

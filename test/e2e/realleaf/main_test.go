@@ -51,7 +51,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	if nestletImage.ref, nestletImage.digest, nestletImage.archive, err = buildImage(dir); err != nil {
+	if nestletImage, err = framework.BuildImage(dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -59,7 +59,7 @@ func run(m *testing.M) int {
 		Clusters: []launcher.ClusterOptions{{Name: "root"}, {Name: "mid"}, {Name: "leaf",
 			RealNodes: []launcher.RealNodeOptions{{Name: leafNode, KubeProxy: true, Labels: map[string]string{
 				"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": region + "-a"},
-				Images: map[string]string{nestletImage.ref: nestletImage.archive}}}}},
+				Images: map[string]string{nestletImage.Ref: nestletImage.Archive}}}}},
 		Edges:     [][2]string{{"mid", "root"}, {"leaf", "mid"}},
 		JoinArgs:  []string{"--report-frequency=3s"},
 		AgentArgs: []string{"--kubelet-api=direct", "--kubelet-direct-address=" + framework.ClusterAddress},

@@ -1,0 +1,60 @@
+package agent
+
+import "github.com/nestlet/nestlet/pkg/permissions"
+
+// Permissions are what the agent does in its OWN cluster; the chart grants
+// exactly these (charts/nestlet/templates/agent-rbac.yaml, checked by
+// test/e2e/chart). In its parents it acts with the node identity it
+// obtained there (system:node:<clusterName>), which the parents' Node
+// authorizer and NodeRestriction bound. Not needed here, so not granted:
+// leases (the virtual nodes' leases live in the parents), creating
+// certificatesigningrequests (created in the parents with the bootstrap
+// token).
+var Permissions = []permissions.Rule{
+	{APIGroups: []string{"nestlet.io"}, Resources: []string{"targets"}, Verbs: []string{"get", "list", "watch", "update"},
+		Why: "Targets are watched, a finalizer is added and removed on them (targets.go)"},
+	{APIGroups: []string{"nestlet.io"}, Resources: []string{"targets/status"}, Verbs: []string{"update"},
+		Why: "a Target's status carries its conditions (targets.go)"},
+	{APIGroups: []string{""}, Resources: []string{"namespaces"}, ResourceNames: []string{"kube-system"}, Verbs: []string{"get"},
+		Why: "the UID of kube-system identifies this cluster (nestlet.io/cluster-uid on its virtual nodes)"},
+	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"create"},
+		Why: "the agent's own namespace at start, and each delegate's, on demand (provider/forward/lifecycle.go)"},
+	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "update", "patch", "delete"},
+		Why: "the summary's node informer; as a parent, its children's virtual nodes: role label, asked taints (decorator.go), " +
+			"deleted when a child leaves or is revoked (revoked.go)"},
+	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"},
+		Why: "the summary's pod informer, and the delegates (provider/forward)"},
+	{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"},
+		Why: "the virtual node's kubelet API (pkg/kubeletapi): logs of a parent pod are its delegate's"},
+	{APIGroups: []string{""}, Resources: []string{"pods/exec", "pods/attach", "pods/portforward"}, Verbs: []string{"get", "create"},
+		Why: "the virtual node's kubelet API: exec, attach and port-forward of the delegate (WebSockets start with a GET)"},
+	{APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, Verbs: []string{"get"},
+		Why: "the virtual node's stats summary adds up its nodes' own"},
+	{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"get", "list", "create", "update", "delete"},
+		Why: "copies of the parent pods' ConfigMaps and Secrets (provider/forward/dependencies.go); bootstrap tokens and " +
+			"node identities (provider/join/identity.go)"},
+	{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"list", "watch", "create", "update", "delete"},
+		Why: "the parent's Services its pods use are copied here, kept in step and collected (provider/forward/services.go)"},
+	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch", "create", "update", "delete"},
+		Why: "the parent's endpoints outside this subtree, as EndpointSlices of their own (provider/forward/remote_endpoints.go)"},
+	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"list", "watch", "create", "patch"},
+		Why: "the delegates' Warning events recorded again on their parent pods (provider/forward/events.go), and its own events"},
+	{APIGroups: []string{"scheduling.k8s.io"}, Resources: []string{"priorityclasses"}, Verbs: []string{"create"},
+		Why: "a PriorityClass a forwarded pod names, missing here (provider/forward/lifecycle.go)"},
+	{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"create"},
+		Why: "the ServiceAccount a delegate runs as"},
+	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"get", "list", "watch"},
+		Why: "as a parent, its children's node certificate requests (approver.go)"},
+	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests/approval"}, Verbs: []string{"update"},
+		Why: "as a parent, approving or denying them (approver.go)"},
+	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, Verbs: []string{"approve"},
+		ResourceNames: []string{"kubernetes.io/kube-apiserver-client-kubelet", "kubernetes.io/kubelet-serving"},
+		Why:           "the node client certificates of children, and the serving certificates of those in direct mode (approver.go)"},
+	{NonResourceURLs: []string{"/readyz"}, Verbs: []string{"get"},
+		Why: "a virtual node is Ready only while this cluster's API server is"},
+	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "watch"},
+		Why: "the bootstrap tokens and node identities of its namespace are watched (secrets.go)"},
+	{Namespace: "kube-system", APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"nestlet-revoked", "nestlet-quotas"},
+		Verbs: []string{"get", "list", "watch"},
+		Why:   "as a parent, the children cut off (revoked.go) and their capacity quotas (quotas.go)"},
+}

@@ -1,0 +1,102 @@
+package install
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+// TestChartIdentities: no Nestlet program runs on any host; in every
+// cluster the chart's components run as pods on its real node, each under
+// its own ServiceAccount from the chart: what the other tests of the
+// package did, these identities did.
+func TestChartIdentities(t *testing.T) {
+	newNamespace(t)
+	own := map[string]bool{}
+	for _, b := range []string{env.Nestlet.Nestlet, env.Nestlet.Nestctl, env.Nestlet.Scheduler, env.Nestlet.Proxy} {
+		p, err := filepath.EvalSymlinks(b)
+		require.NoError(t, err)
+		own[p] = true
+	}
+	for _, p := range env.Processes() {
+		exe, err := os.Readlink("/proc/" + strconv.Itoa(p.PID()) + "/exe")
+		if err != nil {
+			continue // ended
+		}
+		require.False(t, own[exe], "process %s runs %s on a host", p.Name, exe)
+	}
+
+	want := map[string][]string{"root": {"agent", "proxy", "scheduler"}, "east": {"agent", "scheduler"}}
+	nodes := map[string]string{"root": rootNode, "east": eastNode}
+	for cluster, components := range want {
+		c := env.Cluster(cluster)
+		pods, err := c.Client.CoreV1().Pods(chartNamespace).List(t.Context(), metav1.ListOptions{})
+		require.NoError(t, err)
+		var got []string
+		for _, p := range pods.Items {
+			component := p.Labels["app.kubernetes.io/component"]
+			got = append(got, component)
+			require.Equal(t, corev1.PodRunning, p.Status.Phase, "%s: %s", cluster, p.Name)
+			require.Equal(t, nodes[cluster], p.Spec.NodeName, "%s: %s", cluster, p.Name)
+			require.Equal(t, release+"-"+component, p.Spec.ServiceAccountName, "%s: %s", cluster, p.Name)
+			_, err := c.Client.CoreV1().ServiceAccounts(chartNamespace).Get(t.Context(), p.Spec.ServiceAccountName, metav1.GetOptions{})
+			require.NoError(t, err, "%s: the chart's ServiceAccount of %s", cluster, p.Name)
+		}
+		require.ElementsMatch(t, components, got, "%s: the chart's components", cluster)
+	}
+}
+
+// TestAgentWritesOnlyItsOwn: RBAC lets the agent write ConfigMaps, pods and
+// nodes wherever they are; the chart's admission policy narrows that to
+// Nestlet's own objects. Acting as east's agent (its ServiceAccount's
+// name, authenticated for real), a ConfigMap nobody labelled can be
+// neither changed nor deleted, a node that is not virtual cannot be
+// patched, while a labelled ConfigMap of its own can be made and deleted
+// (the control: RBAC allows all of these).
+func TestAgentWritesOnlyItsOwn(t *testing.T) {
+	newNamespace(t)
+	ctx := t.Context()
+	east := env.Cluster("east")
+	ns := fmt.Sprintf("w-%d", time.Now().UnixNano()%1_000_000)
+	require.NoError(t, east.EnsureNamespace(ctx, ns))
+	cfg, err := east.NewClientForUser("system:serviceaccount:"+chartNamespace+":"+release+"-agent",
+		"system:serviceaccounts", "system:serviceaccounts:"+chartNamespace, "system:authenticated")
+	require.NoError(t, err)
+	agent, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+
+	_, err = east.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "not-nestlets"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	refused := func(err error, what string) {
+		t.Helper()
+		require.True(t, apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "%s: %v", what, err)
+		require.Contains(t, err.Error(), "may write only its own objects", what)
+	}
+	cm, err := agent.CoreV1().ConfigMaps(ns).Get(ctx, "not-nestlets", metav1.GetOptions{})
+	require.NoError(t, err, "reading is granted")
+	cm.Labels = map[string]string{api.LabelTargetUID: "taken"}
+	_, err = agent.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+	refused(err, "labelling a ConfigMap to take it over")
+	refused(agent.CoreV1().ConfigMaps(ns).Delete(ctx, "not-nestlets", metav1.DeleteOptions{}), "deleting a ConfigMap not Nestlet's")
+	_, err = agent.CoreV1().Nodes().Patch(ctx, eastNode, types.MergePatchType, []byte(`{"metadata":{"labels":{"example.com/x":"y"}}}`), metav1.PatchOptions{})
+	refused(err, "patching a real node")
+
+	_, err = agent.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a-copy",
+		Labels: map[string]string{api.LabelTargetUID: "some-target"}}}, metav1.CreateOptions{})
+	require.NoError(t, err, "a labelled copy of its own")
+	require.NoError(t, agent.CoreV1().ConfigMaps(ns).Delete(ctx, "a-copy", metav1.DeleteOptions{}))
+	_, err = east.Client.CoreV1().ConfigMaps(ns).Get(ctx, "not-nestlets", metav1.GetOptions{})
+	require.NoError(t, err, "the ConfigMap not Nestlet's is still there")
+}

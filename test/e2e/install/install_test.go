@@ -1,0 +1,205 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
+)
+
+const (
+	// release and chartNamespace are where the chart is installed in every
+	// cluster, as its values file says.
+	release        = "nestlet"
+	chartNamespace = "nestlet-system"
+	// The nodePorts of the root's proxy Service, which its load balancer
+	// publishes on the same ports of the root's WAN address; the proxy
+	// listens on the same numbers, since its virtual nodes advertise
+	// <advertiseAddress>:<kubeletPort>.
+	kubeletNodePort = 30250
+	tunnelNodePort  = 30443
+	// proxyTLSSecret holds the proxy's serving certificate.
+	proxyTLSSecret = "nestlet-proxy-tls"
+)
+
+// installTree installs the chart in the root (a parent: agent, scheduler,
+// proxy) and then in east (a child: agent and scheduler, its Target in the
+// values), and waits until east's Target is Ready and its virtual node
+// Ready in the root.
+func installTree(ctx context.Context) error {
+	root, east := env.Cluster("root"), env.Cluster("east")
+	if err := installParent(ctx, root, rootNode); err != nil {
+		return fmt.Errorf("installing in root: %w", err)
+	}
+	if err := installChild(ctx, east, root); err != nil {
+		return fmt.Errorf("installing in east: %w", err)
+	}
+	return nil
+}
+
+// imageValues are the values that point the chart at the image the real
+// nodes imported (nothing is pulled).
+func imageValues() []string {
+	i := strings.LastIndex(image.Ref, ":")
+	return []string{"--set", "image.repository=" + image.Ref[:i], "--set", "image.tag=" + image.Ref[i+1:], "--set", "image.pullPolicy=Never"}
+}
+
+// helmInstall installs the chart in c and waits for its Deployments.
+func helmInstall(ctx context.Context, c *launcher.Cluster, values ...string) error {
+	root, err := launcher.RepoRoot()
+	if err != nil {
+		return err
+	}
+	args := append([]string{"install", release, filepath.Join(root, "charts", "nestlet"), "--namespace", chartNamespace,
+		"--create-namespace", "--wait", "--timeout", "5m"}, imageValues()...)
+	_, err = framework.Helm(ctx, env, c, append(args, values...)...)
+	return err
+}
+
+// installParent gives the parent's proxy a serving certificate from its
+// cluster CA, publishes the proxy's nodePorts on its host's WAN address and
+// installs the chart with the proxy enabled.
+func installParent(ctx context.Context, c *launcher.Cluster, node string) error {
+	certPath, keyPath, err := c.IssueServingCertificate("chart-proxy-serving", "nestlet-proxy", net.ParseIP(c.Host.IP))
+	if err != nil {
+		return err
+	}
+	crt, err := os.ReadFile(certPath)
+	if err != nil {
+		return err
+	}
+	key, err := os.ReadFile(keyPath)
+	if err != nil {
+		return err
+	}
+	if err := c.EnsureNamespace(ctx, chartNamespace); err != nil {
+		return err
+	}
+	_, err = c.Client.CoreV1().Secrets(chartNamespace).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: proxyTLSSecret},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	nodeIP, err := netip.ParseAddr(c.RealNode(node).IP)
+	if err != nil {
+		return err
+	}
+	if err := c.Host.Publish("proxy", map[uint16]netip.AddrPort{
+		kubeletNodePort: netip.AddrPortFrom(nodeIP, kubeletNodePort),
+		tunnelNodePort:  netip.AddrPortFrom(nodeIP, tunnelNodePort),
+	}); err != nil {
+		return err
+	}
+	err = helmInstall(ctx, c,
+		"--set", "proxy.enabled=true",
+		"--set", "proxy.advertiseAddress="+c.Host.IP,
+		"--set", fmt.Sprintf("proxy.kubeletPort=%d", kubeletNodePort),
+		"--set", fmt.Sprintf("proxy.tunnelPort=%d", tunnelNodePort),
+		"--set", "proxy.service.type=NodePort",
+		"--set", fmt.Sprintf("proxy.service.kubeletNodePort=%d", kubeletNodePort),
+		"--set", fmt.Sprintf("proxy.service.tunnelNodePort=%d", tunnelNodePort),
+		"--set", "proxy.tls.secretName="+proxyTLSSecret)
+	if err != nil {
+		return err
+	}
+	// The proxy publishes its endpoints for the children to find.
+	want := net.JoinHostPort(c.Host.IP, fmt.Sprint(kubeletNodePort))
+	return wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		cm, err := c.Client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
+		return err == nil && cm.Data[api.ClusterInfoProxyKubeletEndpoint] == want, nil
+	})
+}
+
+var joinFlag = regexp.MustCompile(`--(parent-url|token|ca-cert-hash|cluster-name) (\S+)`)
+
+// installChild makes a bootstrap token in the parent for the child
+// (`nestctl token create`, as the operator of the parent does), and
+// installs the chart in the child with a Target built from what it
+// printed, as the chart's values document.
+func installChild(ctx context.Context, c, parent *launcher.Cluster) error {
+	// The parent's host lets its child in, as an operator opens a firewall
+	// to the clusters that join.
+	if err := parent.Host.Admit(c.Host); err != nil {
+		return err
+	}
+	out, err := parent.Nestctl(ctx, "token", "create", "--cluster-name="+parent.Name, "--child-name="+c.Name, "--auto-approve")
+	if err != nil {
+		return err
+	}
+	flags := map[string]string{}
+	for _, m := range joinFlag.FindAllStringSubmatch(out, -1) {
+		flags[m[1]] = m[2]
+	}
+	if len(flags) != 4 {
+		return fmt.Errorf("token create printed no complete join command: %q", out)
+	}
+	values, err := yaml.Marshal(map[string]any{"targets": []map[string]any{{
+		"name":            parent.Name,
+		"parentURL":       flags["parent-url"],
+		"clusterName":     flags["cluster-name"],
+		"token":           flags["token"],
+		"caCertHash":      flags["ca-cert-hash"],
+		"reportFrequency": "3s",
+	}}})
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(env.Dir, c.Name+"-values.yaml")
+	if err := os.WriteFile(file, values, 0o600); err != nil {
+		return err
+	}
+	if err := helmInstall(ctx, c, "--values", file); err != nil {
+		return err
+	}
+	if err := c.WaitTargetReady(ctx, parent.Name, 3*time.Minute); err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := parent.Client.CoreV1().Nodes().Get(ctx, c.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // not registered yet
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				return cond.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// dumpComponentLogs prints the last lines of every Nestlet pod's logs in
+// every cluster (they run in containerd, not as processes the
+// Environment's log tails cover).
+func dumpComponentLogs() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, c := range env.Clusters() {
+		pods, err := c.Client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: listing %s: %v\n", c.Name, chartNamespace, err)
+			continue
+		}
+		for _, p := range pods.Items {
+			out, errOut, _ := framework.Kubectl(ctx, env, c, "", "-n", chartNamespace, "logs", p.Name, "--all-containers", "--tail=40")
+			fmt.Fprintf(os.Stderr, "==> %s: pod %s (%s on %q) <==\n%s%s\n", c.Name, p.Name, p.Status.Phase, p.Spec.NodeName, out, errOut)
+		}
+	}
+}

@@ -1,0 +1,164 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
+)
+
+// chartScheduler is the chart's scheduler's name: it runs beside the stock
+// kube-scheduler, which stays the clusters' default scheduler.
+const chartScheduler = "nestlet-scheduler"
+
+// newNamespace creates a namespace of its own for the test at the root.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	framework.NeedRealNodes(t)
+	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
+	require.NoError(t, env.Cluster("root").EnsureNamespace(t.Context(), ns))
+	return ns
+}
+
+// webDeployment creates at the root a Deployment of the demo app with a
+// region nodeSelector, through the chart's scheduler, and waits until its
+// replicas are ready there.
+func webDeployment(t *testing.T, ns string, replicas int32) []corev1.Pod {
+	t.Helper()
+	root := env.Cluster("root").Client
+	sel := map[string]string{"app": "web"}
+	_, err := root.AppsV1().Deployments(ns).Create(t.Context(), &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel},
+				Spec: corev1.PodSpec{
+					SchedulerName:                 chartScheduler,
+					NodeSelector:                  map[string]string{"topology.kubernetes.io/region": region},
+					TerminationGracePeriodSeconds: ptr.To(int64(2)),
+					Containers: []corev1.Container{{
+						Name: "app", Image: launcher.DemoAppImage, ImagePullPolicy: corev1.PullIfNotPresent,
+						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}},
+							PeriodSeconds: 1,
+						},
+					}},
+				},
+			},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	var pods []corev1.Pod
+	err = wait.PollUntilContextTimeout(t.Context(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		d, err := root.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil || d.Status.ReadyReplicas != replicas {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		list, err := root.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.FormatLabels(sel)})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		pods = list.Items
+		return len(pods) == int(replicas), nil
+	})
+	require.NoError(t, err, "deployment web at the root: %d ready replicas", replicas)
+	return pods
+}
+
+// TestDeploymentByRegion: a Deployment with a region nodeSelector made at
+// the root runs in east: every replica is bound to east's virtual node at
+// the root, and its delegate runs in east on the real node, as a real
+// container.
+func TestDeploymentByRegion(t *testing.T) {
+	ns := newNamespace(t)
+	pods := webDeployment(t, ns, 2)
+	east := env.Cluster("east")
+	for _, p := range pods {
+		require.Equal(t, "east", p.Spec.NodeName, "pod %s", p.Name)
+		delegate := delegateIn(t, east, &p)
+		require.Equal(t, eastNode, delegate.Spec.NodeName)
+		require.Equal(t, corev1.PodRunning, delegate.Status.Phase)
+		require.Equal(t, delegate.Status.PodIP, p.Status.PodIP, "the root shows the address east's network gave the pod")
+	}
+	containers, err := east.RealNode(eastNode).Containers(t.Context())
+	require.NoError(t, err)
+	running := 0
+	for _, c := range containers {
+		if c.Labels["io.kubernetes.pod.namespace"] == ns && c.Metadata.Name == "app" {
+			running++
+		}
+	}
+	require.Equal(t, 2, running, "containers of the deployment in east's runtime")
+}
+
+// delegateIn returns c's delegate of the pod.
+func delegateIn(t *testing.T, c *launcher.Cluster, p *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	list, err := c.Client.CoreV1().Pods(p.Namespace).List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	for i := range list.Items {
+		if strings.HasSuffix(list.Items[i].Annotations[api.AnnotationOrigin], "/"+string(p.UID)) {
+			return &list.Items[i]
+		}
+	}
+	t.Fatalf("no delegate of %s/%s in %s", p.Namespace, p.Name, c.Name)
+	return nil
+}
+
+// TestKubectlThroughTheProxy: `kubectl logs`, `exec` and `port-forward` at
+// the root reach a pod in east through the root's proxy, installed by the
+// chart and published by a NodePort, and the tunnel east's agent opened
+// from behind NAT.
+func TestKubectlThroughTheProxy(t *testing.T) {
+	ns := newNamespace(t)
+	pod := webDeployment(t, ns, 1)[0]
+	root := env.Cluster("root")
+	logs, errOut, err := framework.Kubectl(t.Context(), env, root, "", "-n", ns, "logs", pod.Name)
+	require.NoError(t, err, errOut)
+	require.Contains(t, logs, "demo-app: listening on :8080")
+
+	out, errOut, err := framework.Kubectl(t.Context(), env, root, "", "-n", ns, "exec", pod.Name, "--", "/demo-app", "echo", "through", "the", "proxy")
+	require.NoError(t, err, errOut)
+	require.Equal(t, "through the proxy\n", out)
+
+	require.Contains(t, framework.PortForwardGet(t, env, root, ns, "pod/"+pod.Name, "8080", "/through-port-forward"), "hello from")
+}
+
+// TestComponentsNeverRefused: after the tests above, no log line of any
+// Nestlet pod in any cluster says the API server refused it something:
+// the chart's identities were enough for all the work the tests made
+// (TestRBACLeastPrivilege in test/e2e/chart shows they are no more).
+func TestComponentsNeverRefused(t *testing.T) {
+	newNamespace(t)
+	for _, c := range env.Clusters() {
+		pods, err := c.Client.CoreV1().Pods(chartNamespace).List(t.Context(), metav1.ListOptions{})
+		require.NoError(t, err)
+		require.NotEmpty(t, pods.Items, c.Name)
+		for _, p := range pods.Items {
+			out, errOut, err := framework.Kubectl(t.Context(), env, c, "", "-n", chartNamespace, "logs", p.Name, "--all-containers")
+			require.NoError(t, err, errOut)
+			for _, line := range strings.Split(out, "\n") {
+				lower := strings.ToLower(line)
+				require.False(t, strings.Contains(lower, "forbidden") || strings.Contains(lower, "cannot list") || strings.Contains(lower, "cannot get"),
+					"%s: pod %s was refused: %s", c.Name, p.Name, line)
+			}
+		}
+	}
+}

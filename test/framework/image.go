@@ -1,0 +1,38 @@
+package framework
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+
+	"github.com/nestlet/nestlet/launcher"
+)
+
+// Image is an image `make images` built (hack/images.sh).
+type Image struct {
+	// Ref is its name (repository:tag), Digest its manifest digest and
+	// Archive the OCI archive that real nodes import (RealNodeOptions.Images).
+	Ref, Digest, Archive string
+}
+
+var imageBuilt = regexp.MustCompile(`(?m)^(\S+) (sha256:[0-9a-f]{64}) -> (\S+)$`)
+
+// BuildImage runs hack/images.sh into dir and returns Nestlet's image.
+func BuildImage(dir string) (Image, error) {
+	root, err := launcher.RepoRoot()
+	if err != nil {
+		return Image{}, err
+	}
+	cmd := exec.Command(filepath.Join(root, "hack", "images.sh"), dir)
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return Image{}, fmt.Errorf("hack/images.sh: %w: %s", err, out)
+	}
+	m := imageBuilt.FindStringSubmatch(string(out))
+	if m == nil {
+		return Image{}, fmt.Errorf("hack/images.sh printed no image: %s", out)
+	}
+	return Image{Ref: m[1], Digest: m[2], Archive: m[3]}, nil
+}
