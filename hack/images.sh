@@ -11,6 +11,9 @@
 #
 #   hack/images.sh [OUT_DIR]     (default _output/images)
 #
+# NESTLET_VERSION replaces the version (a test's second build, to upgrade
+# to); NESTLET_IMAGE the repository.
+#
 # The demo app's and pause's images are built with the node runtime
 # (hack/install-node-runtime.sh), as the real nodes need them.
 set -o errexit -o nounset -o pipefail
@@ -19,7 +22,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
 
 out="$(mkdir -p "${1:-_output/images}" && cd "${1:-_output/images}" && pwd)"
-version="$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' charts/nestlet/Chart.yaml)"
+version="${NESTLET_VERSION:-$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' charts/nestlet/Chart.yaml)}"
 revision="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
 if [[ -n "$(git status --porcelain 2>/dev/null)" ]]; then
   revision="${revision}-dirty"

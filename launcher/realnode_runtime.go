@@ -280,6 +280,11 @@ func importImages(ctx context.Context, rt *NodeRuntime, socket string, extra map
 		files[name] = filepath.Join(rt.ImageDir, file)
 	}
 	maps.Copy(files, extra)
+	return importArchives(ctx, rt, socket, files)
+}
+
+// importArchives imports the OCI archives of files (by image name).
+func importArchives(ctx context.Context, rt *NodeRuntime, socket string, files map[string]string) error {
 	for name, file := range files {
 		cmd := exec.CommandContext(ctx, rt.Ctr, "--address", socket, "--namespace", "k8s.io", "images", "import", file)
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -287,6 +292,17 @@ func importImages(ctx context.Context, rt *NodeRuntime, socket string, extra map
 		}
 	}
 	return nil
+}
+
+// ImportImages imports more images (OCI archives, by image name) into the
+// running node's containerd, as an operator loads a new build onto its
+// nodes before an upgrade.
+func (n *RealNode) ImportImages(ctx context.Context, images map[string]string) error {
+	rt, err := FindNodeRuntime(n.cluster.bins.Dir)
+	if err != nil {
+		return err
+	}
+	return importArchives(ctx, rt, n.record.Socket(), images)
 }
 
 func newRuntimeService(socket string) (internalapi.RuntimeService, error) {

@@ -38,8 +38,8 @@ func TestChartIdentities(t *testing.T) {
 		require.False(t, own[exe], "process %s runs %s on a host", p.Name, exe)
 	}
 
-	want := map[string][]string{"root": {"agent", "proxy", "scheduler"}, "east": {"agent", "scheduler"}}
-	nodes := map[string]string{"root": rootNode, "east": eastNode}
+	want := map[string][]string{"root": {"agent", "proxy", "scheduler"}, "east": {"agent", "proxy", "scheduler"}, "east-1": {"agent", "scheduler"}}
+	nodes := map[string]string{"root": rootNode, "east": eastNode, "east-1": leafNode}
 	for cluster, components := range want {
 		c := env.Cluster(cluster)
 		pods, err := c.Client.CoreV1().Pods(chartNamespace).List(t.Context(), metav1.ListOptions{})

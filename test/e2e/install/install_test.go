@@ -36,19 +36,55 @@ const (
 	proxyTLSSecret = "nestlet-proxy-tls"
 )
 
-// installTree installs the chart in the root (a parent: agent, scheduler,
-// proxy) and then in east (a child: agent and scheduler, its Target in the
-// values), and waits until east's Target is Ready and its virtual node
-// Ready in the root.
+// tree lists every cluster of the package with its parent, parents first.
+var tree = []struct{ name, parent, node string }{
+	{"root", "", rootNode},
+	{"east", "root", eastNode},
+	{"east-1", "east", leafNode},
+}
+
+// installTree installs the chart in every cluster, parents first: in a
+// cluster with children with the proxy enabled (installParent's values),
+// in a cluster with a parent with a Target (installChild's), and waits
+// until each child's Target is Ready and its virtual node Ready in its
+// parent.
 func installTree(ctx context.Context) error {
-	root, east := env.Cluster("root"), env.Cluster("east")
-	if err := installParent(ctx, root, rootNode); err != nil {
-		return fmt.Errorf("installing in root: %w", err)
+	for _, c := range tree {
+		var values []string
+		if hasChildren(c.name) {
+			v, err := parentValues(ctx, env.Cluster(c.name), c.node)
+			if err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+			values = append(values, v...)
+		}
+		if c.parent == "" {
+			if err := helmInstall(ctx, env.Cluster(c.name), values...); err != nil {
+				return fmt.Errorf("installing in %s: %w", c.name, err)
+			}
+			continue
+		}
+		if err := installChild(ctx, env.Cluster(c.name), env.Cluster(c.parent), values...); err != nil {
+			return fmt.Errorf("installing in %s: %w", c.name, err)
+		}
 	}
-	if err := installChild(ctx, east, root); err != nil {
-		return fmt.Errorf("installing in east: %w", err)
+	for _, c := range tree {
+		if hasChildren(c.name) {
+			if err := waitProxyPublished(ctx, env.Cluster(c.name)); err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+		}
 	}
 	return nil
+}
+
+func hasChildren(name string) bool {
+	for _, c := range tree {
+		if c.parent == name {
+			return true
+		}
+	}
+	return false
 }
 
 // imageValues are the values that point the chart at the image the real
@@ -70,24 +106,24 @@ func helmInstall(ctx context.Context, c *launcher.Cluster, values ...string) err
 	return err
 }
 
-// installParent gives the parent's proxy a serving certificate from its
+// parentValues gives a parent's proxy a serving certificate from its
 // cluster CA, publishes the proxy's nodePorts on its host's WAN address and
-// installs the chart with the proxy enabled.
-func installParent(ctx context.Context, c *launcher.Cluster, node string) error {
+// returns the chart values that enable the proxy.
+func parentValues(ctx context.Context, c *launcher.Cluster, node string) ([]string, error) {
 	certPath, keyPath, err := c.IssueServingCertificate("chart-proxy-serving", "nestlet-proxy", net.ParseIP(c.Host.IP))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	crt, err := os.ReadFile(certPath)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	key, err := os.ReadFile(keyPath)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := c.EnsureNamespace(ctx, chartNamespace); err != nil {
-		return err
+		return nil, err
 	}
 	_, err = c.Client.CoreV1().Secrets(chartNamespace).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: proxyTLSSecret},
@@ -95,31 +131,33 @@ func installParent(ctx context.Context, c *launcher.Cluster, node string) error 
 		Data:       map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	nodeIP, err := netip.ParseAddr(c.RealNode(node).IP)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := c.Host.Publish("proxy", map[uint16]netip.AddrPort{
 		kubeletNodePort: netip.AddrPortFrom(nodeIP, kubeletNodePort),
 		tunnelNodePort:  netip.AddrPortFrom(nodeIP, tunnelNodePort),
 	}); err != nil {
-		return err
+		return nil, err
 	}
-	err = helmInstall(ctx, c,
+	return []string{
 		"--set", "proxy.enabled=true",
-		"--set", "proxy.advertiseAddress="+c.Host.IP,
+		"--set", "proxy.advertiseAddress=" + c.Host.IP,
 		"--set", fmt.Sprintf("proxy.kubeletPort=%d", kubeletNodePort),
 		"--set", fmt.Sprintf("proxy.tunnelPort=%d", tunnelNodePort),
 		"--set", "proxy.service.type=NodePort",
 		"--set", fmt.Sprintf("proxy.service.kubeletNodePort=%d", kubeletNodePort),
 		"--set", fmt.Sprintf("proxy.service.tunnelNodePort=%d", tunnelNodePort),
-		"--set", "proxy.tls.secretName="+proxyTLSSecret)
-	if err != nil {
-		return err
-	}
-	// The proxy publishes its endpoints for the children to find.
+		"--set", "proxy.tls.secretName=" + proxyTLSSecret,
+	}, nil
+}
+
+// waitProxyPublished waits until c's proxy has published its endpoints for
+// the children to find.
+func waitProxyPublished(ctx context.Context, c *launcher.Cluster) error {
 	want := net.JoinHostPort(c.Host.IP, fmt.Sprint(kubeletNodePort))
 	return wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		cm, err := c.Client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
@@ -133,7 +171,7 @@ var joinFlag = regexp.MustCompile(`--(parent-url|token|ca-cert-hash|cluster-name
 // (`nestctl token create`, as the operator of the parent does), and
 // installs the chart in the child with a Target built from what it
 // printed, as the chart's values document.
-func installChild(ctx context.Context, c, parent *launcher.Cluster) error {
+func installChild(ctx context.Context, c, parent *launcher.Cluster, values ...string) error {
 	// The parent's host lets its child in, as an operator opens a firewall
 	// to the clusters that join.
 	if err := parent.Host.Admit(c.Host); err != nil {
@@ -150,7 +188,7 @@ func installChild(ctx context.Context, c, parent *launcher.Cluster) error {
 	if len(flags) != 4 {
 		return fmt.Errorf("token create printed no complete join command: %q", out)
 	}
-	values, err := yaml.Marshal(map[string]any{"targets": []map[string]any{{
+	target, err := yaml.Marshal(map[string]any{"targets": []map[string]any{{
 		"name":            parent.Name,
 		"parentURL":       flags["parent-url"],
 		"clusterName":     flags["cluster-name"],
@@ -162,10 +200,10 @@ func installChild(ctx context.Context, c, parent *launcher.Cluster) error {
 		return err
 	}
 	file := filepath.Join(env.Dir, c.Name+"-values.yaml")
-	if err := os.WriteFile(file, values, 0o600); err != nil {
+	if err := os.WriteFile(file, target, 0o600); err != nil {
 		return err
 	}
-	if err := helmInstall(ctx, c, "--values", file); err != nil {
+	if err := helmInstall(ctx, c, append(values, "--values", file)...); err != nil {
 		return err
 	}
 	if err := c.WaitTargetReady(ctx, parent.Name, 3*time.Minute); err != nil {

@@ -1,23 +1,24 @@
 // Package install tests Nestlet installed as an operator installs it, in
 // clusters made elsewhere:
 //
-//	root <- east
-//	root: one real node; the stock kube-scheduler is its default scheduler
-//	east: one real node, region east
+//	root <- east <- east-1
+//	root, east: one real node each, for Nestlet's own pods
+//	east-1: one real node, region east, where the workloads run
 //
-// Every cluster is a host of its own on the simulated WAN, east behind NAT,
-// each with a real node (kubelet, containerd, kube-proxy, CoreDNS) and no
+// Every cluster is a host of its own on the simulated WAN, each child
+// behind NAT, each with a real node (kubelet, containerd, kube-proxy, CoreDNS) and no
 // Nestlet process on its host: Nestlet gets into each cluster only through
 // `helm install` of charts/nestlet, with the image `make images` builds
 // (hack/images.sh), which the real nodes import. The agent, the scheduler
 // and the proxy then run as pods on the real nodes, under the chart's
 // ServiceAccounts and RBAC.
 //
-// The root's proxy is published as an operator publishes a NodePort
+// Each parent's proxy is published as an operator publishes a NodePort
 // Service: the chart's Service of type NodePort, and a load balancer on the
-// root's WAN address in front of the real node's nodePorts
-// (launcher.Host.Publish). Its serving certificate is issued by the root's
-// cluster CA, which the API server verifies kubelet endpoints with.
+// parent's WAN address in front of the real node's nodePorts
+// (launcher.Host.Publish). Its serving certificate is issued by the
+// parent's cluster CA, which the API server verifies kubelet endpoints
+// with.
 //
 // On a machine that cannot run real nodes the tests skip and say why;
 // .ci/run makes that a failure (framework.RequireRealNodesEnv).
@@ -44,13 +45,14 @@ const (
 	region   = "east"
 	rootNode = "root-node-1"
 	eastNode = "east-node-1"
+	leafNode = "east-1-node-1"
 )
 
 func TestMain(m *testing.M) {
 	os.Exit(framework.RunRealMain(m, start))
 }
 
-// start builds the image, starts both clusters and installs Nestlet in
+// start builds the image, starts the clusters and installs Nestlet in
 // each with helm.
 func start() (teardown func(failed bool), err error) {
 	dir, err := os.MkdirTemp("", "nestlet-image-")
@@ -70,7 +72,8 @@ func start() (teardown func(failed bool), err error) {
 	defer cancel()
 	env, err = launcher.Start(ctx, launcher.Config{Network: launcher.NetworkHosts}, launcher.Spec{Clusters: []launcher.ClusterOptions{
 		{Name: "root", StockScheduler: true, RealNodes: []launcher.RealNodeOptions{{Name: rootNode, KubeProxy: true, Images: images}}},
-		{Name: "east", Region: region, StockScheduler: true, RealNodes: []launcher.RealNodeOptions{{Name: eastNode, KubeProxy: true, Images: images,
+		{Name: "east", Region: region, StockScheduler: true, RealNodes: []launcher.RealNodeOptions{{Name: eastNode, KubeProxy: true, Images: images}}},
+		{Name: "east-1", Region: region, StockScheduler: true, RealNodes: []launcher.RealNodeOptions{{Name: leafNode, KubeProxy: true, Images: images,
 			Labels: map[string]string{"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": region + "-a"}}}},
 	}})
 	if err != nil {

@@ -83,21 +83,24 @@ func webDeployment(t *testing.T, ns string, replicas int32) []corev1.Pod {
 }
 
 // TestDeploymentByRegion: a Deployment with a region nodeSelector made at
-// the root runs in east: every replica is bound to east's virtual node at
-// the root, and its delegate runs in east on the real node, as a real
+// the root runs in east-1, two levels down: every replica is bound to
+// east's virtual node at the root, its delegate in east to east-1's, and
+// the delegate's delegate runs in east-1 on the real node, as a real
 // container.
 func TestDeploymentByRegion(t *testing.T) {
 	ns := newNamespace(t)
 	pods := webDeployment(t, ns, 2)
-	east := env.Cluster("east")
+	east, leaf := env.Cluster("east"), env.Cluster("east-1")
 	for _, p := range pods {
 		require.Equal(t, "east", p.Spec.NodeName, "pod %s", p.Name)
-		delegate := delegateIn(t, east, &p)
-		require.Equal(t, eastNode, delegate.Spec.NodeName)
+		mid := delegateIn(t, east, &p)
+		require.Equal(t, "east-1", mid.Spec.NodeName, "delegate of %s in east", p.Name)
+		delegate := delegateIn(t, leaf, mid)
+		require.Equal(t, leafNode, delegate.Spec.NodeName)
 		require.Equal(t, corev1.PodRunning, delegate.Status.Phase)
-		require.Equal(t, delegate.Status.PodIP, p.Status.PodIP, "the root shows the address east's network gave the pod")
+		require.Equal(t, delegate.Status.PodIP, p.Status.PodIP, "the root shows the address east-1's network gave the pod")
 	}
-	containers, err := east.RealNode(eastNode).Containers(t.Context())
+	containers, err := leaf.RealNode(leafNode).Containers(t.Context())
 	require.NoError(t, err)
 	running := 0
 	for _, c := range containers {
@@ -105,7 +108,7 @@ func TestDeploymentByRegion(t *testing.T) {
 			running++
 		}
 	}
-	require.Equal(t, 2, running, "containers of the deployment in east's runtime")
+	require.Equal(t, 2, running, "containers of the deployment in east-1's runtime")
 }
 
 // delegateIn returns c's delegate of the pod.
@@ -123,9 +126,9 @@ func delegateIn(t *testing.T, c *launcher.Cluster, p *corev1.Pod) *corev1.Pod {
 }
 
 // TestKubectlThroughTheProxy: `kubectl logs`, `exec` and `port-forward` at
-// the root reach a pod in east through the root's proxy, installed by the
-// chart and published by a NodePort, and the tunnel east's agent opened
-// from behind NAT.
+// the root reach a pod in east-1 through the proxies of the root and east,
+// installed by the chart and published by a NodePort, and the tunnels the
+// children's agents opened from behind NAT.
 func TestKubectlThroughTheProxy(t *testing.T) {
 	ns := newNamespace(t)
 	pod := webDeployment(t, ns, 1)[0]
