@@ -2,6 +2,7 @@ package framework
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -18,14 +19,17 @@ type Image struct {
 
 var imageBuilt = regexp.MustCompile(`(?m)^(\S+) (sha256:[0-9a-f]{64}) -> (\S+)$`)
 
-// BuildImage runs hack/images.sh into dir and returns Nestlet's image.
-func BuildImage(dir string) (Image, error) {
+// BuildImage runs hack/images.sh into dir and returns Nestlet's image;
+// env is added to the script's environment (NESTLET_VERSION=... for a
+// second build to upgrade to).
+func BuildImage(dir string, env ...string) (Image, error) {
 	root, err := launcher.RepoRoot()
 	if err != nil {
 		return Image{}, err
 	}
 	cmd := exec.Command(filepath.Join(root, "hack", "images.sh"), dir)
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return Image{}, fmt.Errorf("hack/images.sh: %w: %s", err, out)

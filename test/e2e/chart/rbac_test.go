@@ -8,6 +8,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/nestlet/nestlet/nestctl"
 	"github.com/nestlet/nestlet/pkg/permissions"
 	"github.com/nestlet/nestlet/provider/agent"
 	"github.com/nestlet/nestlet/proxy"
@@ -23,6 +24,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		"agent":     agent.Permissions,
 		"proxy":     proxy.Permissions,
 		"scheduler": schedulerPermissions(release + "-scheduler"),
+		"leave":     nestctl.LeavePermissions,
 	}
 	for component, needed := range want {
 		t.Run(component, func(t *testing.T) {

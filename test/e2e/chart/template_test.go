@@ -66,6 +66,10 @@ func TestTemplateObjects(t *testing.T) {
 		"Deployment nestlet-system/nestlet-agent",
 		"ValidatingAdmissionPolicy nestlet-agent-writes",
 		"ValidatingAdmissionPolicyBinding nestlet-agent-writes",
+		"ServiceAccount nestlet-system/nestlet-leave",
+		"ClusterRole nestlet-leave",
+		"ClusterRoleBinding nestlet-leave",
+		"Job nestlet-system/nestlet-leave",
 	}
 	scheduler := []string{
 		"ServiceAccount nestlet-system/nestlet-scheduler",
@@ -105,7 +109,7 @@ func TestTemplateObjects(t *testing.T) {
 		{name: "defaults: agent and scheduler", want: [][]string{agent, scheduler}},
 		{name: "every component and two targets", values: []string{testdata("values-all.yaml")}, want: [][]string{agent, scheduler, proxy, targets}},
 		{name: "a leaf: agent only", set: []string{"scheduler.enabled=false"}, want: [][]string{agent}},
-		{name: "an API server without admission policies", set: []string{"scheduler.enabled=false", "agent.restrictWrites=false"}, want: [][]string{agent[:8]}},
+		{name: "an API server without admission policies", set: []string{"scheduler.enabled=false", "agent.restrictWrites=false"}, want: [][]string{append(agent[:8:8], agent[10:]...)}},
 		{name: "no leader election", set: []string{"scheduler.leaderElect=false", "agent.enabled=false"}, want: [][]string{scheduler[:7], scheduler[9:]}},
 	}
 	for _, tt := range tests {

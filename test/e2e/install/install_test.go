@@ -96,7 +96,7 @@ func imageValues() []string {
 
 // helmInstall installs the chart in c and waits for its Deployments.
 func helmInstall(ctx context.Context, c *launcher.Cluster, values ...string) error {
-	root, err := launcher.RepoRoot()
+	root, err := repoRootDir()
 	if err != nil {
 		return err
 	}
@@ -241,3 +241,6 @@ func dumpComponentLogs() {
 		}
 	}
 }
+
+// repoRootDir is the repository's root.
+func repoRootDir() (string, error) { return launcher.RepoRoot() }

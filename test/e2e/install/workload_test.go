@@ -10,13 +10,17 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
@@ -37,12 +41,12 @@ func newNamespace(t *testing.T) string {
 // webDeployment creates at the root a Deployment of the demo app with a
 // region nodeSelector, through the chart's scheduler, and waits until its
 // replicas are ready there.
-func webDeployment(t *testing.T, ns string, replicas int32) []corev1.Pod {
+func webDeployment(t *testing.T, ns, name string, replicas int32) []corev1.Pod {
 	t.Helper()
 	root := env.Cluster("root").Client
-	sel := map[string]string{"app": "web"}
+	sel := map[string]string{"app": name}
 	_, err := root.AppsV1().Deployments(ns).Create(t.Context(), &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: sel},
@@ -55,9 +59,12 @@ func webDeployment(t *testing.T, ns string, replicas int32) []corev1.Pod {
 					Containers: []corev1.Container{{
 						Name: "app", Image: launcher.DemoAppImage, ImagePullPolicy: corev1.PullIfNotPresent,
 						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+						// Probes with room for a busy machine: a probe
+						// timing out under load is not Nestlet's doing.
 						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}},
-							PeriodSeconds: 1,
+							ProbeHandler:   corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}},
+							PeriodSeconds:  2,
+							TimeoutSeconds: 10,
 						},
 					}},
 				},
@@ -66,8 +73,8 @@ func webDeployment(t *testing.T, ns string, replicas int32) []corev1.Pod {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	var pods []corev1.Pod
-	err = wait.PollUntilContextTimeout(t.Context(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		d, err := root.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+	err = wait.PollUntilContextTimeout(t.Context(), time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		d, err := root.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil || d.Status.ReadyReplicas != replicas {
 			return false, nil //nolint:nilerr // retried until the timeout
 		}
@@ -78,7 +85,7 @@ func webDeployment(t *testing.T, ns string, replicas int32) []corev1.Pod {
 		pods = list.Items
 		return len(pods) == int(replicas), nil
 	})
-	require.NoError(t, err, "deployment web at the root: %d ready replicas", replicas)
+	require.NoError(t, err, "deployment %s at the root: %d ready replicas", name, replicas)
 	return pods
 }
 
@@ -89,7 +96,7 @@ func webDeployment(t *testing.T, ns string, replicas int32) []corev1.Pod {
 // container.
 func TestDeploymentByRegion(t *testing.T) {
 	ns := newNamespace(t)
-	pods := webDeployment(t, ns, 2)
+	pods := webDeployment(t, ns, "web", 2)
 	east, leaf := env.Cluster("east"), env.Cluster("east-1")
 	for _, p := range pods {
 		require.Equal(t, "east", p.Spec.NodeName, "pod %s", p.Name)
@@ -131,7 +138,7 @@ func delegateIn(t *testing.T, c *launcher.Cluster, p *corev1.Pod) *corev1.Pod {
 // children's agents opened from behind NAT.
 func TestKubectlThroughTheProxy(t *testing.T) {
 	ns := newNamespace(t)
-	pod := webDeployment(t, ns, 1)[0]
+	pod := webDeployment(t, ns, "web", 1)[0]
 	root := env.Cluster("root")
 	logs, errOut, err := framework.Kubectl(t.Context(), env, root, "", "-n", ns, "logs", pod.Name)
 	require.NoError(t, err, errOut)
@@ -164,4 +171,94 @@ func TestComponentsNeverRefused(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestUninstall (last: east-1 leaves the tree): once the workloads are
+// gone, `helm uninstall` in east-1 first has the cluster leave its parent
+// (the chart's pre-delete hook runs nestctl leave), so that when it
+// returns east-1's virtual node is gone from east and east's summary no
+// longer offers region east to the root; nothing of Nestlet's is left in
+// east-1 but the CRD (and the release namespace helm made, as helm leaves
+// it).
+func TestUninstall(t *testing.T) {
+	newNamespace(t)
+	ctx := t.Context()
+	root, east, leaf := env.Cluster("root"), env.Cluster("east"), env.Cluster("east-1")
+	nss, err := root.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, n := range nss.Items {
+		if strings.HasPrefix(n.Name, "t-") {
+			require.NoError(t, root.Client.CoreV1().Namespaces().Delete(ctx, n.Name, metav1.DeleteOptions{}))
+		}
+	}
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := leaf.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: api.LabelTargetUID})
+		return err == nil && len(pods.Items) == 0, nil
+	})
+	require.NoError(t, err, "the delegates in east-1 of the deleted workloads")
+
+	_, err = framework.Helm(ctx, env, leaf, "uninstall", release, "--namespace", chartNamespace, "--wait", "--timeout", "3m")
+	require.NoError(t, err)
+	_, err = east.Client.CoreV1().Nodes().Get(ctx, "east-1", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "east-1's virtual node in east after the uninstall: %v", err)
+
+	targets, err := v1alpha1.NewTargetClient(leaf.Config)
+	require.NoError(t, err)
+	list, err := targets.List(ctx, metav1.ListOptions{})
+	require.NoError(t, err, "the CRD stays")
+	require.Empty(t, list.Items)
+	// The Deployments are gone; their pods follow (garbage collection).
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := leaf.Client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 0, nil
+	})
+	require.NoError(t, err, "Nestlet's pods in east-1 after the uninstall")
+	var left []string
+	for _, check := range []func() ([]string, error){
+		func() ([]string, error) {
+			return names(leaf.Client.CoreV1().Secrets(chartNamespace).List(ctx, metav1.ListOptions{}))
+		},
+		func() ([]string, error) {
+			return names(leaf.Client.CoreV1().ConfigMaps(chartNamespace).List(ctx, metav1.ListOptions{}))
+		},
+		func() ([]string, error) {
+			return names(leaf.Client.CoreV1().ServiceAccounts(chartNamespace).List(ctx, metav1.ListOptions{}))
+		},
+		func() ([]string, error) {
+			return names(leaf.Client.RbacV1().ClusterRoles().List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=nestlet"}))
+		},
+		func() ([]string, error) {
+			return names(leaf.Client.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=nestlet"}))
+		},
+		func() ([]string, error) {
+			return names(leaf.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{}))
+		},
+	} {
+		l, err := check()
+		require.NoError(t, err)
+		left = append(left, l...)
+	}
+	// What every namespace holds anyway: its default ServiceAccount and
+	// the cluster's CA bundle.
+	require.ElementsMatch(t, []string{"default", "kube-root-ca.crt"}, left, "Nestlet's objects left in east-1")
+}
+
+// names returns the names of a list's items.
+func names(list runtime.Object, err error) ([]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, o := range items {
+		m, err := meta.Accessor(o)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m.GetName())
+	}
+	return out, nil
 }

@@ -1,0 +1,196 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nestlet/nestlet/test/framework"
+)
+
+// upgradeReplicas is how many pods run at the root through the upgrade.
+const upgradeReplicas = 30
+
+// TestUpgrade: `helm upgrade` of every cluster to a new build of the image
+// (another version, so other binaries and another digest), parents first
+// as Kubernetes upgrades its control plane before its kubelets, while 30
+// pods made at the root run in east-1:
+// no pod at the root changes phase or readiness or goes away (a watch
+// kept on them for the whole upgrade), no delegate is made again in east
+// or east-1, and no container restarts in east-1's runtime. The upgraded
+// components then still forward a new pod.
+func TestUpgrade(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := t.Context()
+	pods := webDeployment(t, ns, "steady", upgradeReplicas)
+	root, east, leaf := env.Cluster("root"), env.Cluster("east"), env.Cluster("east-1")
+	before := map[string]string{} // delegate UIDs in east and east-1, by root pod
+	for _, p := range pods {
+		mid := delegateIn(t, east, &p)
+		before[p.Name] = string(mid.UID) + "/" + string(delegateIn(t, leaf, mid).UID)
+	}
+	containersBefore := appContainers(t, ns)
+	require.Len(t, containersBefore, upgradeReplicas)
+
+	// Every change of the Deployment's pods at the root from here on, and
+	// of their delegates in east-1 (to tell a leaf's own readiness change
+	// from one Nestlet made).
+	atRoot := watchStates(t, root.Client, ns, pods)
+	leafPods, err := leaf.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=steady"})
+	require.NoError(t, err)
+	atLeaf := watchStates(t, leaf.Client, ns, leafPods.Items)
+
+	next, err := framework.BuildImage(filepath.Join(t.TempDir()), "NESTLET_VERSION=0.0.0-upgrade")
+	require.NoError(t, err)
+	require.NotEqual(t, image.Digest, next.Digest, "the new build is another image")
+	for _, c := range env.Clusters() {
+		for _, n := range c.RealNodes() {
+			require.NoError(t, n.ImportImages(ctx, map[string]string{next.Ref: next.Archive}))
+		}
+	}
+	tag := next.Ref[strings.LastIndex(next.Ref, ":")+1:]
+	start := time.Now()
+	for _, at := range tree { // parents first
+		c := env.Cluster(at.name)
+		_, err := framework.Helm(ctx, env, c, "upgrade", release, chartPath(t), "--namespace", chartNamespace,
+			"--reuse-values", "--set", "image.tag="+tag, "--wait", "--timeout", "5m")
+		require.NoError(t, err, "helm upgrade in %s", c.Name)
+		waitUpgraded(t, c.Name, next.Ref)
+	}
+	t.Logf("helm upgrade of %d clusters took %s", len(tree), time.Since(start).Round(time.Millisecond))
+	// Every child's Target is Ready again with the new agents, and the
+	// new components forward a new pod down to east-1: the tree works
+	// again, end to end, before the pods are compared.
+	for _, c := range tree[1:] {
+		require.NoError(t, env.Cluster(c.name).WaitTargetReady(ctx, c.parent, 2*time.Minute))
+	}
+	webDeployment(t, ns, "after-upgrade", 1)
+
+	rootChanges, leafChanges := atRoot(), atLeaf()
+	require.Empty(t, rootChanges, "pods at the root disturbed by the upgrade; their delegates in east-1 meanwhile: %v", leafChanges)
+	for _, p := range pods {
+		mid := delegateIn(t, east, &p)
+		require.Equal(t, before[p.Name], string(mid.UID)+"/"+string(delegateIn(t, leaf, mid).UID), "delegates of %s made again", p.Name)
+	}
+	require.Equal(t, containersBefore, appContainers(t, ns, "steady-"), "containers in east-1's runtime (ID and attempt)")
+}
+
+// watchStates watches the pods labelled app=steady of ns, which are pods
+// when it starts, and returns a function that stops it and returns every
+// change of phase or readiness seen, and every pod added or deleted.
+func watchStates(t *testing.T, client kubernetes.Interface, ns string, pods []corev1.Pod) func() []string {
+	t.Helper()
+	list, err := client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "app=steady"})
+	require.NoError(t, err)
+	w, err := client.CoreV1().Pods(ns).Watch(t.Context(), metav1.ListOptions{LabelSelector: "app=steady", ResourceVersion: list.ResourceVersion})
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var changes []string
+	state := map[string]string{}
+	for _, p := range pods {
+		state[p.Name] = podState(&p)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			at := time.Now().Format("15:04:05.000")
+			mu.Lock()
+			switch {
+			case ev.Type == watch.Deleted:
+				changes = append(changes, at+" "+p.Name+" deleted")
+			case state[p.Name] == "":
+				changes = append(changes, at+" "+p.Name+" added")
+			case podState(p) != state[p.Name]:
+				changes = append(changes, fmt.Sprintf("%s %s %s -> %s", at, p.Name, state[p.Name], podState(p)))
+			}
+			state[p.Name] = podState(p)
+			mu.Unlock()
+		}
+	}()
+	return func() []string {
+		w.Stop()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return changes
+	}
+}
+
+// podState is what the upgrade must not change of a pod at the root: its
+// phase and readiness.
+func podState(p *corev1.Pod) string {
+	return fmt.Sprintf("%s ready=%t", p.Status.Phase, podReady(p))
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// appContainers returns the app containers of ns in east-1's runtime, whose
+// pod names start with prefix (all when empty), as container ID by pod
+// and attempt.
+func appContainers(t *testing.T, ns string, prefix ...string) map[string]string {
+	t.Helper()
+	containers, err := env.Cluster("east-1").RealNode(leafNode).Containers(t.Context())
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, c := range containers {
+		pod := c.Labels["io.kubernetes.pod.name"]
+		if c.Labels["io.kubernetes.pod.namespace"] != ns || c.Metadata.Name != "app" || (len(prefix) > 0 && !strings.HasPrefix(pod, prefix[0])) {
+			continue
+		}
+		out[fmt.Sprintf("%s attempt %d", pod, c.Metadata.Attempt)] = c.Id
+	}
+	return out
+}
+
+// waitUpgraded waits until every Nestlet pod of the cluster runs image ref
+// and is ready, and no other is left.
+func waitUpgraded(t *testing.T, cluster, ref string) {
+	t.Helper()
+	c := env.Cluster(cluster)
+	var last []string
+	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.Client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		last = last[:0]
+		done := len(pods.Items) > 0
+		for _, p := range pods.Items {
+			last = append(last, fmt.Sprintf("%s %s ready=%t", p.Name, p.Spec.Containers[0].Image, podReady(&p)))
+			done = done && p.Spec.Containers[0].Image == ref && podReady(&p) && p.DeletionTimestamp == nil
+		}
+		return done, nil
+	})
+	require.NoError(t, err, "%s: Nestlet's pods on %s: %v", cluster, ref, last)
+}
+
+// chartPath is charts/nestlet.
+func chartPath(t *testing.T) string {
+	t.Helper()
+	root, err := repoRootDir()
+	require.NoError(t, err)
+	return filepath.Join(root, "charts", "nestlet")
+}
