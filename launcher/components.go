@@ -55,6 +55,10 @@ func (c *Cluster) startAPIServer(ctx context.Context, bins *Binaries, etcd *Etcd
 		"--service-account-signing-key-file="+pki.saKey,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-cluster-ip-range="+ServiceCIDR,
+		// The service range is routed nowhere on the control plane's host
+		// (no kube-proxy there): webhooks' Services are called at their
+		// endpoints' pod IPs, which the host routes to its real nodes.
+		"--enable-aggregator-routing=true",
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
 		"--enable-bootstrap-token-auth=true",

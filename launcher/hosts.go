@@ -314,8 +314,11 @@ func (h *Host) Redirect(name string, routes map[netip.AddrPort]netip.AddrPort) e
 }
 
 // Unredirect undoes Redirect(name).
-func (h *Host) Unredirect(name string) error {
-	err := inNetns(h.Netns, nil, "nft", "delete", "table", "ip", redirectTable(name))
+func (h *Host) Unredirect(name string) error { return h.deleteTable(redirectTable(name)) }
+
+// deleteTable deletes the host's nftables table (ip family), if it is there.
+func (h *Host) deleteTable(table string) error {
+	err := inNetns(h.Netns, nil, "nft", "delete", "table", "ip", table)
 	if err != nil && strings.Contains(err.Error(), "No such file or directory") {
 		return nil
 	}
@@ -346,13 +349,7 @@ func (h *Host) Publish(name string, ports map[uint16]netip.AddrPort) error {
 }
 
 // Unpublish undoes Publish(name).
-func (h *Host) Unpublish(name string) error {
-	err := inNetns(h.Netns, nil, "nft", "delete", "table", "ip", publishTable(name))
-	if err != nil && strings.Contains(err.Error(), "No such file or directory") {
-		return nil
-	}
-	return err
-}
+func (h *Host) Unpublish(name string) error { return h.deleteTable(publishTable(name)) }
 
 func publishTable(name string) string { return "nestlet_publish_" + name }
 

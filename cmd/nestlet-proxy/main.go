@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	goflag "flag"
 	"fmt"
 	"net"
@@ -76,7 +77,29 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	return p.Run(ctx)
+	if o.webhookPort == 0 {
+		return p.Run(ctx)
+	}
+	if o.webhookCertFile == "" || o.webhookKeyFile == "" {
+		return fmt.Errorf("--webhook-port needs --webhook-tls-cert-file and --webhook-tls-private-key-file: a certificate for the name the API server calls the webhook by")
+	}
+	webhookCert, err := tls.LoadX509KeyPair(o.webhookCertFile, o.webhookKeyFile)
+	if err != nil {
+		return fmt.Errorf("the webhook's certificate: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 2)
+	go func() {
+		errs <- proxy.ServeWebhook(ctx, net.JoinHostPort(o.bindAddress, fmt.Sprint(o.webhookPort)), webhookCert, &proxy.SchedulingWebhook{SchedulerName: o.schedulerName})
+	}()
+	go func() { errs <- p.Run(ctx) }()
+	err = <-errs
+	cancel()
+	if other := <-errs; err == nil { // the other server, stopped by cancel
+		err = other
+	}
+	return err
 }
 
 func readClientCA(cfg *rest.Config, file string) ([]byte, error) {

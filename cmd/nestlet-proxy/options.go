@@ -13,6 +13,10 @@ type options struct {
 	certFile         string
 	keyFile          string
 	clientCAFile     string
+	webhookPort      int
+	webhookCertFile  string
+	webhookKeyFile   string
+	schedulerName    string
 }
 
 // addFlags registers the options' flags on fs.
@@ -25,5 +29,9 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.tunnelURL, "tunnel-url", "", "wss:// URL children dial, when it differs from wss://<advertise-address>:<tunnel-port>/connect (e.g. behind a load balancer)")
 	fs.StringVar(&o.certFile, "tls-cert-file", "", "serving certificate (PEM) for both ports; a self-signed one is generated when empty (its CA is published for the children)")
 	fs.StringVar(&o.keyFile, "tls-private-key-file", "", "key of --tls-cert-file")
+	fs.IntVar(&o.webhookPort, "webhook-port", 0, "serve the scheduling webhook (a mutating admission webhook that routes pods to Nestlet's scheduler with the virtual nodes' toleration) on this port; 0: off")
+	fs.StringVar(&o.webhookCertFile, "webhook-tls-cert-file", "", "serving certificate (PEM) of the webhook, for the name the API server calls it by (required with --webhook-port)")
+	fs.StringVar(&o.webhookKeyFile, "webhook-tls-private-key-file", "", "key of --webhook-tls-cert-file")
+	fs.StringVar(&o.schedulerName, "scheduler-name", "nestlet-scheduler", "Nestlet's scheduler's name, which the webhook gives pods")
 	fs.StringVar(&o.clientCAFile, "client-ca-file", "", "CA bundle that signs node client certificates and the API server's kubelet client certificate (default: the cluster CA of the kubeconfig)")
 }

@@ -95,6 +95,11 @@ func TestTemplateObjects(t *testing.T) {
 		"Deployment nestlet-system/nestlet-proxy",
 		"Service nestlet-system/nestlet-proxy",
 	}
+	webhook := []string{
+		"Secret nestlet-system/nestlet-webhook-tls",
+		"Service nestlet-system/nestlet-webhook",
+		"MutatingWebhookConfiguration nestlet-webhook",
+	}
 	targets := []string{
 		"Secret nestlet-system/nestlet-token-parent-root-example-com-6443",
 		"Target parent-root-example-com-6443",
@@ -107,7 +112,7 @@ func TestTemplateObjects(t *testing.T) {
 		want   [][]string
 	}{
 		{name: "defaults: agent and scheduler", want: [][]string{agent, scheduler}},
-		{name: "every component and two targets", values: []string{testdata("values-all.yaml")}, want: [][]string{agent, scheduler, proxy, targets}},
+		{name: "every component and two targets", values: []string{testdata("values-all.yaml")}, want: [][]string{agent, scheduler, proxy, webhook, targets}},
 		{name: "a leaf: agent only", set: []string{"scheduler.enabled=false"}, want: [][]string{agent}},
 		{name: "an API server without admission policies", set: []string{"scheduler.enabled=false", "agent.restrictWrites=false"}, want: [][]string{append(agent[:8:8], agent[10:]...)}},
 		{name: "no leader election", set: []string{"scheduler.leaderElect=false", "agent.enabled=false"}, want: [][]string{scheduler[:7], scheduler[9:]}},
@@ -303,7 +308,7 @@ func TestFlagsExist(t *testing.T) {
 		nil,
 		{"agent.kubeletAPI=direct", "agent.metrics.enabled=true", "agent.groupKeys={a,b}"},
 		{"proxy.enabled=true", "proxy.advertiseAddress=192.0.2.1", "proxy.tunnelURL=wss://lb:443/connect",
-			"proxy.tls.secretName=s", "proxy.clientCA.configMapName=c"},
+			"proxy.tls.secretName=s", "proxy.clientCA.configMapName=c", "webhook.enabled=true"},
 	} {
 		args := templateArgs(t)
 		for _, s := range set {
@@ -345,6 +350,7 @@ func TestTemplateRejects(t *testing.T) {
 		message string
 	}{
 		{"proxy without an address", "proxy.enabled=true", "proxy.advertiseAddress is required"},
+		{"webhook without the proxy", "webhook.enabled=true", "webhook.enabled needs proxy.enabled"},
 		{"unknown kubelet API mode", "agent.kubeletAPI=listen", "agent.kubeletAPI must be auto, tunnel, direct or off"},
 		{"replicas without leader election", "scheduler.replicas=2,scheduler.leaderElect=false", "needs scheduler.leaderElect"},
 		{"target without a parent", "targets[0].clusterName=c", "targets[0].parentURL is required"},

@@ -59,6 +59,9 @@ func installTree(ctx context.Context) error {
 			values = append(values, v...)
 		}
 		if c.parent == "" {
+			// The root's default scheduler is the stock one: the chart's
+			// webhook routes the pods of opted-in namespaces to Nestlet's.
+			values = append(values, "--set", "webhook.enabled=true")
 			if err := helmInstall(ctx, env.Cluster(c.name), values...); err != nil {
 				return fmt.Errorf("installing in %s: %w", c.name, err)
 			}

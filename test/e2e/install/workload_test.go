@@ -41,11 +41,11 @@ func newNamespace(t *testing.T) string {
 // webDeployment creates at the root a Deployment of the demo app with a
 // region nodeSelector, through the chart's scheduler, and waits until its
 // replicas are ready there.
-func webDeployment(t *testing.T, ns, name string, replicas int32) []corev1.Pod {
+func webDeployment(t *testing.T, ns, name string, replicas int32, opts ...func(*appsv1.Deployment)) []corev1.Pod {
 	t.Helper()
 	root := env.Cluster("root").Client
 	sel := map[string]string{"app": name}
-	_, err := root.AppsV1().Deployments(ns).Create(t.Context(), &appsv1.Deployment{
+	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
@@ -70,7 +70,11 @@ func webDeployment(t *testing.T, ns, name string, replicas int32) []corev1.Pod {
 				},
 			},
 		},
-	}, metav1.CreateOptions{})
+	}
+	for _, o := range opts {
+		o(d)
+	}
+	_, err := root.AppsV1().Deployments(ns).Create(t.Context(), d, metav1.CreateOptions{})
 	require.NoError(t, err)
 	var pods []corev1.Pod
 	err = wait.PollUntilContextTimeout(t.Context(), time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {

@@ -1,0 +1,91 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/launcher"
+)
+
+// optedIn is the label of the namespaces whose pods the chart's scheduling
+// webhook routes to Nestlet's scheduler (webhook.namespaceSelector).
+const optedIn = "nestlet.io/schedule"
+
+// TestWebhookRoutesPlainDeployments: the root's default scheduler is the
+// stock kube-scheduler. A plain Deployment (no schedulerName, no
+// toleration) with a region nodeSelector, in a namespace labelled for the
+// chart's scheduling webhook, runs in east-1: the webhook gave its pods
+// Nestlet's scheduler and the virtual nodes' toleration. The same pod in a
+// namespace not labelled stays Pending, the stock scheduler saying the
+// virtual node's taint is not tolerated.
+func TestWebhookRoutesPlainDeployments(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := t.Context()
+	root := env.Cluster("root")
+	n, err := root.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	require.NoError(t, err)
+	n.Labels[optedIn] = "true"
+	_, err = root.Client.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	pods := webDeployment(t, ns, "plain", 2, func(d *appsv1.Deployment) { d.Spec.Template.Spec.SchedulerName = "" })
+	for _, p := range pods {
+		require.Equal(t, "east", p.Spec.NodeName, p.Name)
+		require.Equal(t, chartScheduler, p.Spec.SchedulerName, "the webhook's scheduler")
+		require.True(t, tolerates(&p), "the webhook's toleration: %v", p.Spec.Tolerations)
+	}
+	d, err := root.Client.AppsV1().Deployments(ns).Get(ctx, "plain", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Empty(t, d.Spec.Template.Spec.Tolerations, "the Deployment itself is the user's, unchanged")
+
+	other := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
+	require.NoError(t, root.EnsureNamespace(ctx, other))
+	_, err = root.Client.CoreV1().Pods(other).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "not-routed"},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"topology.kubernetes.io/region": region},
+			Containers:   []corev1.Container{{Name: "app", Image: launcher.DemoAppImage}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	var message string
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		events, err := root.Client.CoreV1().Events(other).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
+			"involvedObject.name": "not-routed", "reason": "FailedScheduling"}.AsSelector().String()})
+		if err != nil || len(events.Items) == 0 {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		message = events.Items[0].Message
+		return true, nil
+	})
+	require.NoError(t, err, "the stock scheduler's FailedScheduling event for a pod not routed")
+	p, err := root.Client.CoreV1().Pods(other).Get(ctx, "not-routed", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Empty(t, p.Spec.NodeName, "a pod of a namespace not opted in was placed")
+	require.Equal(t, corev1.DefaultSchedulerName, p.Spec.SchedulerName)
+	// The one node of region east is the virtual node, with its taint.
+	require.True(t, strings.Contains(message, "untolerated taint"), "why it was not placed: %s", message)
+}
+
+// tolerates reports whether the pod tolerates the virtual nodes' taint.
+func tolerates(p *corev1.Pod) bool {
+	taint := corev1.Taint{Key: api.TaintKeyProvider, Value: api.TaintValueProvider, Effect: corev1.TaintEffectNoSchedule}
+	for _, t := range p.Spec.Tolerations {
+		if t.ToleratesTaint(klog.Background(), &taint, false) {
+			return true
+		}
+	}
+	return false
+}
