@@ -17,7 +17,8 @@ import (
 )
 
 // Leave deletes the Targets named (every Target of this cluster when names
-// is empty) and waits, at most timeout, until each is gone: the agent
+// is empty) and waits, at most timeout, until each is gone (one list a
+// second): the agent
 // removes the cluster's virtual node from that parent before it lets its
 // Target go (finalizer nestlet.io/cleanup). It returns what it did; on
 // timeout an error that names the Targets left, what their conditions
@@ -44,18 +45,21 @@ func Leave(ctx context.Context, targets v1alpha1.TargetInterface, names []string
 			done = append(done, fmt.Sprintf("target/%s deleted: the agent removes the virtual node from its parent", name))
 		}
 	}
+	wanted := map[string]bool{}
+	for _, name := range names {
+		wanted[name] = true
+	}
 	left := map[string]*v1alpha1.Target{}
 	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := targets.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
 		clear(left)
-		for _, name := range names {
-			t, err := targets.Get(ctx, name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				continue
+		for i := range list.Items {
+			if t := &list.Items[i]; wanted[t.Name] {
+				left[t.Name] = t
 			}
-			if err != nil {
-				return false, nil //nolint:nilerr // retried until the timeout
-			}
-			left[name] = t
 		}
 		return len(left) == 0, nil
 	})
@@ -80,6 +84,6 @@ func Leave(ctx context.Context, targets v1alpha1.TargetInterface, names []string
 // exactly these (charts/nestlet/templates/agent-leave.yaml, checked by
 // test/e2e/chart).
 var LeavePermissions = []permissions.Rule{
-	{APIGroups: []string{"nestlet.io"}, Resources: []string{"targets"}, Verbs: []string{"get", "list", "delete"},
-		Why: "every Target is listed, deleted, and read until it is gone"},
+	{APIGroups: []string{"nestlet.io"}, Resources: []string{"targets"}, Verbs: []string{"list", "delete"},
+		Why: "every Target is listed and deleted, and listed again until it is gone"},
 }

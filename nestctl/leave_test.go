@@ -16,19 +16,18 @@ import (
 	"github.com/nestlet/nestlet/api/v1alpha1"
 )
 
-// targetsAPI serves the Targets API for names: a DELETE marks a Target
-// deleted, and it is gone (404) after gets more reads of it, or never when
-// gets is negative (an agent that does not let it go).
+// targetsAPI serves the Targets API for names: a deleted Target is still
+// listed by the next gets lists, then gone, or listed for ever when gets is
+// negative (an agent that does not let it go).
 func targetsAPI(t *testing.T, names []string, gets int) (v1alpha1.TargetInterface, func() []string) {
 	t.Helper()
 	var mu sync.Mutex
-	reads := map[string]int{}
+	listsSince := map[string]int{} // by deleted Target
 	var deleted []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
-		const prefix = "/apis/nestlet.io/v1alpha1/targets"
-		name := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, prefix), "/")
+		name := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, "/apis/nestlet.io/v1alpha1/targets"), "/")
 		target := func(n string) v1alpha1.Target {
 			return v1alpha1.Target{TypeMeta: metav1.TypeMeta{APIVersion: "nestlet.io/v1alpha1", Kind: "Target"}, ObjectMeta: metav1.ObjectMeta{Name: n},
 				Status: v1alpha1.TargetStatus{Conditions: []metav1.Condition{{Type: "Ready", Status: "False", Reason: "ParentUnreachable", Message: "dial tcp: i/o timeout"}}}}
@@ -38,20 +37,18 @@ func targetsAPI(t *testing.T, names []string, gets int) (v1alpha1.TargetInterfac
 		case r.Method == http.MethodGet && name == "":
 			list := v1alpha1.TargetList{TypeMeta: metav1.TypeMeta{APIVersion: "nestlet.io/v1alpha1", Kind: "TargetList"}}
 			for _, n := range names {
+				if k, ok := listsSince[n]; ok && gets >= 0 && k > gets {
+					continue
+				}
 				list.Items = append(list.Items, target(n))
+			}
+			for n := range listsSince {
+				listsSince[n]++
 			}
 			_ = json.NewEncoder(w).Encode(list)
 		case r.Method == http.MethodDelete:
 			deleted = append(deleted, name)
-			_ = json.NewEncoder(w).Encode(target(name))
-		case r.Method == http.MethodGet:
-			reads[name]++
-			if gets >= 0 && reads[name] > gets {
-				w.WriteHeader(http.StatusNotFound)
-				_ = json.NewEncoder(w).Encode(metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}, Status: metav1.StatusFailure,
-					Reason: metav1.StatusReasonNotFound, Code: http.StatusNotFound})
-				return
-			}
+			listsSince[name] = 0
 			_ = json.NewEncoder(w).Encode(target(name))
 		default:
 			w.WriteHeader(http.StatusMethodNotAllowed)

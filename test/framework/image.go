@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"github.com/nestlet/nestlet/launcher"
 )
@@ -16,6 +17,12 @@ type Image struct {
 	// Archive the OCI archive that real nodes import (RealNodeOptions.Images).
 	Ref, Digest, Archive string
 }
+
+// Repository is the image's name without its tag.
+func (i Image) Repository() string { return i.Ref[:strings.LastIndex(i.Ref, ":")] }
+
+// Tag is the image's tag.
+func (i Image) Tag() string { return i.Ref[strings.LastIndex(i.Ref, ":")+1:] }
 
 var imageBuilt = regexp.MustCompile(`(?m)^(\S+) (sha256:[0-9a-f]{64}) -> (\S+)$`)
 

@@ -38,9 +38,11 @@ func TestChartIdentities(t *testing.T) {
 		require.False(t, own[exe], "process %s runs %s on a host", p.Name, exe)
 	}
 
-	want := map[string][]string{"root": {"agent", "proxy", "scheduler"}, "east": {"agent", "proxy", "scheduler"}, "east-1": {"agent", "scheduler"}}
-	nodes := map[string]string{"root": rootNode, "east": eastNode, "east-1": leafNode}
-	for cluster, components := range want {
+	for _, at := range tree {
+		cluster, components := at.name, []string{"agent", "scheduler"}
+		if hasChildren(cluster) {
+			components = append(components, "proxy")
+		}
 		c := env.Cluster(cluster)
 		pods, err := c.Client.CoreV1().Pods(chartNamespace).List(t.Context(), metav1.ListOptions{})
 		require.NoError(t, err)
@@ -49,7 +51,7 @@ func TestChartIdentities(t *testing.T) {
 			component := p.Labels["app.kubernetes.io/component"]
 			got = append(got, component)
 			require.Equal(t, corev1.PodRunning, p.Status.Phase, "%s: %s", cluster, p.Name)
-			require.Equal(t, nodes[cluster], p.Spec.NodeName, "%s: %s", cluster, p.Name)
+			require.Equal(t, at.node, p.Spec.NodeName, "%s: %s", cluster, p.Name)
 			require.Equal(t, release+"-"+component, p.Spec.ServiceAccountName, "%s: %s", cluster, p.Name)
 			_, err := c.Client.CoreV1().ServiceAccounts(chartNamespace).Get(t.Context(), p.Spec.ServiceAccountName, metav1.GetOptions{})
 			require.NoError(t, err, "%s: the chart's ServiceAccount of %s", cluster, p.Name)

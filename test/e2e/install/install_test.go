@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -93,17 +92,22 @@ func hasChildren(name string) bool {
 // imageValues are the values that point the chart at the image the real
 // nodes imported (nothing is pulled).
 func imageValues() []string {
-	i := strings.LastIndex(image.Ref, ":")
-	return []string{"--set", "image.repository=" + image.Ref[:i], "--set", "image.tag=" + image.Ref[i+1:], "--set", "image.pullPolicy=Never"}
+	return []string{"--set", "image.repository=" + image.Repository(), "--set", "image.tag=" + image.Tag(), "--set", "image.pullPolicy=Never"}
+}
+
+// chartPath is charts/nestlet.
+func chartPath() (string, error) {
+	root, err := launcher.RepoRoot()
+	return filepath.Join(root, "charts", "nestlet"), err
 }
 
 // helmInstall installs the chart in c and waits for its Deployments.
 func helmInstall(ctx context.Context, c *launcher.Cluster, values ...string) error {
-	root, err := repoRootDir()
+	chart, err := chartPath()
 	if err != nil {
 		return err
 	}
-	args := append([]string{"install", release, filepath.Join(root, "charts", "nestlet"), "--namespace", chartNamespace,
+	args := append([]string{"install", release, chart, "--namespace", chartNamespace,
 		"--create-namespace", "--wait", "--timeout", "5m"}, imageValues()...)
 	_, err = framework.Helm(ctx, env, c, append(args, values...)...)
 	return err
@@ -244,6 +248,3 @@ func dumpComponentLogs() {
 		}
 	}
 }
-
-// repoRootDir is the repository's root.
-func repoRootDir() (string, error) { return launcher.RepoRoot() }

@@ -3,9 +3,9 @@ package install
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
 	"github.com/nestlet/nestlet/test/framework"
 )
@@ -40,18 +41,16 @@ func TestUpgrade(t *testing.T) {
 		mid := delegateIn(t, east, &p)
 		before[p.Name] = string(mid.UID) + "/" + string(delegateIn(t, leaf, mid).UID)
 	}
-	containersBefore := appContainers(t, ns)
+	containersBefore := appContainers(t, ns, "steady-")
 	require.Len(t, containersBefore, upgradeReplicas)
 
 	// Every change of the Deployment's pods at the root from here on, and
 	// of their delegates in east-1 (to tell a leaf's own readiness change
 	// from one Nestlet made).
-	atRoot := watchStates(t, root.Client, ns, pods)
-	leafPods, err := leaf.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=steady"})
-	require.NoError(t, err)
-	atLeaf := watchStates(t, leaf.Client, ns, leafPods.Items)
+	atRoot := watchStates(t, root.Client, ns)
+	atLeaf := watchStates(t, leaf.Client, ns)
 
-	next, err := framework.BuildImage(filepath.Join(t.TempDir()), "NESTLET_VERSION=0.0.0-upgrade")
+	next, err := framework.BuildImage(t.TempDir(), "NESTLET_VERSION=0.0.0-upgrade")
 	require.NoError(t, err)
 	require.NotEqual(t, image.Digest, next.Digest, "the new build is another image")
 	for _, c := range env.Clusters() {
@@ -59,12 +58,13 @@ func TestUpgrade(t *testing.T) {
 			require.NoError(t, n.ImportImages(ctx, map[string]string{next.Ref: next.Archive}))
 		}
 	}
-	tag := next.Ref[strings.LastIndex(next.Ref, ":")+1:]
+	chart, err := chartPath()
+	require.NoError(t, err)
 	start := time.Now()
 	for _, at := range tree { // parents first
 		c := env.Cluster(at.name)
-		_, err := framework.Helm(ctx, env, c, "upgrade", release, chartPath(t), "--namespace", chartNamespace,
-			"--reuse-values", "--set", "image.tag="+tag, "--wait", "--timeout", "5m")
+		_, err := framework.Helm(ctx, env, c, "upgrade", release, chart, "--namespace", chartNamespace,
+			"--reuse-values", "--set", "image.tag="+next.Tag(), "--wait", "--timeout", "5m")
 		require.NoError(t, err, "helm upgrade in %s", c.Name)
 		waitUpgraded(t, c.Name, next.Ref)
 	}
@@ -77,7 +77,7 @@ func TestUpgrade(t *testing.T) {
 	}
 	webDeployment(t, ns, "after-upgrade", 1)
 
-	rootChanges, leafChanges := atRoot(), atLeaf()
+	rootChanges, leafChanges := atRoot(t), atLeaf(t)
 	require.Empty(t, rootChanges, "pods at the root disturbed by the upgrade; their delegates in east-1 meanwhile: %v", leafChanges)
 	for _, p := range pods {
 		mid := delegateIn(t, east, &p)
@@ -86,10 +86,11 @@ func TestUpgrade(t *testing.T) {
 	require.Equal(t, containersBefore, appContainers(t, ns, "steady-"), "containers in east-1's runtime (ID and attempt)")
 }
 
-// watchStates watches the pods labelled app=steady of ns, which are pods
-// when it starts, and returns a function that stops it and returns every
-// change of phase or readiness seen, and every pod added or deleted.
-func watchStates(t *testing.T, client kubernetes.Interface, ns string, pods []corev1.Pod) func() []string {
+// watchStates watches the pods labelled app=steady of ns from now on and
+// returns a function that stops it and returns every change of phase or
+// readiness seen, and every pod added or deleted; it fails the test if the
+// watch ended before (changes would have gone unseen).
+func watchStates(t *testing.T, client kubernetes.Interface, ns string) func(*testing.T) []string {
 	t.Helper()
 	list, err := client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "app=steady"})
 	require.NoError(t, err)
@@ -98,9 +99,11 @@ func watchStates(t *testing.T, client kubernetes.Interface, ns string, pods []co
 	var mu sync.Mutex
 	var changes []string
 	state := map[string]string{}
-	for _, p := range pods {
+	for _, p := range list.Items {
 		state[p.Name] = podState(&p)
 	}
+	var stopping atomic.Bool
+	ended := false
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -122,10 +125,14 @@ func watchStates(t *testing.T, client kubernetes.Interface, ns string, pods []co
 			state[p.Name] = podState(p)
 			mu.Unlock()
 		}
+		ended = !stopping.Load()
 	}()
-	return func() []string {
+	return func(t *testing.T) []string {
+		t.Helper()
+		stopping.Store(true)
 		w.Stop()
 		<-done
+		require.False(t, ended, "the watch of the pods of %s ended before the upgrade did", ns)
 		mu.Lock()
 		defer mu.Unlock()
 		return changes
@@ -135,29 +142,19 @@ func watchStates(t *testing.T, client kubernetes.Interface, ns string, pods []co
 // podState is what the upgrade must not change of a pod at the root: its
 // phase and readiness.
 func podState(p *corev1.Pod) string {
-	return fmt.Sprintf("%s ready=%t", p.Status.Phase, podReady(p))
+	return fmt.Sprintf("%s ready=%t", p.Status.Phase, podutil.IsPodReady(p))
 }
 
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// appContainers returns the app containers of ns in east-1's runtime, whose
-// pod names start with prefix (all when empty), as container ID by pod
-// and attempt.
-func appContainers(t *testing.T, ns string, prefix ...string) map[string]string {
+// appContainers returns the app containers of ns in east-1's runtime whose
+// pod names start with prefix, as container ID by pod and attempt.
+func appContainers(t *testing.T, ns, prefix string) map[string]string {
 	t.Helper()
 	containers, err := env.Cluster("east-1").RealNode(leafNode).Containers(t.Context())
 	require.NoError(t, err)
 	out := map[string]string{}
 	for _, c := range containers {
 		pod := c.Labels["io.kubernetes.pod.name"]
-		if c.Labels["io.kubernetes.pod.namespace"] != ns || c.Metadata.Name != "app" || (len(prefix) > 0 && !strings.HasPrefix(pod, prefix[0])) {
+		if c.Labels["io.kubernetes.pod.namespace"] != ns || c.Metadata.Name != "app" || !strings.HasPrefix(pod, prefix) {
 			continue
 		}
 		out[fmt.Sprintf("%s attempt %d", pod, c.Metadata.Attempt)] = c.Id
@@ -179,18 +176,10 @@ func waitUpgraded(t *testing.T, cluster, ref string) {
 		last = last[:0]
 		done := len(pods.Items) > 0
 		for _, p := range pods.Items {
-			last = append(last, fmt.Sprintf("%s %s ready=%t", p.Name, p.Spec.Containers[0].Image, podReady(&p)))
-			done = done && p.Spec.Containers[0].Image == ref && podReady(&p) && p.DeletionTimestamp == nil
+			last = append(last, fmt.Sprintf("%s %s ready=%t", p.Name, p.Spec.Containers[0].Image, podutil.IsPodReady(&p)))
+			done = done && p.Spec.Containers[0].Image == ref && podutil.IsPodReady(&p) && p.DeletionTimestamp == nil
 		}
 		return done, nil
 	})
 	require.NoError(t, err, "%s: Nestlet's pods on %s: %v", cluster, ref, last)
-}
-
-// chartPath is charts/nestlet.
-func chartPath(t *testing.T) string {
-	t.Helper()
-	root, err := repoRootDir()
-	require.NoError(t, err)
-	return filepath.Join(root, "charts", "nestlet")
 }

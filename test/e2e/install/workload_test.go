@@ -111,15 +111,7 @@ func TestDeploymentByRegion(t *testing.T) {
 		require.Equal(t, corev1.PodRunning, delegate.Status.Phase)
 		require.Equal(t, delegate.Status.PodIP, p.Status.PodIP, "the root shows the address east-1's network gave the pod")
 	}
-	containers, err := leaf.RealNode(leafNode).Containers(t.Context())
-	require.NoError(t, err)
-	running := 0
-	for _, c := range containers {
-		if c.Labels["io.kubernetes.pod.namespace"] == ns && c.Metadata.Name == "app" {
-			running++
-		}
-	}
-	require.Equal(t, 2, running, "containers of the deployment in east-1's runtime")
+	require.Len(t, appContainers(t, ns, "web-"), 2, "containers of the deployment in east-1's runtime")
 }
 
 // delegateIn returns c's delegate of the pod.
