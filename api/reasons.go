@@ -26,4 +26,10 @@ const (
 	// ReasonReflectedAsClusterIP: a NodePort or LoadBalancer Service is
 	// reflected below as a ClusterIP Service.
 	ReasonReflectedAsClusterIP = "ReflectedAsClusterIP"
+	// ReasonNotAdmitted fails a parent pod bound to a virtual node that it
+	// should never have reached: a DaemonSet's pod (every cluster runs its
+	// own DaemonSets), or a pod that neither tolerates the virtual nodes'
+	// taint nor was placed by a Nestlet scheduler (bound by hand, or by a
+	// scheduler that ignores taints).
+	ReasonNotAdmitted = "NestletNotAdmitted"
 )

@@ -367,7 +367,7 @@ func (r *netHostRecord) teardown() error {
 	if _, err := net.InterfaceByName(r.rootVeth()); err == nil {
 		// The kernel removes the veth with its peer once the namespace is
 		// gone, which may happen between the look and the delete.
-		if err := ipCommand("link", "del", r.rootVeth()); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
+		if err := ipCommand("link", "del", r.rootVeth()); err != nil && !ipLinkGone(err) {
 			errs = append(errs, err)
 		}
 	}

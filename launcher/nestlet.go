@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,13 +24,19 @@ import (
 // InstallCRDs installs Nestlet's CRDs in the cluster.
 func (c *Cluster) InstallCRDs(ctx context.Context) error { return crds.Install(ctx, c.Config) }
 
+// TrustedSchedulers are the schedulers whose pods the launcher's agents
+// forward without the virtual nodes' toleration: the launcher's clusters
+// run Nestlet's profile as their default scheduler (default-scheduler), and
+// Nestlet's own name.
+var TrustedSchedulers = []string{"default-scheduler", "nestlet-scheduler"}
+
 // StartAgent installs the CRDs in c and starts a nestlet agent for it, with
 // an admin kubeconfig, logging to <env dir>/<cluster>-nestlet.log.
 func (e *Environment) StartAgent(ctx context.Context, c *Cluster, extraArgs ...string) (*Process, error) {
 	if err := c.InstallCRDs(ctx); err != nil {
 		return nil, err
 	}
-	args := append([]string{"--kubeconfig=" + c.KubeconfigPath, "--v=2"}, extraArgs...)
+	args := append([]string{"--kubeconfig=" + c.KubeconfigPath, "--v=2", "--trusted-schedulers=" + strings.Join(TrustedSchedulers, ",")}, extraArgs...)
 	return e.StartProcessIn(c, c.Name+"-nestlet", e.Nestlet.Nestlet, args...)
 }
 

@@ -27,6 +27,13 @@ func ipCommand(args ...string) error {
 	return nil
 }
 
+// ipLinkGone tells whether ip failed because the link it was to delete was
+// already gone: iproute2 says "Cannot find device" when it looks the name
+// up, the kernel "No such device" when the link vanishes after that.
+func ipLinkGone(err error) bool {
+	return strings.Contains(err.Error(), "Cannot find device") || strings.Contains(err.Error(), "No such device")
+}
+
 // inNetns runs a program in the network namespace ns (nothing else of this
 // program's namespaces changes), with stdin.
 func inNetns(ns string, stdin *strings.Reader, prog string, args ...string) error {

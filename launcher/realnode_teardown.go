@@ -63,7 +63,7 @@ func (r *hostRecord) teardown() error {
 		// the kernel gets to it; the host's end of its link is deleted
 		// now (with it, the node's end and the route to its pods).
 		if _, err := os.Stat(filepath.Join(netnsDir, r.HostNetns)); err == nil {
-			if err := ipCommand("-n", r.HostNetns, "link", "del", r.hostVeth()); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
+			if err := ipCommand("-n", r.HostNetns, "link", "del", r.hostVeth()); err != nil && !ipLinkGone(err) {
 				errs = append(errs, err)
 			}
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
@@ -89,7 +90,8 @@ func run(ctx context.Context, o options) error {
 	acfg := agent.Config{
 		RESTConfig: cfg, Namespace: o.namespace, GroupKeys: o.groupKeys, LeaseDurationSeconds: o.lease, OutageTolerance: outage,
 		PodWorkers: o.podWorkers, BounceTimeout: o.bounceTimeout,
-		KubeletAPI: o.kubeletAPI, DirectAddress: o.directAddress,
+		TrustedSchedulers: o.trustedSchedulers,
+		KubeletAPI:        o.kubeletAPI, DirectAddress: o.directAddress,
 	}
 	if reg != nil {
 		acfg.Metrics = reg
@@ -97,9 +99,22 @@ func run(ctx context.Context, o options) error {
 	if o.gatewayOn {
 		acfg.Gateway = &o.gateway
 	}
-	a, err := agent.New(acfg)
-	if err != nil {
-		return err
+	election := o.leaderElection
+	if election.ResourceNamespace == "" {
+		election.ResourceNamespace = o.namespace
 	}
-	return a.Run(ctx)
+	var client kubernetes.Interface
+	if election.LeaderElect {
+		if client, err = kubernetes.NewForConfig(cfg); err != nil {
+			return err
+		}
+	}
+	// A replica that does not lead waits, serving only its metrics.
+	return kubeclient.RunElected(ctx, client, election, func(ctx context.Context) error {
+		a, err := agent.New(acfg)
+		if err != nil {
+			return err
+		}
+		return a.Run(ctx)
+	})
 }

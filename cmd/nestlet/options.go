@@ -4,6 +4,9 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/config"
+	componentoptions "k8s.io/component-base/config/options"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/provider/agent"
@@ -11,19 +14,21 @@ import (
 
 // options are the options of the nestlet agent, as command-line flags.
 type options struct {
-	kubeconfig    string
-	namespace     string
-	groupKeys     []string
-	lease         int32
-	outage        time.Duration
-	podWorkers    int
-	profiling     bool
-	bounceTimeout time.Duration
-	metricsAddr   string
-	kubeletAPI    string
-	directAddress string
-	gateway       agent.GatewayConfig
-	gatewayOn     bool
+	kubeconfig        string
+	namespace         string
+	groupKeys         []string
+	lease             int32
+	outage            time.Duration
+	podWorkers        int
+	profiling         bool
+	bounceTimeout     time.Duration
+	trustedSchedulers []string
+	metricsAddr       string
+	kubeletAPI        string
+	directAddress     string
+	gateway           agent.GatewayConfig
+	gatewayOn         bool
+	leaderElection    config.LeaderElectionConfiguration
 }
 
 // addFlags registers the options' flags on fs.
@@ -35,6 +40,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.outage, "apiserver-outage-tolerance", agent.DefaultOutageTolerance, "how long this cluster's API server may be unready while its virtual nodes keep renewing their leases in the parents (its pods keep running meanwhile); past it the parents mark the nodes lost after their grace period. 0: not at all")
 	fs.IntVar(&o.podWorkers, "pod-workers", 50, "pods forwarded concurrently per parent")
 	fs.DurationVar(&o.bounceTimeout, "bounce-timeout", 30*time.Second, "how long a forwarded pod may stay unschedulable here before it is bounced back to the parent")
+	fs.StringSliceVar(&o.trustedSchedulers, "trusted-schedulers", agent.DefaultTrustedSchedulers, "the parents' schedulers (spec.schedulerName) whose pods the virtual nodes take without the toleration of their taint; any other pod bound to a virtual node must tolerate virtual-kubelet.io/provider=nestlet:NoSchedule, and DaemonSet pods are never taken (each is failed with reason NestletNotAdmitted)")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "", "address serving Prometheus metrics at /metrics, e.g. :9090 (off when empty: a child in tunnel mode listens on nothing)")
 	fs.StringVar(&o.kubeletAPI, "kubelet-api", agent.KubeletAPIAuto, "how virtual nodes serve the kubelet API (logs, exec, attach, port-forward): auto (the parent's nestlet-proxy if it publishes one, else direct if --kubelet-direct-address is set, else off), tunnel, direct or off")
 	fs.StringVar(&o.directAddress, "kubelet-direct-address", "", "direct mode: the IP the kubelet API listens on and virtual nodes advertise (a port is chosen per Target; IP:port with a single Target); the parent's API server must reach it")
@@ -44,4 +50,12 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.gateway.Endpoint, "gateway-endpoint", "", "host:port where children reach --gateway-listen-port (told to each child on its virtual node); without it no child can open a tunnel to this cluster")
 	fs.DurationVar(&o.gateway.Keepalive, "gateway-keepalive", 25*time.Second, "keepalive of the tunnels to the parents, which keeps them open through NAT")
 	fs.BoolVar(&o.profiling, "profiling", false, "also serve Go's pprof profiles under /debug/pprof/ on --metrics-bind-address")
+	// Replicas elect a leader as kube-scheduler's do, with its flags and
+	// defaults; the Lease is in --namespace unless said otherwise.
+	o.leaderElection = config.LeaderElectionConfiguration{
+		ResourceLock: "leases", ResourceName: "nestlet-agent",
+		LeaseDuration: metav1.Duration{Duration: 15 * time.Second}, RenewDeadline: metav1.Duration{Duration: 10 * time.Second},
+		RetryPeriod: metav1.Duration{Duration: 2 * time.Second},
+	}
+	componentoptions.BindLeaderElectionFlags(&o.leaderElection, fs)
 }

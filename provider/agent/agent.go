@@ -65,6 +65,9 @@ import (
 	"github.com/nestlet/nestlet/provider/forward"
 )
 
+// DefaultTrustedSchedulers is Config.TrustedSchedulers' default.
+var DefaultTrustedSchedulers = forward.DefaultTrustedSchedulers
+
 // Config of an Agent.
 type Config struct {
 	// RESTConfig reaches this cluster's API server. Required.
@@ -90,6 +93,10 @@ type Config struct {
 	// BounceTimeout: how long a forwarded pod may stay unschedulable here
 	// before it is bounced back to the parent. Default 30s.
 	BounceTimeout time.Duration
+	// TrustedSchedulers are the parents' schedulers whose pods are
+	// forwarded without the toleration of the virtual nodes' taint.
+	// Default forward.DefaultTrustedSchedulers.
+	TrustedSchedulers []string
 	// KubeletAPI is how virtual nodes serve the kubelet API (logs, exec,
 	// attach, port-forward): KubeletAPIAuto (default), KubeletAPITunnel,
 	// KubeletAPIDirect or KubeletAPIOff.

@@ -7,7 +7,7 @@ import "github.com/nestlet/nestlet/pkg/permissions"
 // test/e2e/chart). In its parents it acts with the node identity it
 // obtained there (system:node:<clusterName>), which the parents' Node
 // authorizer and NodeRestriction bound. Not needed here, so not granted:
-// leases (the virtual nodes' leases live in the parents), creating
+// leases but its own (the virtual nodes' leases live in the parents), creating
 // certificatesigningrequests (created in the parents with the bootstrap
 // token).
 var Permissions = []permissions.Rule{
@@ -54,7 +54,16 @@ var Permissions = []permissions.Rule{
 		Why: "a virtual node is Ready only while this cluster's API server is"},
 	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "watch"},
 		Why: "the bootstrap tokens and node identities of its namespace are watched (secrets.go)"},
+	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"},
+		Why: "leader election among replicas (cmd/nestlet --leader-elect, pkg/kubeclient/leader.go): the first makes the Lease"},
+	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+		ResourceNames: []string{LeaseNamePlaceholder}, Verbs: []string{"get", "update"},
+		Why: "leader election: the Lease is read and renewed by name"},
 	{Namespace: "kube-system", APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"nestlet-revoked", "nestlet-quotas"},
 		Verbs: []string{"get", "list", "watch"},
 		Why:   "as a parent, the children cut off (revoked.go) and their capacity quotas (quotas.go)"},
 }
+
+// LeaseNamePlaceholder in Permissions is the agent's Lease, the release's
+// "<fullname>-agent" (--leader-elect-resource-name).
+const LeaseNamePlaceholder = "<fullname>-agent"

@@ -258,15 +258,16 @@ func (r *targetRun) vnodeConfig(ctx context.Context, parent string, kapi *kubele
 func (r *targetRun) forwardConfig(parent string, avoider forward.Avoider) forward.Config {
 	t := r.target
 	return forward.Config{
-		AllServices:   r.a.cfg.Gateway != nil,
-		TargetName:    t.Name,
-		TargetUID:     t.UID,
-		ClusterName:   t.Spec.ClusterName,
-		ParentName:    parent,
-		BounceTimeout: r.a.cfg.BounceTimeout,
-		Child:         r.a.client,
-		Avoider:       avoider,
-		Metrics:       r.a.metrics,
+		AllServices:       r.a.cfg.Gateway != nil,
+		TargetName:        t.Name,
+		TargetUID:         t.UID,
+		ClusterName:       t.Spec.ClusterName,
+		ParentName:        parent,
+		BounceTimeout:     r.a.cfg.BounceTimeout,
+		TrustedSchedulers: r.a.cfg.TrustedSchedulers,
+		Child:             r.a.client,
+		Avoider:           avoider,
+		Metrics:           r.a.metrics,
 		// Never Ready, never run: nothing was forwarded for it yet.
 		New: t.Status.NodeName == "" && !r.started,
 	}

@@ -33,6 +33,10 @@ func (p *Provider) createPod(ctx context.Context, pod *corev1.Pod) error {
 	if d := p.delegateOf(pod.Namespace, pod.Name); d != nil && originUID(d) == pod.UID {
 		return nil
 	}
+	if why := admit(pod, p.cfg.TrustedSchedulers); why != "" {
+		p.fail(pod, nil, api.ReasonNotAdmitted, why)
+		return nil
+	}
 	path, err := nextPath(pod, p.cfg.ParentName, p.cfg.ClusterName, p.cfg.HopLimit)
 	if err != nil {
 		p.fail(pod, nil, api.ReasonLoop, err.Error())

@@ -38,6 +38,10 @@ type Config struct {
 	ParentName  string
 	// HopLimit bounds forwarding (default DefaultHopLimit).
 	HopLimit int
+	// TrustedSchedulers are the schedulers whose pods are forwarded without
+	// the toleration of the virtual nodes' taint (admit.go; default
+	// DefaultTrustedSchedulers).
+	TrustedSchedulers []string
 	// BounceTimeout is how long a delegate may stay unschedulable here
 	// before the parent pod is failed (default 30s).
 	BounceTimeout time.Duration
@@ -127,6 +131,9 @@ func New(cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("forward: TargetName, TargetUID and ClusterName are required")
 	case cfg.Parent == nil || cfg.ParentPods == nil || cfg.Child == nil:
 		return nil, fmt.Errorf("forward: Parent, ParentPods and Child are required")
+	}
+	if cfg.TrustedSchedulers == nil {
+		cfg.TrustedSchedulers = DefaultTrustedSchedulers
 	}
 	if cfg.HopLimit == 0 {
 		cfg.HopLimit = DefaultHopLimit

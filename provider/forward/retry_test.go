@@ -58,7 +58,7 @@ func runFailing(t *testing.T, parentPod *corev1.Pod, fails ...error) (*Provider,
 
 func neverPod() *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "job-1", Namespace: "app", UID: "u1"},
-		Spec: corev1.PodSpec{NodeName: "leaf", RestartPolicy: corev1.RestartPolicyNever,
+		Spec: corev1.PodSpec{NodeName: "leaf", SchedulerName: "nestlet-scheduler", RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
 		Status: corev1.PodStatus{Phase: corev1.PodPending}}
 }

@@ -134,6 +134,8 @@ func Start(ctx context.Context, cfg Config) (*Child, error) {
 		Targets:    cl.Targets,
 		Ready:      func(context.Context) error { return nil },
 		KubeletAPI: agent.KubeletAPIOff,
+		// The parents run Nestlet's profile as their default scheduler.
+		TrustedSchedulers: launcher.TrustedSchedulers,
 	}
 	if cfg.Agent != nil {
 		cfg.Agent(&acfg)

@@ -21,9 +21,9 @@ import (
 func TestRBACLeastPrivilege(t *testing.T) {
 	objs := objects(t, render(t, testdata("values-all.yaml")))
 	want := map[string][]permissions.Rule{
-		"agent":     agent.Permissions,
+		"agent":     withLease(agent.Permissions, agent.LeaseNamePlaceholder, release+"-agent"),
 		"proxy":     proxy.Permissions,
-		"scheduler": schedulerPermissions(release + "-scheduler"),
+		"scheduler": withLease(profile.Permissions, profile.LeaseNamePlaceholder, release+"-scheduler"),
 		"leave":     nestctl.LeavePermissions,
 	}
 	for component, needed := range want {
@@ -37,13 +37,13 @@ func TestRBACLeastPrivilege(t *testing.T) {
 	}
 }
 
-// schedulerPermissions are the scheduler's, its Lease named.
-func schedulerPermissions(lease string) []permissions.Rule {
-	out := make([]permissions.Rule, len(profile.Permissions))
-	for i, r := range profile.Permissions {
+// withLease returns perms with their Lease named.
+func withLease(perms []permissions.Rule, placeholder, lease string) []permissions.Rule {
+	out := make([]permissions.Rule, len(perms))
+	for i, r := range perms {
 		names := make([]string, len(r.ResourceNames))
 		for j, n := range r.ResourceNames {
-			names[j] = strings.ReplaceAll(n, profile.LeaseNamePlaceholder, lease)
+			names[j] = strings.ReplaceAll(n, placeholder, lease)
 		}
 		r.ResourceNames = names
 		out[i] = r

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -61,6 +62,8 @@ func TestTemplateObjects(t *testing.T) {
 		"ClusterRoleBinding nestlet-agent",
 		"Role nestlet-system/nestlet-agent-secrets",
 		"RoleBinding nestlet-system/nestlet-agent-secrets",
+		"Role nestlet-system/nestlet-agent-leader-election",
+		"RoleBinding nestlet-system/nestlet-agent-leader-election",
 		"Role kube-system/nestlet-agent-revoked",
 		"RoleBinding kube-system/nestlet-agent-revoked",
 		"Deployment nestlet-system/nestlet-agent",
@@ -114,8 +117,10 @@ func TestTemplateObjects(t *testing.T) {
 		{name: "defaults: agent and scheduler", want: [][]string{agent, scheduler}},
 		{name: "every component and two targets", values: []string{testdata("values-all.yaml")}, want: [][]string{agent, scheduler, proxy, webhook, targets}},
 		{name: "a leaf: agent only", set: []string{"scheduler.enabled=false"}, want: [][]string{agent}},
-		{name: "an API server without admission policies", set: []string{"scheduler.enabled=false", "agent.restrictWrites=false"}, want: [][]string{append(agent[:8:8], agent[10:]...)}},
-		{name: "no leader election", set: []string{"scheduler.leaderElect=false", "agent.enabled=false"}, want: [][]string{scheduler[:7], scheduler[9:]}},
+		{name: "an API server without admission policies", set: []string{"scheduler.enabled=false", "agent.restrictWrites=false"}, want: [][]string{except(agent, "ValidatingAdmissionPolicy nestlet-agent-writes", "ValidatingAdmissionPolicyBinding nestlet-agent-writes")}},
+		{name: "no leader election", set: []string{"scheduler.leaderElect=false", "agent.leaderElect=false", "agent.replicas=1"}, want: [][]string{
+			except(agent, "Role nestlet-system/nestlet-agent-leader-election", "RoleBinding nestlet-system/nestlet-agent-leader-election"),
+			except(scheduler, "Role nestlet-system/nestlet-scheduler-leader-election", "RoleBinding nestlet-system/nestlet-scheduler-leader-election")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -137,6 +142,19 @@ func TestTemplateObjects(t *testing.T) {
 	}
 }
 
+// except returns list without the items, which it must hold.
+func except(list []string, items ...string) []string {
+	out := slices.Clone(list)
+	for _, it := range items {
+		i := slices.Index(out, it)
+		if i < 0 {
+			panic(it + " is not in the list")
+		}
+		out = slices.Delete(out, i, i+1)
+	}
+	return out
+}
+
 func TestTemplateDefaults(t *testing.T) {
 	objs := objects(t, render(t))
 
@@ -152,9 +170,20 @@ func TestTemplateDefaults(t *testing.T) {
 	}
 	var agent appsv1.Deployment
 	into(t, find(t, objs, "Deployment", "nestlet-agent"), &agent)
-	require.Equal(t, int32(1), *agent.Spec.Replicas)
-	require.Equal(t, appsv1.RecreateDeploymentStrategyType, agent.Spec.Strategy.Type, "two agents must never run at once")
-	require.Contains(t, agent.Spec.Template.Spec.Containers[0].Args, "--namespace=nestlet-system")
+	require.Equal(t, int32(2), *agent.Spec.Replicas)
+	args := agent.Spec.Template.Spec.Containers[0].Args
+	require.Contains(t, args, "--leader-elect=true", "two agents must never work at once")
+	require.Contains(t, args, "--leader-elect-resource-name=nestlet-agent")
+	require.Contains(t, args, "--namespace=nestlet-system")
+	require.Contains(t, args, "--trusted-schedulers=nestlet-scheduler")
+	// Without an election, one replica, and never two at once on a rollout.
+	single, err := helm(t, nil, append(templateArgs(t), "--set", "agent.leaderElect=false", "--set", "agent.replicas=1")...)
+	require.NoError(t, err)
+	into(t, find(t, objects(t, single), "Deployment", "nestlet-agent"), &agent)
+	require.Equal(t, appsv1.RecreateDeploymentStrategyType, agent.Spec.Strategy.Type)
+	require.NotContains(t, agent.Spec.Template.Spec.Containers[0].Args, "--leader-elect=true")
+	_, err = helm(t, nil, append(templateArgs(t), "--set", "agent.leaderElect=false")...)
+	require.ErrorContains(t, err, "agent.replicas > 1 needs agent.leaderElect")
 
 	// The scheduler runs the shipped profile, under the chart's name and
 	// its own lease.

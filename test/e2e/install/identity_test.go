@@ -39,7 +39,8 @@ func TestChartIdentities(t *testing.T) {
 	}
 
 	for _, at := range tree {
-		cluster, components := at.name, []string{"agent", "scheduler"}
+		// The chart's defaults: two agents (one elected), one scheduler.
+		cluster, components := at.name, []string{"agent", "agent", "scheduler"}
 		if hasChildren(cluster) {
 			components = append(components, "proxy")
 		}

@@ -47,8 +47,8 @@ func TestUpgrade(t *testing.T) {
 	// Every change of the Deployment's pods at the root from here on, and
 	// of their delegates in east-1 (to tell a leaf's own readiness change
 	// from one Nestlet made).
-	atRoot := watchStates(t, root.Client, ns)
-	atLeaf := watchStates(t, leaf.Client, ns)
+	atRoot := watchStates(t, root.Client, ns, "app=steady")
+	atLeaf := watchStates(t, leaf.Client, ns, "app=steady")
 
 	next, err := framework.BuildImage(t.TempDir(), "NESTLET_VERSION=0.0.0-upgrade")
 	require.NoError(t, err)
@@ -86,15 +86,15 @@ func TestUpgrade(t *testing.T) {
 	require.Equal(t, containersBefore, appContainers(t, ns, "steady-"), "containers in east-1's runtime (ID and attempt)")
 }
 
-// watchStates watches the pods labelled app=steady of ns from now on and
+// watchStates watches the pods of ns that selector selects from now on and
 // returns a function that stops it and returns every change of phase or
 // readiness seen, and every pod added or deleted; it fails the test if the
 // watch ended before (changes would have gone unseen).
-func watchStates(t *testing.T, client kubernetes.Interface, ns string) func(*testing.T) []string {
+func watchStates(t *testing.T, client kubernetes.Interface, ns, selector string) func(*testing.T) []string {
 	t.Helper()
-	list, err := client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "app=steady"})
+	list, err := client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: selector})
 	require.NoError(t, err)
-	w, err := client.CoreV1().Pods(ns).Watch(t.Context(), metav1.ListOptions{LabelSelector: "app=steady", ResourceVersion: list.ResourceVersion})
+	w, err := client.CoreV1().Pods(ns).Watch(t.Context(), metav1.ListOptions{LabelSelector: selector, ResourceVersion: list.ResourceVersion})
 	require.NoError(t, err)
 	var mu sync.Mutex
 	var changes []string
@@ -132,7 +132,7 @@ func watchStates(t *testing.T, client kubernetes.Interface, ns string) func(*tes
 		stopping.Store(true)
 		w.Stop()
 		<-done
-		require.False(t, ended, "the watch of the pods of %s ended before the upgrade did", ns)
+		require.False(t, ended, "the watch of the pods of %s ended before the test did", ns)
 		mu.Lock()
 		defer mu.Unlock()
 		return changes

@@ -89,3 +89,73 @@ func tolerates(p *corev1.Pod) bool {
 	}
 	return false
 }
+
+// TestAgentRefusesUntoleratedPods: whatever binds a pod to a virtual node,
+// east's agent forwards it only when the pod tolerates the virtual nodes'
+// taint or names Nestlet's scheduler. A pod of a namespace not opted in,
+// bound to east by hand, and the pod of a DaemonSet that tolerates every
+// taint (which the stock scheduler binds to east) are both failed by the
+// agent with an event saying why, and nothing of theirs reaches east.
+func TestAgentRefusesUntoleratedPods(t *testing.T) {
+	newNamespace(t)
+	ctx := t.Context()
+	root, east := env.Cluster("root"), env.Cluster("east")
+	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
+	require.NoError(t, root.EnsureNamespace(ctx, ns))
+	t.Cleanup(func() {
+		_ = root.Client.CoreV1().Namespaces().Delete(context.WithoutCancel(ctx), ns, metav1.DeleteOptions{})
+	})
+	app := []corev1.Container{{Name: "app", Image: launcher.DemoAppImage}}
+	_, err := root.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "bound-by-hand"},
+		Spec:       corev1.PodSpec{NodeName: "east", Containers: app},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	sel := map[string]string{"app": "everywhere"}
+	_, err = root.Client.AppsV1().DaemonSets(ns).Create(ctx, &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "everywhere"},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel},
+				Spec: corev1.PodSpec{
+					// Only the virtual nodes, tolerating everything.
+					NodeSelector: map[string]string{api.LabelNodeType: api.NodeTypeVirtualKubelet},
+					Tolerations:  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+					Containers:   app,
+				},
+			},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	refused := map[string]string{} // message by pod name
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		events, err := root.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{"reason": api.ReasonNotAdmitted}.AsSelector().String()})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		for _, e := range events.Items {
+			refused[e.InvolvedObject.Name] = e.Message
+		}
+		daemon := false
+		for name := range refused {
+			daemon = daemon || strings.HasPrefix(name, "everywhere-")
+		}
+		return daemon && refused["bound-by-hand"] != "", nil
+	})
+	require.NoError(t, err, "events of the agent's refusals: %v", refused)
+	require.Contains(t, refused["bound-by-hand"], "neither tolerates the virtual nodes' taint")
+	for name, msg := range refused {
+		if strings.HasPrefix(name, "everywhere-") {
+			require.Contains(t, msg, "pod of DaemonSet everywhere is not forwarded")
+		}
+	}
+	p, err := root.Client.CoreV1().Pods(ns).Get(ctx, "bound-by-hand", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, corev1.PodFailed, p.Status.Phase)
+	require.Equal(t, api.ReasonNotAdmitted, p.Status.Reason)
+	pods, err := east.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, pods.Items, "pods forwarded to east")
+}

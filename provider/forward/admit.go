@@ -1,0 +1,55 @@
+package forward
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+// DefaultTrustedSchedulers are the schedulers whose pods a virtual node
+// takes without the toleration of its taint: Nestlet's own, which judges a
+// virtual node by its summary rather than by the taint.
+var DefaultTrustedSchedulers = []string{"nestlet-scheduler"}
+
+// providerTaint is the taint every virtual node carries.
+var providerTaint = corev1.Taint{Key: api.TaintKeyProvider, Value: api.TaintValueProvider, Effect: corev1.TaintEffectNoSchedule}
+
+// admit tells why a pod bound to the virtual node must not be forwarded,
+// or "" when it may. The virtual node is tainted so that only pods meant
+// for the tree reach it; the agent checks again what a kubelet would,
+// because anything can bind a pod (a client setting spec.nodeName, a
+// scheduler that ignores taints):
+//   - a DaemonSet's pod never: each cluster runs its own DaemonSets, and a
+//     DaemonSet tolerating every taint would otherwise run once per child
+//     on top of the children's own;
+//   - other pods when they tolerate the virtual nodes' taint (the scheduling
+//     webhook gives it to the pods of opted-in namespaces) or name one of
+//     the trusted schedulers, Nestlet's.
+func admit(pod *corev1.Pod, trusted []string) string {
+	if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "DaemonSet" && strings.HasPrefix(ref.APIVersion, "apps/") {
+		return fmt.Sprintf("pod of DaemonSet %s is not forwarded to a child cluster: each cluster runs its own DaemonSets (restrict the DaemonSet to real nodes, e.g. with a nodeAffinity on %s NotIn [%s])",
+			ref.Name, api.LabelNodeType, api.NodeTypeVirtualKubelet)
+	}
+	if slices.Contains(trusted, pod.Spec.SchedulerName) {
+		return ""
+	}
+	if corev1helpers.TolerationsTolerateTaint(klog.Background(), pod.Spec.Tolerations, &providerTaint, false) {
+		return ""
+	}
+	return fmt.Sprintf("pod neither tolerates the virtual nodes' taint %s=%s:%s nor was placed by a Nestlet scheduler (%s; the pod has schedulerName %q): create it in a namespace the scheduling webhook serves, or give it schedulerName %s",
+		providerTaint.Key, providerTaint.Value, providerTaint.Effect, strings.Join(trusted, ", "), pod.Spec.SchedulerName, firstOr(trusted, DefaultTrustedSchedulers[0]))
+}
+
+func firstOr(s []string, def string) string {
+	if len(s) == 0 {
+		return def
+	}
+	return s[0]
+}
