@@ -71,6 +71,13 @@ func (g *tunnelGuard) closeRevoked(names map[string]bool) {
 	}
 }
 
+// holds reports whether this replica holds a tunnel of name.
+func (g *tunnelGuard) holds(name string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.conns[name]) > 0
+}
+
 // admit reports why a tunnel of node name with cert is refused (nil:
 // admitted). Caller holds no lock.
 func (g *tunnelGuard) admit(name string, cert *x509.Certificate) error {
@@ -183,7 +190,11 @@ func (p *Proxy) serveTunnel(rw http.ResponseWriter, req *http.Request) {
 	name, ok, _ := p.authorizeTunnel(req)
 	if ok {
 		cert := req.TLS.VerifiedChains[0][0]
-		if err := p.guard.admit(name, cert); err != nil {
+		err := p.guard.admit(name, cert)
+		if err == nil {
+			err = p.heldElsewhere(name)
+		}
+		if err != nil {
 			code := http.StatusForbidden
 			if errors.Is(err, errTunnelConflict) {
 				code = http.StatusConflict
@@ -194,6 +205,8 @@ func (p *Proxy) serveTunnel(rw http.ResponseWriter, req *http.Request) {
 		var release func()
 		rw, release = p.guard.track(rw, name, cert)
 		defer release()
+	} else if id, isPeer := p.peers.fromPeer(req); isPeer {
+		defer p.peers.connected(id)()
 	}
 	p.tunnels.ServeHTTP(rw, req)
 }

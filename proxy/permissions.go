@@ -15,6 +15,8 @@ var Permissions = []permissions.Rule{
 		Why:   "its endpoints are published in kube-public/nestlet-info for the children (bootstrap/)"},
 	{Namespace: "kube-public", APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"},
 		Why: "kube-public/nestlet-info is created when missing (create cannot name its object)"},
+	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"},
+		Why: "with replicas, each finds the others in its peers Service's EndpointSlices (peers.go)"},
 	{Namespace: "kube-system", APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"nestlet-revoked"},
 		Verbs: []string{"get", "list", "watch"},
 		Why:   "the tunnels of children cut off with nestctl revoke are closed and refused (guard.go)"},

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/rancher/remotedialer"
@@ -60,6 +61,9 @@ type Config struct {
 	// Publish writes the endpoints into kube-public/nestlet-info (default
 	// true through the command; tests may turn it off).
 	Publish bool
+	// Peers, when set, joins this replica to the others of the same proxy
+	// (peers.go); all of them must serve the same certificate.
+	Peers *PeerConfig
 }
 
 // Proxy is a running nestlet-proxy.
@@ -68,6 +72,9 @@ type Proxy struct {
 	tunnels *remotedialer.Server
 	guard   *tunnelGuard
 	auth    *kubeletapi.Auth
+	peers   *peers // with Config.Peers
+	// ready: serving (with peers, once they connected: peers.go).
+	ready atomic.Bool
 
 	kubeletLn, tunnelLn net.Listener
 }
@@ -91,6 +98,12 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	p := &Proxy{cfg: cfg, auth: auth, guard: newTunnelGuard(cfg.Client, clock.RealClock{})}
 	p.tunnels = remotedialer.New(p.authorizeTunnel, remotedialer.DefaultErrorWriter)
+	if pc := cfg.Peers; pc != nil {
+		if pc.ID == "" || pc.Token == "" || pc.Namespace == "" || pc.Service == "" {
+			return nil, errors.New("proxy: peers need this replica's ID, the shared token, and the namespace and Service that list the replicas")
+		}
+		p.tunnels.PeerID, p.tunnels.PeerToken = pc.ID, pc.Token
+	}
 	tlsCfg, err := p.tlsConfig()
 	if err != nil {
 		return nil, err
@@ -101,6 +114,9 @@ func New(cfg Config) (*Proxy, error) {
 	if p.tunnelLn, err = tls.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.TunnelPort)), tlsCfg); err != nil {
 		_ = p.kubeletLn.Close()
 		return nil, fmt.Errorf("listening on the tunnel port: %w", err)
+	}
+	if cfg.Peers != nil {
+		p.peers = p.newPeers()
 	}
 	return p, nil
 }
@@ -133,7 +149,13 @@ func (p *Proxy) Run(ctx context.Context) error {
 	}
 	tunnelMux := http.NewServeMux()
 	tunnelMux.Handle("/connect", http.HandlerFunc(p.serveTunnel))
+	tunnelMux.Handle("/readyz", http.HandlerFunc(p.serveReadyz))
 	go p.guard.run(ctx)
+	if p.peers != nil {
+		go p.peers.run(ctx)
+	} else {
+		p.ready.Store(true)
+	}
 	servers := []*http.Server{
 		{Handler: http.HandlerFunc(p.serveKubelet), ReadHeaderTimeout: 30 * time.Second},
 		{Handler: tunnelMux, ReadHeaderTimeout: 30 * time.Second},
@@ -152,6 +174,16 @@ func (p *Proxy) Run(ctx context.Context) error {
 		_ = s.Close()
 	}
 	return ctx.Err()
+}
+
+// serveReadyz answers the readiness probe (no credentials needed): 200
+// once the proxy serves every tunnel it can reach.
+func (p *Proxy) serveReadyz(w http.ResponseWriter, _ *http.Request) {
+	if !p.ready.Load() {
+		http.Error(w, "waiting for the other replicas to connect", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ok"))
 }
 
 // tlsConfig serves ServingCert and asks for (without requiring) client

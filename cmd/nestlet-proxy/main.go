@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -69,10 +70,14 @@ func run(ctx context.Context, o options) error {
 	if o.certFile == "" {
 		klog.FromContext(ctx).Info("WARNING: serving a self-signed certificate, made anew at each start: an API server that verifies kubelets (--kubelet-certificate-authority) refuses it. Give one issued by the CA that API server trusts (--tls-cert-file, --tls-private-key-file)")
 	}
+	peers, err := peerConfig(o)
+	if err != nil {
+		return err
+	}
 	p, err := proxy.New(proxy.Config{
 		Client: client, ClientCA: clientCA, ServingCert: cert, ServingCA: ca,
 		BindAddress: o.bindAddress, KubeletPort: o.kubeletPort, TunnelPort: o.tunnelPort,
-		AdvertiseAddress: o.advertiseAddress, TunnelURL: o.tunnelURL, Publish: true,
+		AdvertiseAddress: o.advertiseAddress, TunnelURL: o.tunnelURL, Publish: true, Peers: peers,
 	})
 	if err != nil {
 		return err
@@ -100,6 +105,33 @@ func run(ctx context.Context, o options) error {
 		err = other
 	}
 	return err
+}
+
+// peerConfig is the replicas' peering from the flags, or nil without
+// --peer-service.
+func peerConfig(o options) (*proxy.PeerConfig, error) {
+	if o.peerService == "" {
+		return nil, nil
+	}
+	if o.peerID == "" || o.peerTokenFile == "" {
+		return nil, fmt.Errorf("--peer-service needs --peer-id (this replica's pod IP) and --peer-token-file (the token the replicas share)")
+	}
+	if o.certFile == "" {
+		return nil, fmt.Errorf("--peer-service needs --tls-cert-file: every replica must serve the same certificate, which the children verify")
+	}
+	token, err := os.ReadFile(o.peerTokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading --peer-token-file: %w", err)
+	}
+	ns := o.peerNamespace
+	if ns == "" {
+		b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+		if err != nil {
+			return nil, fmt.Errorf("--peer-namespace is needed outside a pod: %w", err)
+		}
+		ns = string(b)
+	}
+	return &proxy.PeerConfig{ID: o.peerID, Token: strings.TrimSpace(string(token)), Namespace: strings.TrimSpace(ns), Service: o.peerService}, nil
 }
 
 func readClientCA(cfg *rest.Config, file string) ([]byte, error) {

@@ -17,6 +17,10 @@ type options struct {
 	webhookCertFile  string
 	webhookKeyFile   string
 	schedulerName    string
+	peerID           string
+	peerTokenFile    string
+	peerNamespace    string
+	peerService      string
 }
 
 // addFlags registers the options' flags on fs.
@@ -33,5 +37,9 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.webhookCertFile, "webhook-tls-cert-file", "", "serving certificate (PEM) of the webhook, for the name the API server calls it by (required with --webhook-port)")
 	fs.StringVar(&o.webhookKeyFile, "webhook-tls-private-key-file", "", "key of --webhook-tls-cert-file")
 	fs.StringVar(&o.schedulerName, "scheduler-name", "nestlet-scheduler", "Nestlet's scheduler's name, which the webhook gives pods")
+	fs.StringVar(&o.peerService, "peer-service", "", "serve as one with the other replicas of this proxy: a headless Service whose EndpointSlices list them (their pod IPs); each replica routes requests through the tunnels the others hold. Needs --peer-id and --peer-token-file, and every replica serving the same certificate")
+	fs.StringVar(&o.peerNamespace, "peer-namespace", "", "namespace of --peer-service (default: the namespace of the pod's service account)")
+	fs.StringVar(&o.peerID, "peer-id", "", "this replica's address as the others dial it (its pod IP)")
+	fs.StringVar(&o.peerTokenFile, "peer-token-file", "", "file holding the token the replicas share, which a peer connection must present")
 	fs.StringVar(&o.clientCAFile, "client-ca-file", "", "CA bundle that signs node client certificates and the API server's kubelet client certificate (default: the cluster CA of the kubeconfig)")
 }

@@ -97,6 +97,11 @@ func TestTemplateObjects(t *testing.T) {
 		"RoleBinding kube-system/nestlet-proxy-revoked",
 		"Deployment nestlet-system/nestlet-proxy",
 		"Service nestlet-system/nestlet-proxy",
+		// Two replicas, peers.
+		"Secret nestlet-system/nestlet-proxy-peer",
+		"Service nestlet-system/nestlet-proxy-peers",
+		"Role nestlet-system/nestlet-proxy-peers",
+		"RoleBinding nestlet-system/nestlet-proxy-peers",
 	}
 	webhook := []string{
 		"Secret nestlet-system/nestlet-webhook-tls",
@@ -184,6 +189,8 @@ func TestTemplateDefaults(t *testing.T) {
 	require.NotContains(t, agent.Spec.Template.Spec.Containers[0].Args, "--leader-elect=true")
 	_, err = helm(t, nil, append(templateArgs(t), "--set", "agent.leaderElect=false")...)
 	require.ErrorContains(t, err, "agent.replicas > 1 needs agent.leaderElect")
+	_, err = helm(t, nil, append(templateArgs(t), "--set", "proxy.enabled=true", "--set", "proxy.advertiseAddress=192.0.2.10", "--set", "proxy.replicas=2")...)
+	require.ErrorContains(t, err, "proxy.replicas > 1 needs proxy.tls.secretName")
 
 	// The scheduler runs the shipped profile, under the chart's name and
 	// its own lease.

@@ -2,6 +2,7 @@ package install
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // agentLease is the Lease the agent's replicas elect their leader with
@@ -62,9 +65,17 @@ func TestAgentLeaderKilled(t *testing.T) {
 
 	// The Deployment replaced the pod: two replicas again, for the tests
 	// after this one.
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		pods, err := east.Client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=agent"})
-		if err != nil || len(pods.Items) != 2 {
+	waitReplicas(t, "east", "agent", 2)
+}
+
+// waitReplicas waits until exactly n pods of a component run ready in the
+// cluster, none terminating.
+func waitReplicas(t *testing.T, cluster, component string, n int) {
+	t.Helper()
+	c := env.Cluster(cluster)
+	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.Client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=" + component})
+		if err != nil || len(pods.Items) != n {
 			return false, nil //nolint:nilerr // retried until the timeout
 		}
 		for _, p := range pods.Items {
@@ -74,5 +85,45 @@ func TestAgentLeaderKilled(t *testing.T) {
 		}
 		return true, nil
 	})
-	require.NoError(t, err, "east's agent back to two ready replicas")
+	require.NoError(t, err, "%s: %d ready replicas of the %s", cluster, n, component)
+}
+
+// TestProxyReplicas: the root's proxy runs as two replicas behind one
+// NodePort, and east's tunnel is held by one of them. `kubectl logs` at the
+// root, ten times, lands on either (the NodePort picks) and always reaches
+// the pod in east-1; with one replica deleted, east's agent reopens its
+// tunnel to the one left or its replacement, and logs work again.
+func TestProxyReplicas(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := t.Context()
+	root := env.Cluster("root")
+	pod := webDeployment(t, ns, "web", 1)[0]
+	logs := func() error {
+		out, errOut, err := framework.Kubectl(ctx, env, root, "", "-n", ns, "logs", pod.Name)
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, errOut)
+		}
+		if !strings.Contains(out, "demo-app: listening on :8080") {
+			return fmt.Errorf("logs: %q", out)
+		}
+		return nil
+	}
+	for i := range 10 {
+		require.NoError(t, logs(), "kubectl logs #%d", i+1)
+	}
+
+	proxies, err := root.Client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=proxy"})
+	require.NoError(t, err)
+	require.Len(t, proxies.Items, proxyReplicas)
+	require.NoError(t, root.Client.CoreV1().Pods(chartNamespace).Delete(ctx, proxies.Items[0].Name, metav1.DeleteOptions{}))
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
+		last = logs()
+		return last == nil, nil
+	})
+	require.NoError(t, err, "kubectl logs after a proxy replica was deleted: %v", last)
+	waitReplicas(t, "root", "proxy", proxyReplicas)
+	for i := range 5 {
+		require.NoError(t, logs(), "kubectl logs #%d after the replica was replaced", i+1)
+	}
 }

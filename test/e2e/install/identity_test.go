@@ -42,7 +42,9 @@ func TestChartIdentities(t *testing.T) {
 		// The chart's defaults: two agents (one elected), one scheduler.
 		cluster, components := at.name, []string{"agent", "agent", "scheduler"}
 		if hasChildren(cluster) {
-			components = append(components, "proxy")
+			for range proxyReplicas {
+				components = append(components, "proxy")
+			}
 		}
 		c := env.Cluster(cluster)
 		pods, err := c.Client.CoreV1().Pods(chartNamespace).List(t.Context(), metav1.ListOptions{})

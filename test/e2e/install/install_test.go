@@ -33,6 +33,8 @@ const (
 	tunnelNodePort  = 30443
 	// proxyTLSSecret holds the proxy's serving certificate.
 	proxyTLSSecret = "nestlet-proxy-tls"
+	// proxyReplicas of every parent's proxy, peers.
+	proxyReplicas = 2
 )
 
 // tree lists every cluster of the package with its parent, parents first.
@@ -152,6 +154,7 @@ func parentValues(ctx context.Context, c *launcher.Cluster, node string) ([]stri
 	}
 	return []string{
 		"--set", "proxy.enabled=true",
+		"--set", fmt.Sprintf("proxy.replicas=%d", proxyReplicas),
 		"--set", "proxy.advertiseAddress=" + c.Host.IP,
 		"--set", fmt.Sprintf("proxy.kubeletPort=%d", kubeletNodePort),
 		"--set", fmt.Sprintf("proxy.tunnelPort=%d", tunnelNodePort),

@@ -50,25 +50,8 @@ func TestUpgrade(t *testing.T) {
 	atRoot := watchStates(t, root.Client, ns, "app=steady")
 	atLeaf := watchStates(t, leaf.Client, ns, "app=steady")
 
-	next, err := framework.BuildImage(t.TempDir(), "NESTLET_VERSION=0.0.0-upgrade")
-	require.NoError(t, err)
-	require.NotEqual(t, image.Digest, next.Digest, "the new build is another image")
-	for _, c := range env.Clusters() {
-		for _, n := range c.RealNodes() {
-			require.NoError(t, n.ImportImages(ctx, map[string]string{next.Ref: next.Archive}))
-		}
-	}
-	chart, err := chartPath()
-	require.NoError(t, err)
-	start := time.Now()
-	for _, at := range tree { // parents first
-		c := env.Cluster(at.name)
-		_, err := framework.Helm(ctx, env, c, "upgrade", release, chart, "--namespace", chartNamespace,
-			"--reuse-values", "--set", "image.tag="+next.Tag(), "--wait", "--timeout", "5m")
-		require.NoError(t, err, "helm upgrade in %s", c.Name)
-		waitUpgraded(t, c.Name, next.Ref)
-	}
-	t.Logf("helm upgrade of %d clusters took %s", len(tree), time.Since(start).Round(time.Millisecond))
+	_, took := upgradeTree(t, "0.0.0-upgrade")
+	t.Logf("helm upgrade of %d clusters took %s", len(tree), took.Round(time.Millisecond))
 	// Every child's Target is Ready again with the new agents, and the
 	// new components forward a new pod down to east-1: the tree works
 	// again, end to end, before the pods are compared.
@@ -86,11 +69,39 @@ func TestUpgrade(t *testing.T) {
 	require.Equal(t, containersBefore, appContainers(t, ns, "steady-"), "containers in east-1's runtime (ID and attempt)")
 }
 
+// upgradeTree builds the image at another version, imports it on every
+// real node, and `helm upgrade`s every cluster to it, parents first, each
+// until its Nestlet pods all run it; it returns the image and how long the
+// upgrades took.
+func upgradeTree(t testing.TB, version string) (framework.Image, time.Duration) {
+	t.Helper()
+	ctx := t.Context()
+	next, err := framework.BuildImage(t.TempDir(), "NESTLET_VERSION="+version)
+	require.NoError(t, err)
+	require.NotEqual(t, image.Digest, next.Digest, "the new build is another image")
+	for _, c := range env.Clusters() {
+		for _, n := range c.RealNodes() {
+			require.NoError(t, n.ImportImages(ctx, map[string]string{next.Ref: next.Archive}))
+		}
+	}
+	chart, err := chartPath()
+	require.NoError(t, err)
+	start := time.Now()
+	for _, at := range tree { // parents first
+		c := env.Cluster(at.name)
+		_, err := framework.Helm(ctx, env, c, "upgrade", release, chart, "--namespace", chartNamespace,
+			"--reuse-values", "--set", "image.tag="+next.Tag(), "--wait", "--timeout", "5m")
+		require.NoError(t, err, "helm upgrade in %s", c.Name)
+		waitUpgraded(t, c.Name, next.Ref)
+	}
+	return next, time.Since(start)
+}
+
 // watchStates watches the pods of ns that selector selects from now on and
 // returns a function that stops it and returns every change of phase or
 // readiness seen, and every pod added or deleted; it fails the test if the
 // watch ended before (changes would have gone unseen).
-func watchStates(t *testing.T, client kubernetes.Interface, ns, selector string) func(*testing.T) []string {
+func watchStates(t testing.TB, client kubernetes.Interface, ns, selector string) func(testing.TB) []string {
 	t.Helper()
 	list, err := client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: selector})
 	require.NoError(t, err)
@@ -127,7 +138,7 @@ func watchStates(t *testing.T, client kubernetes.Interface, ns, selector string)
 		}
 		ended = !stopping.Load()
 	}()
-	return func(t *testing.T) []string {
+	return func(t testing.TB) []string {
 		t.Helper()
 		stopping.Store(true)
 		w.Stop()
@@ -147,7 +158,7 @@ func podState(p *corev1.Pod) string {
 
 // appContainers returns the app containers of ns in east-1's runtime whose
 // pod names start with prefix, as container ID by pod and attempt.
-func appContainers(t *testing.T, ns, prefix string) map[string]string {
+func appContainers(t testing.TB, ns, prefix string) map[string]string {
 	t.Helper()
 	containers, err := env.Cluster("east-1").RealNode(leafNode).Containers(t.Context())
 	require.NoError(t, err)
@@ -164,7 +175,7 @@ func appContainers(t *testing.T, ns, prefix string) map[string]string {
 
 // waitUpgraded waits until every Nestlet pod of the cluster runs image ref
 // and is ready, and no other is left.
-func waitUpgraded(t *testing.T, cluster, ref string) {
+func waitUpgraded(t testing.TB, cluster, ref string) {
 	t.Helper()
 	c := env.Cluster(cluster)
 	var last []string

@@ -30,7 +30,7 @@ import (
 const chartScheduler = "nestlet-scheduler"
 
 // newNamespace creates a namespace of its own for the test at the root.
-func newNamespace(t *testing.T) string {
+func newNamespace(t testing.TB) string {
 	t.Helper()
 	framework.NeedRealNodes(t)
 	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
@@ -41,7 +41,7 @@ func newNamespace(t *testing.T) string {
 // webDeployment creates at the root a Deployment of the demo app with a
 // region nodeSelector, through the chart's scheduler, and waits until its
 // replicas are ready there.
-func webDeployment(t *testing.T, ns, name string, replicas int32, opts ...func(*appsv1.Deployment)) []corev1.Pod {
+func webDeployment(t testing.TB, ns, name string, replicas int32, opts ...func(*appsv1.Deployment)) []corev1.Pod {
 	t.Helper()
 	root := env.Cluster("root").Client
 	sel := map[string]string{"app": name}
@@ -115,7 +115,7 @@ func TestDeploymentByRegion(t *testing.T) {
 }
 
 // delegateIn returns c's delegate of the pod.
-func delegateIn(t *testing.T, c *launcher.Cluster, p *corev1.Pod) *corev1.Pod {
+func delegateIn(t testing.TB, c *launcher.Cluster, p *corev1.Pod) *corev1.Pod {
 	t.Helper()
 	list, err := c.Client.CoreV1().Pods(p.Namespace).List(t.Context(), metav1.ListOptions{})
 	require.NoError(t, err)

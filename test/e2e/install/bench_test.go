@@ -1,0 +1,163 @@
+package install
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nestlet/nestlet/test/framework"
+)
+
+// BenchmarkInstall: what the chart costs and what an upgrade disturbs, on
+// the tree root ← east ← east-1 the package installed with helm.
+//   - <component>-pod-max-MiB: the largest working set of a pod of each
+//     component (agent, scheduler, proxy) over the three clusters, from the
+//     kubelet's /stats/summary (the agent's leader and standby alike);
+//   - upgrade-pods-disturbed: changes of phase or readiness, or pods added
+//     or gone, among 30 pods at the root while every cluster is upgraded
+//     to another build (goal 0), and upgrade-s, how long the upgrades took;
+//   - upgrade-leaderless-max-ms: the longest time any cluster's agent had no
+//     leader during the upgrade (from the last renewal, or the release, of
+//     the old leader's Lease to the new leader's acquisition);
+//   - child-install-to-ready-s: east-1 uninstalled, then installed again as
+//     an operator does (a token made in east, helm install with its
+//     values), from the token to its Target Ready and its virtual node
+//     Ready in east.
+func BenchmarkInstall(b *testing.B) {
+	framework.NeedRealNodes(b)
+	for range b.N {
+		mem := componentMemory(b)
+		for component, mib := range mem {
+			b.ReportMetric(mib, component+"-pod-max-MiB")
+		}
+
+		ns := newNamespace(b)
+		webDeployment(b, ns, "steady", upgradeReplicas)
+		atRoot := watchStates(b, env.Cluster("root").Client, ns, "app=steady")
+		var leases []func() time.Duration
+		for _, at := range tree {
+			leases = append(leases, watchLeaderless(b, env.Cluster(at.name).Client))
+		}
+		next, took := upgradeTree(b, "0.0.0-bench")
+		for _, at := range tree[1:] {
+			require.NoError(b, env.Cluster(at.name).WaitTargetReady(b.Context(), at.parent, 2*time.Minute))
+		}
+		var worst time.Duration
+		for _, stop := range leases {
+			worst = max(worst, stop())
+		}
+		b.ReportMetric(float64(len(atRoot(b))), "upgrade-pods-disturbed")
+		b.ReportMetric(took.Seconds(), "upgrade-s")
+		b.ReportMetric(float64(worst.Milliseconds()), "upgrade-leaderless-max-ms")
+		require.NoError(b, env.Cluster("root").Client.CoreV1().Namespaces().Delete(b.Context(), ns, metav1.DeleteOptions{}))
+
+		b.ReportMetric(reinstallLeaf(b, next).Seconds(), "child-install-to-ready-s")
+	}
+}
+
+// componentMemory returns the largest working set of a pod of each
+// component in MiB, over every cluster's real nodes.
+func componentMemory(b *testing.B) map[string]float64 {
+	b.Helper()
+	out := map[string]float64{}
+	for _, at := range tree {
+		c := env.Cluster(at.name)
+		raw, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", at.node, "proxy/stats/summary").DoRaw(b.Context())
+		require.NoError(b, err, "%s: %s", c.Name, raw)
+		var s statsv1alpha1.Summary
+		require.NoError(b, json.Unmarshal(raw, &s))
+		pods, err := c.Client.CoreV1().Pods(chartNamespace).List(b.Context(), metav1.ListOptions{})
+		require.NoError(b, err)
+		component := map[string]string{}
+		for _, p := range pods.Items {
+			component[p.Name] = p.Labels["app.kubernetes.io/component"]
+		}
+		for _, p := range s.Pods {
+			name := component[p.PodRef.Name]
+			if p.PodRef.Namespace != chartNamespace || name == "" || p.Memory == nil || p.Memory.WorkingSetBytes == nil {
+				continue
+			}
+			out[name] = max(out[name], float64(*p.Memory.WorkingSetBytes)/(1<<20))
+		}
+	}
+	for _, want := range []string{"agent", "scheduler", "proxy"} {
+		require.Contains(b, out, want, "no memory figure for the %s's pods", want)
+	}
+	return out
+}
+
+// watchLeaderless watches the agent's Lease of a cluster and returns a
+// function that stops and returns the longest time without a leader seen:
+// from the old leader's last renewal (or its release, which is a renewal
+// without holder) to the new leader's acquisition.
+func watchLeaderless(b *testing.B, client kubernetes.Interface) func() time.Duration {
+	b.Helper()
+	leases := client.CoordinationV1().Leases(chartNamespace)
+	l, err := leases.Get(b.Context(), agentLease, metav1.GetOptions{})
+	require.NoError(b, err)
+	w, err := leases.Watch(b.Context(), metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", agentLease).String(), ResourceVersion: l.ResourceVersion})
+	require.NoError(b, err)
+	var mu sync.Mutex
+	var worst time.Duration
+	holder := func(l *coordinationv1.Lease) string {
+		if l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+	prevHolder, prevRenew := holder(l), l.Spec.RenewTime
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			l, ok := ev.Object.(*coordinationv1.Lease)
+			if !ok || ev.Type != watch.Modified {
+				continue
+			}
+			h := holder(l)
+			if h != "" && h != prevHolder && prevRenew != nil && l.Spec.AcquireTime != nil {
+				mu.Lock()
+				worst = max(worst, l.Spec.AcquireTime.Sub(prevRenew.Time))
+				mu.Unlock()
+			}
+			prevHolder, prevRenew = h, l.Spec.RenewTime
+		}
+	}()
+	return func() time.Duration {
+		w.Stop()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return worst
+	}
+}
+
+// reinstallLeaf uninstalls the chart from east-1 and installs it again as
+// an operator does, returning the time from the new token to east-1's
+// Target Ready and its virtual node Ready in east.
+func reinstallLeaf(b *testing.B, img framework.Image) time.Duration {
+	b.Helper()
+	ctx := b.Context()
+	leaf, east := env.Cluster("east-1"), env.Cluster("east")
+	_, err := framework.Helm(ctx, env, leaf, "uninstall", release, "--namespace", chartNamespace, "--wait", "--timeout", "3m")
+	require.NoError(b, err)
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := leaf.Client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 0, nil
+	})
+	require.NoError(b, err, "Nestlet's pods in east-1 after the uninstall")
+	start := time.Now()
+	require.NoError(b, installChild(ctx, leaf, east, "--set", "image.tag="+img.Tag()), "installing east-1 again, at east's version")
+	return time.Since(start)
+}
