@@ -1,8 +1,10 @@
 package install
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -144,7 +146,24 @@ func TestKubectlThroughTheProxy(t *testing.T) {
 	require.NoError(t, err, errOut)
 	require.Equal(t, "through the proxy\n", out)
 
+	// logs -f: the port-forwarded request's line arrives on the open
+	// stream.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	follow := exec.CommandContext(ctx, env.Binaries.Kubectl, "--kubeconfig", root.KubeconfigPath, "-n", ns, "logs", "-f", "--tail=1", pod.Name)
+	stdout, err := follow.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, follow.Start())
+	defer func() { cancel(); _ = follow.Wait() }()
+	lines := bufio.NewScanner(stdout)
+	require.True(t, lines.Scan(), "logs -f: no first line")
 	require.Contains(t, framework.PortForwardGet(t, env, root, ns, "pod/"+pod.Name, "8080", "/through-port-forward"), "hello from")
+	for lines.Scan() {
+		if strings.Contains(lines.Text(), "GET /through-port-forward") {
+			return
+		}
+	}
+	t.Fatalf("logs -f ended before the request's line: %v", lines.Err())
 }
 
 // TestComponentsNeverRefused: after the tests above, no log line of any
