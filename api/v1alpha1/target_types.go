@@ -170,6 +170,10 @@ const (
 	// opened to the parent's (the agent's --gateway): pod traffic to the
 	// other clusters goes through it. Absent without a gateway.
 	ConditionTunnel = "Tunnel"
+	// ConditionCompatible says whether this agent and the parent share a
+	// protocol (True, ReasonProtocolsMeet) or not (False,
+	// ReasonVersionSkew), naming both builds (api/protocol.go).
+	ConditionCompatible = "Compatible"
 )
 
 // Condition reasons. Each is documented in docs/troubleshooting.md.
@@ -193,6 +197,8 @@ const (
 	ReasonPodCIDRsDistinct  = "PodCIDRsDistinct"
 	ReasonNoPodCIDRs        = "NoPodCIDRs"
 	// Reasons of ConditionTunnel.
+	ReasonProtocolsMeet     = "ProtocolsMeet"
+	ReasonVersionSkew       = "VersionSkew"
 	ReasonTunnelUp          = "TunnelUp"
 	ReasonTunnelDown        = "TunnelDown"
 	ReasonNoParentGateway   = "NoParentGateway"

@@ -40,6 +40,7 @@ type decorator struct {
 	cidrs  cidrCache
 	clock  clock.PassiveClock
 	held   sync.Map // node name -> time.Time it was first held back (holdForNLC)
+	skewed sync.Map // node name -> true while its child's protocols do not meet ours
 	// tunnels, when this cluster runs a gateway, gets each child's key
 	// and pod CIDRs, and gives each child the parent's gateway.
 	tunnels *tunnels
@@ -246,6 +247,22 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 	var applied []string
 	if raw, ok := n.Annotations[api.AnnotationAppliedTaints]; ok {
 		_ = json.Unmarshal([]byte(raw), &applied)
+	}
+	// A child that shares no protocol with this cluster gets the skew
+	// taint; each side states its build on the node (skew.go).
+	skew := versionSkew(n)
+	if _, was := d.skewed.Load(name); (skew != "") != was {
+		if skew != "" {
+			d.skewed.Store(name, true)
+			klog.FromContext(ctx).Info("Version skew: tainting the child's virtual node", "node", name, "why", skew)
+		} else {
+			d.skewed.Delete(name)
+		}
+	}
+	desired = withSkewTaint(desired, skew)
+	for k, v := range parentAnnotations() {
+		want.Annotations[k] = v
+		patchAnnotations[k] = v
 	}
 	want.Spec.Taints = mergeTaints(n.Spec.Taints, desired, applied)
 	keys := []string{}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -148,6 +149,7 @@ func TestDecoratorSync(t *testing.T) {
 	// here: nothing overlaps).
 	checked := func(a map[string]string) map[string]string {
 		out := map[string]string{api.AnnotationPodCIDROverlap: api.PodCIDROverlapNone}
+		maps.Copy(out, parentAnnotations())
 		for k, v := range a {
 			out[k] = v
 		}

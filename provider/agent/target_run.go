@@ -208,9 +208,21 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 		r.status.setPodCIDRs(own)
 	}
 	go checkPodCIDRs(runCtx, r.a.cfg.Clock, nodeClient, t.Spec.ClusterName, prov, r.status)
-	var onNode func(*corev1.Node)
+	// Each version of the node: the parent's build and protocols against
+	// ours (skew.go), written when they change; and the parent's gateway.
+	var lastCompat metav1.Condition
+	onNode := func(n *corev1.Node) {
+		if c := compatibility(n); c.Status != lastCompat.Status || c.Message != lastCompat.Message {
+			lastCompat = c
+			r.status.set(runCtx, c)
+		}
+	}
 	if tun := r.a.tunnels; tun != nil {
-		onNode = func(n *corev1.Node) { tun.watchParent(runCtx, t.Name, n, prov.PodCIDRs) }
+		compat := onNode
+		onNode = func(n *corev1.Node) {
+			tun.watchParent(runCtx, t.Name, n, prov.PodCIDRs)
+			compat(n)
+		}
 		defer tun.setParent(ctx, t.Name, nil, nil)
 		defer tun.onKeyChange(t.Name, prov.PostStatus)()
 		go tun.reportTunnel(runCtx, r.a.cfg.Clock, r.status, publishTunnel(nodeClient, t.Spec.ClusterName))

@@ -45,7 +45,7 @@ func validateSpec(t *v1alpha1.Target) error {
 		}
 	}
 	for _, taint := range t.Spec.Taints {
-		if taint.Key == api.TaintKeyProvider {
+		if taint.Key == api.TaintKeyProvider || taint.Key == api.TaintKeyVersionSkew {
 			problems = append(problems, fmt.Sprintf("taint %q is set by Nestlet", taint.Key))
 		}
 		if errs := validation.IsQualifiedName(taint.Key); len(errs) > 0 {

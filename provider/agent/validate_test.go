@@ -47,6 +47,7 @@ func TestValidateSpec(t *testing.T) {
 		{name: "invalid label key", labels: map[string]string{"bad key": "a"}, wantIn: []string{`label key "bad key"`}},
 		{name: "invalid label value", labels: map[string]string{"example.com/team": "no spaces"}, wantIn: []string{`label example.com/team value "no spaces"`}},
 		{name: "provider taint", taints: []corev1.Taint{noSchedule("virtual-kubelet.io/provider")}, wantIn: []string{`taint "virtual-kubelet.io/provider" is set by Nestlet`}},
+		{name: "version skew taint", taints: []corev1.Taint{noSchedule("nestlet.io/version-skew")}, wantIn: []string{`taint "nestlet.io/version-skew" is set by Nestlet`}},
 		{name: "invalid taint key", taints: []corev1.Taint{noSchedule("bad/key/x")}, wantIn: []string{`taint key "bad/key/x"`}},
 		{name: "63-character name", clusterName: strings.Repeat("a", 63)},
 		{name: "64-character name", clusterName: strings.Repeat("a", 64), wantIn: []string{"clusterName", "label nestlet.io/cluster", "63"}},

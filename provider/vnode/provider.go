@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/version"
 	"github.com/nestlet/nestlet/provider/summary"
 )
 
@@ -258,6 +259,10 @@ func (p *Provider) Node(r summary.Result) (*corev1.Node, error) {
 		api.AnnotationSummary:       sum,
 		api.AnnotationClusterUID:    p.cfg.ClusterUID,
 		api.AnnotationDesiredTaints: string(desired),
+		// Which build this is and which protocols it reads: the parent
+		// taints the node when they do not meet its own (version skew).
+		api.AnnotationAgentVersion: version.String(),
+		api.AnnotationProtocols:    api.OwnProtocols().String(),
 	}
 	if p.cfg.GatewayKey != nil {
 		if key := p.cfg.GatewayKey(); key != "" {

@@ -19,6 +19,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/version"
 	"github.com/nestlet/nestlet/provider/summary"
 )
 
@@ -208,6 +209,8 @@ func TestNode(t *testing.T) {
 						"nestlet.io/summary":        string(sumJSON),
 						"nestlet.io/cluster-uid":    "uid-1",
 						"nestlet.io/desired-taints": `[{"key":"example.com/dedicated","value":"gpu","effect":"NoSchedule"}]`,
+						"nestlet.io/agent-version":  version.String(),
+						"nestlet.io/protocols":      "1",
 					},
 				},
 				Spec: corev1.NodeSpec{Taints: []corev1.Taint{provider, dedicated}},
@@ -239,6 +242,8 @@ func TestNode(t *testing.T) {
 						"nestlet.io/summary":        string(sumJSON),
 						"nestlet.io/cluster-uid":    "uid-1",
 						"nestlet.io/desired-taints": "null",
+						"nestlet.io/agent-version":  version.String(),
+						"nestlet.io/protocols":      "1",
 					},
 				},
 				Spec: corev1.NodeSpec{Taints: []corev1.Taint{provider}},

@@ -11,12 +11,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -59,6 +62,11 @@ func TestUpgrade(t *testing.T) {
 		require.NoError(t, env.Cluster(c.name).WaitTargetReady(ctx, c.parent, 2*time.Minute))
 	}
 	webDeployment(t, ns, "after-upgrade", 1)
+	// Each side states its new build on the child's node, and the child's
+	// Target finds their protocols met, naming both.
+	for _, at := range tree[1:] {
+		requireVersionsStated(t, at.name, at.parent, "0.0.0-upgrade")
+	}
 
 	rootChanges, leafChanges := atRoot(t), atLeaf(t)
 	require.Empty(t, rootChanges, "pods at the root disturbed by the upgrade; their delegates in east-1 meanwhile: %v", leafChanges)
@@ -95,6 +103,32 @@ func upgradeTree(t testing.TB, version string) (framework.Image, time.Duration) 
 		waitUpgraded(t, c.Name, next.Ref)
 	}
 	return next, time.Since(start)
+}
+
+// requireVersionsStated waits until child's virtual node in parent states
+// both sides' build as version, and child's Target is Compatible.
+func requireVersionsStated(t testing.TB, child, parent, version string) {
+	t.Helper()
+	var last string
+	targets, err := v1alpha1.NewTargetClient(env.Cluster(child).Config)
+	require.NoError(t, err)
+	err = wait.PollUntilContextTimeout(t.Context(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := env.Cluster(parent).Client.CoreV1().Nodes().Get(ctx, child, metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		target, err := targets.Get(ctx, parent, metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		c := meta.FindStatusCondition(target.Status.Conditions, v1alpha1.ConditionCompatible)
+		last = fmt.Sprintf("node annotations %v; Compatible %+v", n.Annotations, c)
+		return strings.HasPrefix(n.Annotations[api.AnnotationAgentVersion], version) &&
+			strings.HasPrefix(n.Annotations[api.AnnotationParentVersion], version) &&
+			n.Annotations[api.AnnotationProtocols] == api.OwnProtocols().String() &&
+			c != nil && c.Status == metav1.ConditionTrue && strings.Count(c.Message, version) == 2, nil
+	})
+	require.NoError(t, err, "%s in %s: %s", child, parent, last)
 }
 
 // watchStates watches the pods of ns that selector selects from now on and

@@ -1,0 +1,73 @@
+package agent
+
+import (
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/pkg/version"
+)
+
+// Version skew (api/protocol.go): each side states on the child's virtual
+// node its build and the protocols it reads, the child's agent when it
+// registers the node, the parent's agent when it decorates it. Where they
+// share none, the parent taints the node (nothing new is placed there) and
+// the child's Target says so, naming both builds.
+
+// versionSkew is the parent's view of a child's node: why the two do not
+// meet, or "".
+func versionSkew(n *corev1.Node) string {
+	theirs, err := api.ProtocolsIn(n.Annotations, api.AnnotationProtocols)
+	if err != nil {
+		return fmt.Sprintf("child %s states unreadable protocols: %v", n.Name, err)
+	}
+	if ours := api.OwnProtocols(); !ours.Meets(theirs) {
+		return fmt.Sprintf("child %s runs Nestlet %s (protocols %s), this cluster %s (protocols %s): upgrade the older side",
+			n.Name, api.VersionOf(n.Annotations, api.AnnotationAgentVersion), theirs, version.String(), ours)
+	}
+	return ""
+}
+
+// withSkewTaint returns the taints to apply for a child: desired, with the
+// skew taint when skew says the two do not meet (a child cannot ask for
+// that taint, nor be rid of it).
+func withSkewTaint(desired []corev1.Taint, skew string) []corev1.Taint {
+	out := slices.DeleteFunc(slices.Clone(desired), func(t corev1.Taint) bool { return t.Key == api.TaintKeyVersionSkew })
+	if skew != "" {
+		out = append(out, corev1.Taint{Key: api.TaintKeyVersionSkew, Effect: corev1.TaintEffectNoSchedule})
+	}
+	return out
+}
+
+// parentAnnotations are what the parent states of itself on a child's node.
+func parentAnnotations() map[string]string {
+	return map[string]string{
+		api.AnnotationParentVersion:   version.String(),
+		api.AnnotationParentProtocols: api.OwnProtocols().String(),
+	}
+}
+
+// compatibility is the child's view of its own node in the parent: the
+// Target's Compatible condition.
+func compatibility(n *corev1.Node) metav1.Condition {
+	cond := metav1.Condition{Type: v1alpha1.ConditionCompatible, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonProtocolsMeet}
+	parent := api.VersionOf(n.Annotations, api.AnnotationParentVersion)
+	theirs, err := api.ProtocolsIn(n.Annotations, api.AnnotationParentProtocols)
+	ours := api.OwnProtocols()
+	switch {
+	case err != nil:
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonVersionSkew
+		cond.Message = fmt.Sprintf("the parent states unreadable protocols (%v); this agent runs Nestlet %s (protocols %s)", err, version.String(), ours)
+	case !ours.Meets(theirs):
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonVersionSkew
+		cond.Message = fmt.Sprintf("the parent runs Nestlet %s (protocols %s), this agent %s (protocols %s): they share no protocol, so the parent places nothing new here (taint %s); upgrade the older side",
+			parent, theirs, version.String(), ours, api.TaintKeyVersionSkew)
+	default:
+		cond.Message = fmt.Sprintf("the parent runs Nestlet %s (protocols %s), this agent %s (protocols %s)", parent, theirs, version.String(), ours)
+	}
+	return cond
+}
