@@ -248,22 +248,7 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 	if raw, ok := n.Annotations[api.AnnotationAppliedTaints]; ok {
 		_ = json.Unmarshal([]byte(raw), &applied)
 	}
-	// A child that shares no protocol with this cluster gets the skew
-	// taint; each side states its build on the node (skew.go).
-	skew := versionSkew(n)
-	if _, was := d.skewed.Load(name); (skew != "") != was {
-		if skew != "" {
-			d.skewed.Store(name, true)
-			klog.FromContext(ctx).Info("Version skew: tainting the child's virtual node", "node", name, "why", skew)
-		} else {
-			d.skewed.Delete(name)
-		}
-	}
-	desired = withSkewTaint(desired, skew)
-	for k, v := range parentAnnotations() {
-		want.Annotations[k] = v
-		patchAnnotations[k] = v
-	}
+	desired = d.versions(ctx, n, desired, want.Annotations, patchAnnotations)
 	want.Spec.Taints = mergeTaints(n.Spec.Taints, desired, applied)
 	keys := []string{}
 	for _, t := range desired {

@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
@@ -41,6 +43,26 @@ func withSkewTaint(desired []corev1.Taint, skew string) []corev1.Taint {
 		out = append(out, corev1.Taint{Key: api.TaintKeyVersionSkew, Effect: corev1.TaintEffectNoSchedule})
 	}
 	return out
+}
+
+// versions is the decorator's part (sync): it states this side's build in
+// annotations and patch, and returns desired with the skew taint when the
+// child n shares no protocol with this cluster.
+func (d *decorator) versions(ctx context.Context, n *corev1.Node, desired []corev1.Taint, annotations, patch map[string]string) []corev1.Taint {
+	skew := versionSkew(n)
+	if _, was := d.skewed.Load(n.Name); (skew != "") != was {
+		if skew != "" {
+			d.skewed.Store(n.Name, true)
+			klog.FromContext(ctx).Info("Version skew: tainting the child's virtual node", "node", n.Name, "why", skew)
+		} else {
+			d.skewed.Delete(n.Name)
+		}
+	}
+	for k, v := range parentAnnotations() {
+		annotations[k] = v
+		patch[k] = v
+	}
+	return withSkewTaint(desired, skew)
 }
 
 // parentAnnotations are what the parent states of itself on a child's node.
