@@ -95,7 +95,7 @@ func (w *SchedulingWebhook) patch(req *admissionv1.AdmissionRequest) ([]byte, er
 	}
 	ops := []map[string]any{{"op": "add", "path": "/spec/schedulerName", "value": name}}
 	toleration := corev1.Toleration{Key: api.TaintKeyProvider, Operator: corev1.TolerationOpEqual, Value: api.TaintValueProvider, Effect: corev1.TaintEffectNoSchedule}
-	taint := corev1.Taint{Key: api.TaintKeyProvider, Value: api.TaintValueProvider, Effect: corev1.TaintEffectNoSchedule}
+	taint := api.ProviderTaint()
 	tolerated := false
 	for _, t := range pod.Spec.Tolerations {
 		tolerated = tolerated || t.ToleratesTaint(klog.Background(), &taint, false)

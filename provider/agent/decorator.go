@@ -25,7 +25,6 @@ import (
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/pkg/revoked"
 	"github.com/nestlet/nestlet/provider/summary"
-	"github.com/nestlet/nestlet/provider/vnode"
 )
 
 // decorator is the parent's side: it gives the virtual nodes of this
@@ -289,7 +288,7 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 // the keys of the taints applied from an earlier desired list: those the
 // child asks for no more are dropped.
 func mergeTaints(current, desired []corev1.Taint, applied []string) []corev1.Taint {
-	out := append([]corev1.Taint{vnode.ProviderTaint()}, desired...)
+	out := append([]corev1.Taint{api.ProviderTaint()}, desired...)
 	managed := map[string]bool{api.TaintKeyProvider: true}
 	for _, t := range desired {
 		managed[t.Key] = true

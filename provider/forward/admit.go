@@ -19,7 +19,7 @@ import (
 var DefaultTrustedSchedulers = []string{"nestlet-scheduler"}
 
 // providerTaint is the taint every virtual node carries.
-var providerTaint = corev1.Taint{Key: api.TaintKeyProvider, Value: api.TaintValueProvider, Effect: corev1.TaintEffectNoSchedule}
+var providerTaint = api.ProviderTaint()
 
 // admit tells why a pod bound to the virtual node must not be forwarded,
 // or "" when it may. The virtual node is tainted so that only pods meant

@@ -282,7 +282,7 @@ func (p *Provider) Node(r summary.Result) (*corev1.Node, error) {
 			Labels:      nodeLabels,
 			Annotations: annotations,
 		},
-		Spec: corev1.NodeSpec{Taints: append([]corev1.Taint{ProviderTaint()}, p.cfg.Taints...)},
+		Spec: corev1.NodeSpec{Taints: append([]corev1.Taint{api.ProviderTaint()}, p.cfg.Taints...)},
 		Status: corev1.NodeStatus{
 			Capacity:    r.Allocatable.DeepCopy(),
 			Allocatable: r.Allocatable.DeepCopy(),
@@ -331,11 +331,6 @@ func readyCondition(r summary.Result, cond func(corev1.NodeConditionType, corev1
 // ReasonNoReadyNode is the reason of a virtual node's Ready condition when
 // the child has nodes and none of them is Ready.
 const ReasonNoReadyNode = "NoReadyNodeInChildCluster"
-
-// ProviderTaint is the taint every virtual node carries.
-func ProviderTaint() corev1.Taint {
-	return corev1.Taint{Key: api.TaintKeyProvider, Value: api.TaintValueProvider, Effect: corev1.TaintEffectNoSchedule}
-}
 
 func valueOr(v, def string) string {
 	if v == "" {
