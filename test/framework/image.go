@@ -16,6 +16,9 @@ type Image struct {
 	// Ref is its name (repository:tag), Digest its manifest digest and
 	// Archive the OCI archive that real nodes import (RealNodeOptions.Images).
 	Ref, Digest, Archive string
+	// Source is the source tree it was built from, with its chart
+	// (charts/nestlet).
+	Source string
 }
 
 // Repository is the image's name without its tag.
@@ -34,16 +37,60 @@ func BuildImage(dir string, env ...string) (Image, error) {
 	if err != nil {
 		return Image{}, err
 	}
-	cmd := exec.Command(filepath.Join(root, "hack", "images.sh"), dir)
-	cmd.Dir = root
+	return runImagesScript(root, dir, env)
+}
+
+// runImagesScript runs hack/images.sh of the source tree src into dir.
+func runImagesScript(src, dir string, env []string) (Image, error) {
+	cmd := exec.Command(filepath.Join(src, "hack", "images.sh"), dir)
+	cmd.Dir = src
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return Image{}, fmt.Errorf("hack/images.sh: %w: %s", err, out)
+		return Image{}, fmt.Errorf("%s: %w: %s", cmd.Path, err, out)
 	}
 	m := imageBuilt.FindStringSubmatch(string(out))
 	if m == nil {
-		return Image{}, fmt.Errorf("hack/images.sh printed no image: %s", out)
+		return Image{}, fmt.Errorf("%s printed no image: %s", cmd.Path, out)
 	}
-	return Image{Ref: m[1], Digest: m[2], Archive: m[3]}, nil
+	return Image{Ref: m[1], Digest: m[2], Archive: m[3], Source: src}, nil
+}
+
+// BuildImageAt builds the image of an earlier commit rev of this
+// repository, as that commit's own hack/images.sh builds it from its own
+// sources (taken with git archive into a directory of dir), into dir; env
+// is added to the script's environment as in BuildImage. The commit must be
+// in the clone: a shallow clone lacks it, and is told so.
+func BuildImageAt(dir, rev string, env ...string) (Image, error) {
+	root, err := launcher.RepoRoot()
+	if err != nil {
+		return Image{}, err
+	}
+	if out, err := exec.Command("git", "-C", root, "cat-file", "-e", rev+"^{commit}").CombinedOutput(); err != nil {
+		return Image{}, fmt.Errorf("commit %s is not in the clone at %s (a shallow clone? git fetch --unshallow): %w: %s", rev, root, err, out)
+	}
+	src := filepath.Join(dir, "src-"+rev)
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return Image{}, err
+	}
+	archive := exec.Command("git", "-C", root, "archive", "--format=tar", rev)
+	extract := exec.Command("tar", "-x", "-C", src)
+	pipe, err := archive.StdoutPipe()
+	if err != nil {
+		return Image{}, err
+	}
+	extract.Stdin = pipe
+	var archiveErr, extractErr strings.Builder
+	archive.Stderr, extract.Stderr = &archiveErr, &extractErr
+	if err := extract.Start(); err != nil {
+		return Image{}, err
+	}
+	if err := archive.Run(); err != nil {
+		_ = extract.Wait()
+		return Image{}, fmt.Errorf("git archive %s: %w: %s", rev, err, archiveErr.String())
+	}
+	if err := extract.Wait(); err != nil {
+		return Image{}, fmt.Errorf("extracting %s: %w: %s", rev, err, extractErr.String())
+	}
+	return runImagesScript(src, dir, env)
 }

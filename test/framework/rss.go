@@ -2,6 +2,8 @@ package framework
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -14,6 +16,29 @@ import (
 // /proc/<pid>/status.
 func RSSBytes(p *launcher.Process) (int64, error) {
 	return vmRSS(fmt.Sprintf("/proc/%d/status", p.PID()))
+}
+
+// ContainerRSSBytes returns the resident set size of the main process of
+// container id on real node n, read from /proc as RSSBytes reads a host
+// process's: the same measure for a component run as a pod and as a host
+// process (the kubelet's working set counts page cache too).
+func ContainerRSSBytes(ctx context.Context, n *launcher.RealNode, id string) (int64, error) {
+	svc, err := n.Runtime()
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = svc.Close() }()
+	st, err := svc.ContainerStatus(ctx, id, true)
+	if err != nil {
+		return 0, err
+	}
+	var info struct {
+		Pid int `json:"pid"`
+	}
+	if err := json.Unmarshal([]byte(st.GetInfo()["info"]), &info); err != nil || info.Pid == 0 {
+		return 0, fmt.Errorf("container %s: no process id in the runtime's status (%v)", id, err)
+	}
+	return vmRSS(fmt.Sprintf("/proc/%d/status", info.Pid))
 }
 
 // SelfRSSBytes returns this process's resident set size.

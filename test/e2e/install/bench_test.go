@@ -3,6 +3,7 @@ package install
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -33,7 +35,12 @@ import (
 //   - child-install-to-ready-s: east-1 uninstalled, then installed again as
 //     an operator does (a token made in east, helm install with its
 //     values), from the token to its Target Ready and its virtual node
-//     Ready in east.
+//     Ready in east;
+//   - agent-pod-rss-MiB and agent-process-rss-MiB: east-1's agent as the
+//     chart's leader pod and, while the chart is uninstalled, as a host
+//     process with admin credentials as the launcher runs it, joined to
+//     east the same way, each read agentSettle after its Target was Ready
+//     (VmRSS of its process both ways, in the same run).
 func BenchmarkInstall(b *testing.B) {
 	framework.NeedRealNodes(b)
 	for range b.N {
@@ -62,7 +69,10 @@ func BenchmarkInstall(b *testing.B) {
 		b.ReportMetric(float64(worst.Milliseconds()), "upgrade-leaderless-max-ms")
 		require.NoError(b, env.Cluster("root").Client.CoreV1().Namespaces().Delete(b.Context(), ns, metav1.DeleteOptions{}))
 
-		b.ReportMetric(reinstallLeaf(b, next).Seconds(), "child-install-to-ready-s")
+		took, rss := reinstallLeaf(b, next)
+		b.ReportMetric(took.Seconds(), "child-install-to-ready-s")
+		b.ReportMetric(rss.pod, "agent-pod-rss-MiB")
+		b.ReportMetric(rss.process, "agent-process-rss-MiB")
 	}
 }
 
@@ -143,10 +153,19 @@ func watchLeaderless(b *testing.B, client kubernetes.Interface) func() time.Dura
 	}
 }
 
-// reinstallLeaf uninstalls the chart from east-1 and installs it again as
-// an operator does, returning the time from the new token to east-1's
-// Target Ready and its virtual node Ready in east.
-func reinstallLeaf(b *testing.B, img framework.Image) time.Duration {
+// agentSettle is how long after its Target is Ready an agent's memory is
+// read, as a pod and as a host process alike.
+const agentSettle = 30 * time.Second
+
+// agentRSS is east-1's agent's RSS in MiB, as a pod and as a host process.
+type agentRSS struct{ pod, process float64 }
+
+// reinstallLeaf uninstalls the chart from east-1, joins it to east for a
+// while with a host-process agent (processAgentRSS), and installs the
+// chart again as an operator does. It returns the time from the new token
+// to east-1's Target Ready and its virtual node Ready in east, and the
+// agent's memory both ways.
+func reinstallLeaf(b *testing.B, img framework.Image) (time.Duration, agentRSS) {
 	b.Helper()
 	ctx := b.Context()
 	leaf, east := env.Cluster("east-1"), env.Cluster("east")
@@ -157,7 +176,52 @@ func reinstallLeaf(b *testing.B, img framework.Image) time.Duration {
 		return err == nil && len(pods.Items) == 0, nil
 	})
 	require.NoError(b, err, "Nestlet's pods in east-1 after the uninstall")
+	var rss agentRSS
+	rss.process = processAgentRSS(b, leaf, east)
 	start := time.Now()
 	require.NoError(b, installChild(ctx, leaf, east, "--set", "image.tag="+img.Tag()), "installing east-1 again, at east's version")
-	return time.Since(start)
+	took := time.Since(start)
+	rss.pod = podAgentRSS(b, leaf, leafNode)
+	return took, rss
+}
+
+// processAgentRSS runs leaf's agent as a host process with the cluster's
+// admin kubeconfig (launcher.StartAgent), joins leaf to parent with it
+// (launcher.Join: a token made in the parent, nestctl join), reads its RSS
+// agentSettle after the Target is Ready, and makes it leave (nestctl
+// leave: the Target deleted, the virtual node gone from the parent) before
+// stopping it.
+func processAgentRSS(b *testing.B, leaf, parent *launcher.Cluster) float64 {
+	b.Helper()
+	ctx := b.Context()
+	p, err := env.StartAgent(ctx, leaf)
+	require.NoError(b, err)
+	defer p.Stop(10 * time.Second)
+	_, err = launcher.Join(ctx, parent, leaf, launcher.JoinOptions{})
+	require.NoError(b, err, "east-1 joining east with a host-process agent")
+	time.Sleep(agentSettle)
+	rss, err := framework.RSSBytes(p)
+	require.NoError(b, err)
+	_, err = leaf.Nestctl(ctx, "leave")
+	require.NoError(b, err, "the host-process agent leaving east")
+	return float64(rss) / (1 << 20)
+}
+
+// podAgentRSS reads, agentSettle from now, the RSS of the process of the
+// agent's leader pod in c, which runs on its real node node.
+func podAgentRSS(b *testing.B, c *launcher.Cluster, node string) float64 {
+	b.Helper()
+	ctx := b.Context()
+	time.Sleep(agentSettle)
+	l, err := c.Client.CoordinationV1().Leases(chartNamespace).Get(ctx, agentLease, metav1.GetOptions{})
+	require.NoError(b, err)
+	require.NotNil(b, l.Spec.HolderIdentity, "%s: the agent's Lease has no holder", c.Name)
+	name, _, _ := strings.Cut(*l.Spec.HolderIdentity, "_") // the pod's hostname, then a UUID
+	pod, err := c.Client.CoreV1().Pods(chartNamespace).Get(ctx, name, metav1.GetOptions{})
+	require.NoError(b, err)
+	require.NotEmpty(b, pod.Status.ContainerStatuses, "%s: %s has no container", c.Name, name)
+	_, id, _ := strings.Cut(pod.Status.ContainerStatuses[0].ContainerID, "://")
+	rss, err := framework.ContainerRSSBytes(ctx, c.RealNode(node), id)
+	require.NoError(b, err, "%s: %s", c.Name, name)
+	return float64(rss) / (1 << 20)
 }
