@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nestlet/nestlet/pkg/permissions"
 )
 
 // Spec is a set of clusters to start together.
@@ -38,6 +40,13 @@ type Config struct {
 	// (NetworkHosts), or all on this machine's network (NetworkShared).
 	// DefaultNetwork when empty.
 	Network Network
+	// Identities are the permissions Nestlet's components run with, by
+	// component (ComponentAgent, ComponentProxy), instead of the cluster's
+	// admin credentials: StartAgent and StartProxy then make each its
+	// ServiceAccount, bind it the rules as the chart does, and give it a
+	// token of that ServiceAccount. A component without an entry runs as
+	// admin.
+	Identities map[string][]permissions.Rule
 }
 
 // Environment is a set of clusters sharing one etcd.
@@ -48,6 +57,8 @@ type Environment struct {
 	Etcd     *Etcd
 	// Network is how its clusters are laid out.
 	Network Network
+	// Identities are Config.Identities.
+	Identities map[string][]permissions.Rule
 
 	mu       sync.Mutex
 	hosts    []*Host
@@ -88,7 +99,7 @@ func Start(ctx context.Context, cfg Config, spec Spec) (env *Environment, err er
 	default:
 		return nil, fmt.Errorf("unknown network %q: use %s or %s", network, NetworkHosts, NetworkShared)
 	}
-	env = &Environment{Dir: dir, Binaries: bins, Nestlet: own, Network: network, clusters: map[string]*Cluster{}}
+	env = &Environment{Dir: dir, Binaries: bins, Nestlet: own, Network: network, Identities: cfg.Identities, clusters: map[string]*Cluster{}}
 	if cfg.Detach {
 		if env.Dir, err = filepath.Abs(dir); err != nil {
 			return nil, err

@@ -31,12 +31,17 @@ func (c *Cluster) InstallCRDs(ctx context.Context) error { return crds.Install(c
 var TrustedSchedulers = []string{"default-scheduler", "nestlet-scheduler"}
 
 // StartAgent installs the CRDs in c and starts a nestlet agent for it, with
-// an admin kubeconfig, logging to <env dir>/<cluster>-nestlet.log.
+// an admin kubeconfig or the identity Config.Identities gives agents,
+// logging to <env dir>/<cluster>-nestlet.log.
 func (e *Environment) StartAgent(ctx context.Context, c *Cluster, extraArgs ...string) (*Process, error) {
 	if err := c.InstallCRDs(ctx); err != nil {
 		return nil, err
 	}
-	args := append([]string{"--kubeconfig=" + c.KubeconfigPath, "--v=2", "--trusted-schedulers=" + strings.Join(TrustedSchedulers, ",")}, extraArgs...)
+	kubeconfig, err := e.kubeconfigFor(ctx, c, ComponentAgent, agentNamespace(extraArgs))
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"--kubeconfig=" + kubeconfig, "--v=2", "--trusted-schedulers=" + strings.Join(TrustedSchedulers, ",")}, extraArgs...)
 	return e.StartProcessIn(c, c.Name+"-nestlet", e.Nestlet.Nestlet, args...)
 }
 
@@ -56,7 +61,8 @@ func (c *Cluster) GatewayArgs() []string {
 }
 
 // StartProxy starts a nestlet-proxy for c on free ports of its host's
-// address (of this machine's, in NetworkShared), with an admin kubeconfig,
+// address (of this machine's, in NetworkShared), with an admin kubeconfig
+// or the identity Config.Identities gives proxies,
 // and waits until it has published its endpoints in
 // kube-public/nestlet-info.
 func (e *Environment) StartProxy(ctx context.Context, c *Cluster) (*Process, error) {
@@ -74,8 +80,12 @@ func (e *Environment) StartProxy(ctx context.Context, c *Cluster) (*Process, err
 	if err != nil {
 		return nil, err
 	}
+	kubeconfig, err := e.kubeconfigFor(ctx, c, ComponentProxy, api.DefaultNamespace)
+	if err != nil {
+		return nil, err
+	}
 	p, err := e.StartProcessIn(c, c.Name+"-nestlet-proxy", e.Nestlet.Proxy,
-		"--kubeconfig="+c.KubeconfigPath, "--bind-address="+ip, "--advertise-address="+ip,
+		"--kubeconfig="+kubeconfig, "--bind-address="+ip, "--advertise-address="+ip,
 		"--tls-cert-file="+serving.CertPath, "--tls-private-key-file="+serving.KeyPath,
 		fmt.Sprintf("--kubelet-port=%d", ports[0]), fmt.Sprintf("--tunnel-port=%d", ports[1]), "--v=2")
 	if err != nil {

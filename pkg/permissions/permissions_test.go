@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	rbacv1 "k8s.io/api/rbac/v1"
 )
 
 func TestGrants(t *testing.T) {
@@ -28,4 +29,39 @@ func TestGrants(t *testing.T) {
 	}, Grants(rules, "nestlet-system"))
 	require.Empty(t, Wildcards(rules))
 	require.Len(t, Wildcards([]Rule{{APIGroups: []string{"*"}, Resources: []string{"pods"}, Verbs: []string{"get"}}, {Verbs: []string{"*"}}}), 2)
+}
+
+func TestToRBAC(t *testing.T) {
+	rules := []Rule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
+		{NonResourceURLs: []string{"/readyz"}, Verbs: []string{"get"}},
+		{Namespace: ReleaseNamespace, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"<lease>"}, Verbs: []string{"update"}},
+		{Namespace: "kube-system", APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}},
+		{BoundRole: "system:auth-delegator"},
+		{Namespace: "kube-system", BoundRole: "extension-apiserver-authentication-reader"},
+	}
+	subject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "sa", Namespace: "ns"}
+	got := ToRBAC(rules, "c", "ns", subject, map[string]string{"<lease>": "c-lease"})
+
+	require.Len(t, got.ClusterRoles, 1)
+	require.Equal(t, "c", got.ClusterRoles[0].Name)
+	require.Len(t, got.ClusterRoles[0].Rules, 2)
+	var roles []string
+	for _, r := range got.Roles {
+		roles = append(roles, r.Namespace+"/"+r.Name)
+	}
+	require.Equal(t, []string{"ns/c", "kube-system/c"}, roles)
+	require.Equal(t, []string{"c-lease"}, got.Roles[0].Rules[0].ResourceNames)
+
+	var crbs, rbs []string
+	for _, b := range got.ClusterRoleBindings {
+		crbs = append(crbs, b.Name+"->"+b.RoleRef.Kind+"/"+b.RoleRef.Name)
+		require.Equal(t, []rbacv1.Subject{subject}, b.Subjects)
+	}
+	for _, b := range got.RoleBindings {
+		rbs = append(rbs, b.Namespace+"/"+b.Name+"->"+b.RoleRef.Kind+"/"+b.RoleRef.Name)
+		require.Equal(t, []rbacv1.Subject{subject}, b.Subjects)
+	}
+	require.ElementsMatch(t, []string{"c:system-auth-delegator->ClusterRole/system:auth-delegator", "c->ClusterRole/c"}, crbs)
+	require.ElementsMatch(t, []string{"kube-system/c:extension-apiserver-authentication-reader->Role/extension-apiserver-authentication-reader", "ns/c->Role/c", "kube-system/c->Role/c"}, rbs)
 }

@@ -33,8 +33,9 @@ var Permissions = []permissions.Rule{
 	{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"get", "list", "create", "update", "delete"},
 		Why: "copies of the parent pods' ConfigMaps and Secrets (provider/forward/dependencies.go); bootstrap tokens and " +
 			"node identities (provider/join/identity.go)"},
-	{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"list", "watch", "create", "update", "delete"},
-		Why: "the parent's Services its pods use are copied here, kept in step and collected (provider/forward/services.go)"},
+	{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"},
+		Why: "the parent's Services its pods use are copied here, kept in step and collected; one of the same name found here is read " +
+			"to tell a copy from one Nestlet did not make (provider/forward/services.go)"},
 	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch", "create", "update", "delete"},
 		Why: "the parent's endpoints outside this subtree, as EndpointSlices of their own (provider/forward/remote_endpoints.go)"},
 	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"list", "watch", "create", "patch"},

@@ -44,14 +44,15 @@ type retryState struct {
 }
 
 // transient reports whether err passes by itself: the API server
-// unreachable, restarting, timing out or shedding load, or a pod refused
+// unreachable, restarting, timing out or shedding load, a pod refused
 // because its namespace's default service account is not made yet (this
-// cluster's controller manager makes it, once it is back too).
+// cluster's controller manager makes it, once it is back too), or the
+// agent's identity refused by the authorizer (refusedIdentity).
 func transient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
-	if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "error looking up service account") {
+	if apierrors.IsForbidden(err) && (strings.Contains(err.Error(), "error looking up service account") || refusedIdentity(err)) {
 		return true
 	}
 	var netErr net.Error
@@ -59,6 +60,18 @@ func transient(err error) bool {
 		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) ||
 		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
 		errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout())
+}
+
+// refusedIdentity reports whether err is the authorizer refusing the
+// agent's own identity a verb ("... is forbidden: User "..." cannot ..."),
+// not an admission plugin or a quota refusing the object. An API server
+// that has just started refuses so until its authorizer has loaded the
+// roles and bindings, for a few seconds, whatever the agent is granted; a
+// permission that is really missing (an edited chart) is retried with an
+// event that names it, and the pod waits, as it does for a quota.
+func refusedIdentity(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, `is forbidden: User "`) && strings.Contains(msg, `" cannot `)
 }
 
 // orRetry returns err to virtual-kubelet unless it is transient, in which
@@ -93,8 +106,12 @@ func (p *Provider) retryLater(pod *corev1.Pod, err error) {
 	p.cfg.Metrics.errors.WithLabelValues(p.cfg.TargetName, "transient").Inc()
 	klog.FromContext(p.ctx).V(2).Info("Writing a delegate failed for a passing reason; retrying", "pod", klog.KObj(pod), "in", delay, "err", err)
 	if first {
-		p.cfg.Recorder.Event(pod, corev1.EventTypeWarning, api.ReasonDelegateRetry,
-			fmt.Sprintf("%v: cluster %s's API server is out for now; retrying until it is back", err, p.cfg.ClusterName))
+		why := "cluster %s's API server is out for now; retrying until it is back"
+		if refusedIdentity(err) {
+			why = "cluster %s's API server refused the agent this: an API server refuses so for a few seconds after it starts, " +
+				"else the agent's RBAC lacks it (the chart grants it); retrying"
+		}
+		p.cfg.Recorder.Event(pod, corev1.EventTypeWarning, api.ReasonDelegateRetry, fmt.Sprintf("%v: "+why, err, p.cfg.ClusterName))
 	}
 }
 

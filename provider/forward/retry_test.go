@@ -142,4 +142,12 @@ func TestTransient(t *testing.T) {
 	noSA := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "x",
 		errors.New(`error looking up service account app/default: serviceaccount "default" not found`))
 	require.True(t, transient(fmt.Errorf("creating delegate: %w", noSA)))
+	// The authorizer refusing the agent's identity: an API server that
+	// has just started, before it loaded its roles and bindings.
+	authz := apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, "",
+		errors.New(`User "system:serviceaccount:nestlet-system:nestlet-agent" cannot create resource "namespaces" in API group "" at the cluster scope`))
+	require.True(t, transient(fmt.Errorf("creating namespace: %w", authz)))
+	// A quota refusing the object is not the identity.
+	quota := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "x", errors.New("exceeded quota: q, requested: pods=1, used: pods=1, limited: pods=1"))
+	require.False(t, transient(quota))
 }

@@ -35,8 +35,11 @@ func ContainerRSSBytes(ctx context.Context, n *launcher.RealNode, id string) (in
 	var info struct {
 		Pid int `json:"pid"`
 	}
-	if err := json.Unmarshal([]byte(st.GetInfo()["info"]), &info); err != nil || info.Pid == 0 {
-		return 0, fmt.Errorf("container %s: no process id in the runtime's status (%v)", id, err)
+	if err := json.Unmarshal([]byte(st.GetInfo()["info"]), &info); err != nil {
+		return 0, fmt.Errorf("container %s: reading the runtime's status: %w", id, err)
+	}
+	if info.Pid == 0 {
+		return 0, fmt.Errorf("container %s: no process id in the runtime's status", id)
 	}
 	return vmRSS(fmt.Sprintf("/proc/%d/status", info.Pid))
 }

@@ -75,7 +75,7 @@ func StartTree(ctx context.Context, cfg launcher.Config, tree Tree) (*TreeEnv, e
 	if cfg.Network == "" {
 		cfg.Network = tree.Network
 	}
-	env, err := launcher.Start(ctx, cfg, launcher.Spec{Clusters: tree.Clusters})
+	env, err := launcher.Start(ctx, withChartIdentities(cfg), launcher.Spec{Clusters: tree.Clusters})
 	if err != nil {
 		return nil, err
 	}
@@ -206,6 +206,10 @@ func RunTreeMain(m *testing.M, tree Tree, started func(*TreeEnv)) (code int) {
 		return 1
 	}
 	defer func() {
+		if refused := Refusals(te.Environment); code == 0 && len(refused) > 0 {
+			fmt.Fprintf(os.Stderr, "Nestlet's components were refused by their own cluster (a permission the chart lacks):\n%s\n", strings.Join(refused, "\n"))
+			code = 1
+		}
 		te.Cleanup(code != 0, func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) })
 		te.closeLinks()
 	}()
