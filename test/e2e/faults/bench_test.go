@@ -52,7 +52,11 @@ func census(ctx context.Context, ns string) (live, orphans, duplicates int, err 
 // east's pods in west (long), with a 6-replica Deployment over both
 // regions, and after each heal measures how long until the tree converges
 // (every replica Running at the root, one delegate each, nothing
-// terminating); then it counts pods lost, orphans and duplicates.
+// terminating); then it counts pods lost, orphans and duplicates. A fault
+// watch on every cluster throughout (watchFaults) counts besides what the
+// counts after each settle cannot see: two delegates of one pod alive at
+// once, a root pod gone without a deletion, a delegate outliving its
+// parent past orphanGrace, each with its worst duration.
 //
 //	go test ./test/e2e/faults -run '^$' -bench Partitions -benchtime 1x
 func BenchmarkPartitions(b *testing.B) {
@@ -68,6 +72,7 @@ func BenchmarkPartitions(b *testing.B) {
 			b.Fatal(err)
 		}
 		settle(b, ns, replicas, 2*time.Minute)
+		watch := watchFaults(b, ns)
 		var short, long []time.Duration
 		var lost, orphans, dups int
 		count := func() {
@@ -113,6 +118,13 @@ func BenchmarkPartitions(b *testing.B) {
 			settle(b, ns, replicas, 2*time.Minute)
 		}
 		b.StopTimer()
+		watched := watch.Stop()
+		b.Logf("faults watched throughout: %s", watched)
+		b.ReportMetric(float64(watched.Duplicates.N), "partition-watched-duplicates")
+		b.ReportMetric(float64(watched.Duplicates.Worst.Milliseconds()), "partition-watched-duplicate-worst-ms")
+		b.ReportMetric(float64(watched.Vanished.N), "partition-watched-vanished")
+		b.ReportMetric(float64(watched.Orphans.N), "partition-watched-orphans")
+		b.ReportMetric(float64(watched.Orphans.Worst.Milliseconds()), "partition-watched-orphan-worst-ms")
 		sp50, sp99 := framework.Percentiles(short)
 		lp50, lp99 := framework.Percentiles(long)
 		b.ReportMetric(sp50, "short-partition-converge-p50-ms")

@@ -47,8 +47,17 @@ func deployment(ns, name string, replicas int32) *appsv1.Deployment {
 
 // namespace makes a namespace at the root for the test, once both
 // children are Ready there without a taint of the node lifecycle: a test
-// starts on a whole tree whatever the one before it left.
+// starts on a whole tree whatever the one before it left. Its pods are
+// watched in every cluster until the test ends, which fails on any pod
+// run twice at once (reportFaults).
 func namespace(t *testing.T) string {
+	t.Helper()
+	return namespaceExpecting(t, 0)
+}
+
+// namespaceExpecting is namespace for a test that causes duplicates on
+// purpose: exactly that many must be counted.
+func namespaceExpecting(t *testing.T, duplicates int) string {
 	t.Helper()
 	var why string
 	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -74,6 +83,7 @@ func namespace(t *testing.T) string {
 	require.NoError(t, err, "the tree is not whole: %s", why)
 	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
 	require.NoError(t, env.Cluster("root").EnsureNamespace(t.Context(), ns))
+	reportFaults(t, watchFaults(t, ns), duplicates)
 	return ns
 }
 

@@ -130,7 +130,10 @@ func orphanCopies(ctx context.Context, ns string) (int, error) {
 // (4 minutes by default). Then it heals everything and measures how long
 // the tree takes to converge, pods lost, orphans and duplicates among the
 // delegates, copies left in leaves without delegates, and the agents' RSS
-// and goroutines before and after.
+// and goroutines before and after; a fault watch on every cluster
+// throughout (watchFaults) counts what happened in between: two delegates
+// of one pod alive at once, root pods gone without a deletion, delegates
+// outliving their parent past orphanGrace, each with its worst duration.
 //
 //	NESTLET_SOAK=10m NESTLET_SOAK_SEED=42 go test ./test/e2e/faults -run '^$' -bench Soak -benchtime 1x
 func BenchmarkSoak(b *testing.B) {
@@ -164,6 +167,7 @@ func BenchmarkSoak(b *testing.B) {
 		}
 		settle(b, ns, 6, 2*time.Minute)
 		before := agentStats(b)
+		watch := watchFaults(b, ns)
 
 		cutUntil := map[string]time.Time{} // the links cut, until when
 		var cuts, scales, longCuts int
@@ -219,6 +223,8 @@ func BenchmarkSoak(b *testing.B) {
 		after := agentStats(b)
 
 		b.StopTimer()
+		watched := watch.Stop()
+		b.Logf("faults watched throughout: %s", watched)
 		b.Logf("soak: %d scales, %d cuts (%d longer than the root's grace period), converged %s after the last heal",
 			scales, cuts, longCuts, converged.Round(time.Millisecond))
 		b.ReportMetric(dur.Minutes(), "soak-minutes")
@@ -231,6 +237,11 @@ func BenchmarkSoak(b *testing.B) {
 		b.ReportMetric(float64(orphans), "soak-orphans")
 		b.ReportMetric(float64(dups), "soak-duplicates")
 		b.ReportMetric(float64(copies), "soak-orphan-copies")
+		b.ReportMetric(float64(watched.Duplicates.N), "soak-watched-duplicates")
+		b.ReportMetric(float64(watched.Duplicates.Worst.Milliseconds()), "soak-watched-duplicate-worst-ms")
+		b.ReportMetric(float64(watched.Vanished.N), "soak-watched-vanished")
+		b.ReportMetric(float64(watched.Orphans.N), "soak-watched-orphans")
+		b.ReportMetric(float64(watched.Orphans.Worst.Milliseconds()), "soak-watched-orphan-worst-ms")
 		for _, c := range []string{"east", "west"} {
 			b.ReportMetric(before[c][0], "soak-agent-"+c+"-rss-before-MiB")
 			b.ReportMetric(after[c][0], "soak-agent-"+c+"-rss-after-MiB")

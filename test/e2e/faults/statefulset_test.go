@@ -67,10 +67,12 @@ func runningDelegates(ctx context.Context, ns string) (map[string][]string, erro
 // Kubernetes documents for a partitioned node: the StatefulSet makes it
 // again elsewhere (west, once allowed) while the cut-off child still runs
 // the old one. After the heal the child deletes the old one: the ordinal
-// runs exactly once, as the root's pod of that name.
+// runs exactly once, as the root's pod of that name. The fault watch
+// counts that window, and only it: one pod with two delegates alive at
+// once.
 func TestStatefulSetRunsOnceAfterHeal(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t)
+	ns := namespaceExpecting(t, 1)
 	const replicas = 1
 	root := env.Cluster("root").Client
 	_, err := root.AppsV1().StatefulSets(ns).Create(ctx, statefulSet(ns, "db"), metav1.CreateOptions{})
