@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
@@ -71,18 +72,15 @@ func TestManualApprovalAndRuntimeChanges(t *testing.T) {
 	require.Equal(t, "east", tg.Status.ParentClusterName)
 
 	// Change labels and taints at run time.
-	tg.Spec.Labels = map[string]string{"example.com/tier": "gold"}
-	tg.Spec.Taints = []corev1.Taint{{Key: "example.com/dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule}}
-	_, err = targets(t, "west").Update(ctx, tg, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	updateTarget(t, "west", name, func(tg *v1alpha1.Target) {
+		tg.Spec.Labels = map[string]string{"example.com/tier": "gold"}
+		tg.Spec.Taints = []corev1.Taint{{Key: "example.com/dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule}}
+	})
 	waitNode(t, "east", "west-manual", time.Minute, func(n *corev1.Node) bool {
 		return n.Labels["example.com/tier"] == "gold" && hasTaint(n, "example.com/dedicated") && hasTaint(n, api.TaintKeyProvider)
 	})
 	// And back.
-	tg = getTarget(t, "west", name)
-	tg.Spec.Labels, tg.Spec.Taints = nil, nil
-	_, err = targets(t, "west").Update(ctx, tg, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	updateTarget(t, "west", name, func(tg *v1alpha1.Target) { tg.Spec.Labels, tg.Spec.Taints = nil, nil })
 	waitNode(t, "east", "west-manual", time.Minute, func(n *corev1.Node) bool {
 		_, labelled := n.Labels["example.com/tier"]
 		return !labelled && !hasTaint(n, "example.com/dedicated") && hasTaint(n, api.TaintKeyProvider)
@@ -178,12 +176,22 @@ func TestLabelAtRegistrationCanBeRemoved(t *testing.T) {
 	require.Contains(t, getTarget(t, "west", tg.Name).Finalizers, api.FinalizerCleanup)
 	waitNode(t, "root", "west-labelled", time.Minute, func(n *corev1.Node) bool { return n.Labels["example.com/tier"] == "gold" })
 
-	cur := getTarget(t, "west", tg.Name)
-	cur.Spec.Labels = nil
-	_, err := targets(t, "west").Update(ctx, cur, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	updateTarget(t, "west", tg.Name, func(tg *v1alpha1.Target) { tg.Spec.Labels = nil })
 	waitNode(t, "root", "west-labelled", time.Minute, func(n *corev1.Node) bool {
 		_, still := n.Labels["example.com/tier"]
 		return !still && n.Labels["topology.kubernetes.io/region"] == "west"
 	})
+}
+
+// updateTarget changes Target name in cluster with change, again on a
+// conflict: its agent writes the Target's status and finalizers meanwhile.
+func updateTarget(t *testing.T, cluster, name string, change func(*v1alpha1.Target)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		tg := getTarget(t, cluster, name)
+		change(tg)
+		_, err := targets(t, cluster).Update(t.Context(), tg, metav1.UpdateOptions{})
+		return err
+	})
+	require.NoError(t, err, "updating Target %s in %s", name, cluster)
 }
