@@ -40,6 +40,7 @@ var baselines = map[string]string{
 	"hosts-leaf-rss-MiB":        "shared-leaf-rss-MiB",
 	"nestlet-p50-ms":            "stock-p50-ms",
 	"agent-pod-rss-MiB":         "agent-process-rss-MiB",
+	"scheduler-pod-rss-MiB":     "scheduler-process-rss-MiB",
 	"nestlet-p99-ms":            "stock-p99-ms",
 	"nestlet-decision-p99-ms":   "stock-decision-p99-ms",
 

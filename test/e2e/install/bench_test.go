@@ -3,6 +3,8 @@ package install
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -10,14 +12,17 @@ import (
 
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/scheduler-plugins/profile"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -40,7 +45,12 @@ import (
 //     chart's leader pod and, while the chart is uninstalled, as a host
 //     process with admin credentials as the launcher runs it, joined to
 //     east the same way, each read agentSettle after its Target was Ready
-//     (VmRSS of its process both ways, in the same run).
+//     (VmRSS of its process both ways, in the same run);
+//   - scheduler-pod-rss-MiB and scheduler-process-rss-MiB: the root's
+//     scheduler as the chart's pod and as a host process beside it with the
+//     same profile under a name no pod asks for (schedulerRSS). The proxy
+//     is measured as a pod only: a second proxy would publish itself in
+//     kube-public/nestlet-info in place of the chart's.
 func BenchmarkInstall(b *testing.B) {
 	framework.NeedRealNodes(b)
 	for range b.N {
@@ -73,6 +83,9 @@ func BenchmarkInstall(b *testing.B) {
 		b.ReportMetric(took.Seconds(), "child-install-to-ready-s")
 		b.ReportMetric(rss.pod, "agent-pod-rss-MiB")
 		b.ReportMetric(rss.process, "agent-process-rss-MiB")
+		schedPod, schedProcess := schedulerRSS(b)
+		b.ReportMetric(schedPod, "scheduler-pod-rss-MiB")
+		b.ReportMetric(schedProcess, "scheduler-process-rss-MiB")
 	}
 }
 
@@ -219,9 +232,54 @@ func podAgentRSS(b *testing.B, c *launcher.Cluster, node string) float64 {
 	name, _, _ := strings.Cut(*l.Spec.HolderIdentity, "_") // the pod's hostname, then a UUID
 	pod, err := c.Client.CoreV1().Pods(chartNamespace).Get(ctx, name, metav1.GetOptions{})
 	require.NoError(b, err)
-	require.NotEmpty(b, pod.Status.ContainerStatuses, "%s: %s has no container", c.Name, name)
+	return podRSS(b, c, node, pod)
+}
+
+// podRSS reads the RSS of the process of pod's first container, which runs
+// on c's real node node, in MiB.
+func podRSS(b *testing.B, c *launcher.Cluster, node string, pod *corev1.Pod) float64 {
+	b.Helper()
+	require.NotEmpty(b, pod.Status.ContainerStatuses, "%s: %s has no container", c.Name, pod.Name)
 	_, id, _ := strings.Cut(pod.Status.ContainerStatuses[0].ContainerID, "://")
-	rss, err := framework.ContainerRSSBytes(ctx, c.RealNode(node), id)
-	require.NoError(b, err, "%s: %s", c.Name, name)
+	rss, err := framework.ContainerRSSBytes(b.Context(), c.RealNode(node), id)
+	require.NoError(b, err, "%s: %s", c.Name, pod.Name)
 	return float64(rss) / (1 << 20)
+}
+
+// idleSchedulerName is a scheduler name no pod asks for.
+const idleSchedulerName = "nestlet-bench-idle"
+
+// schedulerRSS reads the RSS of the root's scheduler as the chart's pod
+// and as a host process with admin credentials started beside it with the
+// same profile under a name no pod asks for (it lists and watches what the
+// pod does and places nothing: the test clusters' load is over by then),
+// both agentSettle after the host process started, in MiB.
+func schedulerRSS(b *testing.B) (pod, process float64) {
+	b.Helper()
+	ctx := b.Context()
+	root := env.Cluster("root")
+	raw, err := profile.ForKubeconfig(root.KubeconfigPath, false)
+	require.NoError(b, err)
+	var cfg map[string]any
+	require.NoError(b, yaml.Unmarshal(raw, &cfg))
+	profiles, _ := cfg["profiles"].([]any)
+	require.Len(b, profiles, 1)
+	profiles[0].(map[string]any)["schedulerName"] = idleSchedulerName
+	raw, err = yaml.Marshal(cfg)
+	require.NoError(b, err)
+	path := filepath.Join(b.TempDir(), "scheduler-config.yaml")
+	require.NoError(b, os.WriteFile(path, raw, 0o600))
+	p, err := env.StartProcessIn(root, "root-nestlet-scheduler-bench", env.Nestlet.Scheduler, "--config="+path,
+		"--authentication-kubeconfig="+root.KubeconfigPath, "--authorization-kubeconfig="+root.KubeconfigPath,
+		"--bind-address=127.0.0.1", "--secure-port=0", "--v=1")
+	require.NoError(b, err)
+	defer p.Stop(10 * time.Second)
+	time.Sleep(agentSettle)
+	require.True(b, p.Alive(), "the host-process scheduler ended: %s", p.Tail(20))
+	rss, err := framework.RSSBytes(p)
+	require.NoError(b, err)
+	pods, err := root.Client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=scheduler"})
+	require.NoError(b, err)
+	require.Len(b, pods.Items, 1, "the root's scheduler pods")
+	return podRSS(b, root, rootNode, &pods.Items[0]), float64(rss) / (1 << 20)
 }
