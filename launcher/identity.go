@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -73,37 +74,32 @@ func (e *Environment) kubeconfigFor(ctx context.Context, c *Cluster, component, 
 // applyRBAC creates rbac's objects, or updates those that exist.
 func applyRBAC(ctx context.Context, c *Cluster, rbac permissions.RBAC) error {
 	r := c.Client.RbacV1()
+	var errs []error
 	for _, o := range rbac.ClusterRoles {
-		if _, err := r.ClusterRoles().Create(ctx, &o, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-			_, err = r.ClusterRoles().Update(ctx, &o, metav1.UpdateOptions{})
-			if err != nil {
-				return err
-			}
-		} else if err != nil {
-			return err
-		}
-	}
-	for _, o := range rbac.Roles {
-		if _, err := r.Roles(o.Namespace).Create(ctx, &o, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-			_, err = r.Roles(o.Namespace).Update(ctx, &o, metav1.UpdateOptions{})
-			if err != nil {
-				return err
-			}
-		} else if err != nil {
-			return err
-		}
+		errs = append(errs, createOrUpdate(ctx, &o, r.ClusterRoles().Create, r.ClusterRoles().Update))
 	}
 	for _, o := range rbac.ClusterRoleBindings {
-		if _, err := r.ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
+		errs = append(errs, createOrUpdate(ctx, &o, r.ClusterRoleBindings().Create, r.ClusterRoleBindings().Update))
+	}
+	for _, o := range rbac.Roles {
+		errs = append(errs, createOrUpdate(ctx, &o, r.Roles(o.Namespace).Create, r.Roles(o.Namespace).Update))
 	}
 	for _, o := range rbac.RoleBindings {
-		if _, err := r.RoleBindings(o.Namespace).Create(ctx, &o, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
+		errs = append(errs, createOrUpdate(ctx, &o, r.RoleBindings(o.Namespace).Create, r.RoleBindings(o.Namespace).Update))
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// createOrUpdate creates obj, or updates it where it exists.
+func createOrUpdate[T any](ctx context.Context, obj *T,
+	create func(context.Context, *T, metav1.CreateOptions) (*T, error),
+	update func(context.Context, *T, metav1.UpdateOptions) (*T, error),
+) error {
+	_, err := create(ctx, obj, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		_, err = update(ctx, obj, metav1.UpdateOptions{})
+	}
+	return err
 }
 
 // agentNamespace is the --namespace of an agent's arguments, or its
