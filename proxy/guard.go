@@ -140,12 +140,14 @@ func (g *tunnelGuard) track(rw http.ResponseWriter, name string, cert *x509.Cert
 			}
 		})
 		g.conns[name][c] = h
+		klog.Background().Info("Opened a tunnel", "node", name, "serial", serial)
 	}}
 	return t, func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		if conn != nil {
+		if _, held := g.conns[name][conn]; held {
 			g.dropLocked(name, conn)
+			klog.Background().Info("Closed a tunnel", "node", name)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package install
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/scheduler-plugins/profile"
 	"github.com/nestlet/nestlet/test/framework"
@@ -48,9 +50,12 @@ import (
 //     (VmRSS of its process both ways, in the same run);
 //   - scheduler-pod-rss-MiB and scheduler-process-rss-MiB: the root's
 //     scheduler as the chart's pod and as a host process beside it with the
-//     same profile under a name no pod asks for (schedulerRSS). The proxy
-//     is measured as a pod only: a second proxy would publish itself in
-//     kube-public/nestlet-info in place of the chart's.
+//     same profile under a name no pod asks for (schedulerRSS);
+//   - proxy-pod-rss-MiB, proxy-pod-tunnel-rss-MiB and proxy-process-rss-MiB:
+//     the root's proxy as the chart's replica that holds no tunnel, as the
+//     one that holds east's, and as a host process beside them that holds
+//     none, with the chart's certificate and endpoints, so that what it
+//     publishes in kube-public/nestlet-info is what is there (proxyRSS).
 func BenchmarkInstall(b *testing.B) {
 	framework.NeedRealNodes(b)
 	for range b.N {
@@ -86,6 +91,10 @@ func BenchmarkInstall(b *testing.B) {
 		schedPod, schedProcess := schedulerRSS(b)
 		b.ReportMetric(schedPod, "scheduler-pod-rss-MiB")
 		b.ReportMetric(schedProcess, "scheduler-process-rss-MiB")
+		proxy := proxyRSS(b)
+		b.ReportMetric(proxy.idle, "proxy-pod-rss-MiB")
+		b.ReportMetric(proxy.tunnel, "proxy-pod-tunnel-rss-MiB")
+		b.ReportMetric(proxy.process, "proxy-process-rss-MiB")
 	}
 }
 
@@ -282,4 +291,80 @@ func schedulerRSS(b *testing.B) (pod, process float64) {
 	require.NoError(b, err)
 	require.Len(b, pods.Items, 1, "the root's scheduler pods")
 	return podRSS(b, root, rootNode, &pods.Items[0]), float64(rss) / (1 << 20)
+}
+
+// proxyMemory is the root's proxy's RSS in MiB: the chart's replica that
+// holds no tunnel (idle), the one that holds east's (tunnel), and a host
+// process that holds none (process).
+type proxyMemory struct{ idle, tunnel, process float64 }
+
+// proxyRSS starts the root's proxy as a host process with admin
+// credentials beside the chart's replicas: the chart's serving certificate
+// and advertised endpoints, listening on the root host's loopback (no child
+// reaches it), so that it publishes in kube-public/nestlet-info exactly
+// what the chart's replicas did (the test fails otherwise). Its RSS and the
+// replicas' are read agentSettle after it started. Which replica holds
+// east's tunnel is read from their logs.
+func proxyRSS(b *testing.B) proxyMemory {
+	b.Helper()
+	ctx := b.Context()
+	root := env.Cluster("root")
+	published := func() map[string]string {
+		cm, err := root.Client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
+		require.NoError(b, err)
+		return cm.Data
+	}
+	before := published()
+	secret, err := root.Client.CoreV1().Secrets(chartNamespace).Get(ctx, proxyTLSSecret, metav1.GetOptions{})
+	require.NoError(b, err)
+	dir := b.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	require.NoError(b, os.WriteFile(certFile, secret.Data[corev1.TLSCertKey], 0o600))
+	require.NoError(b, os.WriteFile(keyFile, secret.Data[corev1.TLSPrivateKeyKey], 0o600))
+	p, err := env.StartProcessIn(root, "root-nestlet-proxy-bench", env.Nestlet.Proxy, "--kubeconfig="+root.KubeconfigPath,
+		"--advertise-address="+root.Host.IP, "--bind-address=127.0.0.1",
+		fmt.Sprintf("--kubelet-port=%d", kubeletNodePort), fmt.Sprintf("--tunnel-port=%d", tunnelNodePort),
+		"--tls-cert-file="+certFile, "--tls-private-key-file="+keyFile, "--v=1")
+	require.NoError(b, err)
+	defer p.Stop(10 * time.Second)
+	time.Sleep(agentSettle)
+	require.True(b, p.Alive(), "the host-process proxy ended: %s", p.Tail(20))
+	rss, err := framework.RSSBytes(p)
+	require.NoError(b, err)
+	require.Equal(b, before, published(), "the host-process proxy changed kube-public/%s", api.ClusterInfoConfigMap)
+	out := proxyMemory{process: float64(rss) / (1 << 20)}
+	pods, err := root.Client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=proxy"})
+	require.NoError(b, err)
+	require.Len(b, pods.Items, proxyReplicas, "the root's proxy pods")
+	holders := 0
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		logs, err := root.Client.CoreV1().Pods(chartNamespace).GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		require.NoError(b, err)
+		if holdsTunnel(string(logs), "east") {
+			holders++
+			out.tunnel = podRSS(b, root, rootNode, pod)
+		} else {
+			out.idle = podRSS(b, root, rootNode, pod)
+		}
+	}
+	require.Equal(b, 1, holders, "replicas of the root's proxy whose logs say they hold east's tunnel")
+	return out
+}
+
+// holdsTunnel tells whether a proxy's logs end with a tunnel of node open.
+func holdsTunnel(logs, node string) bool {
+	held := false
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.Contains(line, fmt.Sprintf("node=%q", node)) {
+			continue
+		}
+		switch {
+		case strings.Contains(line, `"Opened a tunnel"`):
+			held = true
+		case strings.Contains(line, `"Closed `): // closed, expired or revoked
+			held = false
+		}
+	}
+	return held
 }
