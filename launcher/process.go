@@ -121,6 +121,20 @@ func (p *Process) Restart() error {
 	return p.start()
 }
 
+// RestartWith starts the process again as Restart does, from the program
+// bin with the same arguments: a test runs a component as another build
+// for a while (Binary gives the one to come back to).
+func (p *Process) RestartWith(bin string) error {
+	if exited, _ := p.Exited(); !exited {
+		return fmt.Errorf("%s is still running", p.Name)
+	}
+	p.bin = bin
+	return p.Restart()
+}
+
+// Binary returns the program the process runs.
+func (p *Process) Binary() string { return p.bin }
+
 // PID returns the process id, which is also its process group id.
 func (p *Process) PID() int { return p.cmd.Process.Pid }
 

@@ -30,7 +30,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 
 func (p *Provider) createPod(ctx context.Context, pod *corev1.Pod) error {
 	start := p.cfg.Clock.Now()
-	if d := p.delegateOf(pod.Namespace, pod.Name); d != nil && originUID(d) == pod.UID {
+	if d := p.delegateOf(pod.Namespace, pod.Name); d != nil && originUID(d) == pod.UID && !skipDuplicateGuard {
 		return nil
 	}
 	if why := admit(pod, p.cfg.TrustedSchedulers); why != "" {
@@ -59,13 +59,16 @@ func (p *Provider) createPod(ctx context.Context, pod *corev1.Pod) error {
 			p.cfg.Metrics.forwarded.WithLabelValues(p.cfg.TargetName).Inc()
 			p.cfg.Metrics.latency.WithLabelValues(p.cfg.TargetName).Observe(p.cfg.Clock.Since(start).Seconds())
 			klog.FromContext(ctx).V(2).Info("Created delegate", "pod", klog.KObj(pod), "delegate", d.Name, "path", d.Annotations[api.AnnotationPath])
+			if skipDuplicateGuard && !taken {
+				continue // the broken build: a second delegate
+			}
 			return nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
 			return p.errorf("create", "creating delegate of %s/%s in %s: %w", pod.Namespace, pod.Name, p.cfg.ClusterName, err)
 		}
 		existing, gerr := pods.Get(ctx, d.Name, metav1.GetOptions{})
-		if gerr == nil && existing.Annotations[api.AnnotationOrigin] == d.Annotations[api.AnnotationOrigin] {
+		if gerr == nil && existing.Annotations[api.AnnotationOrigin] == d.Annotations[api.AnnotationOrigin] && (!skipDuplicateGuard || taken) {
 			return nil // made by an earlier attempt
 		}
 	}

@@ -119,6 +119,8 @@ type Provider struct {
 	// looked are the parent pods virtual-kubelet has asked about since
 	// this provider started (see GetPod).
 	looked map[types.UID]bool
+	// replays are the sends reportOnFirstLook started and has not finished.
+	replays sync.WaitGroup
 }
 
 const indexParent = "parent"
@@ -307,7 +309,7 @@ func (p *Provider) reportOnFirstLook(parent, up *corev1.Pod) {
 	p.looked[parent.UID] = true
 	p.mu.Unlock()
 	if first && !sameStatus(parent.Status, up.Status) {
-		go p.send(up.DeepCopy())
+		p.replays.Go(func() { p.send(up.DeepCopy()) })
 	}
 }
 

@@ -98,6 +98,9 @@ func StartFaultWatch(ctx context.Context, clusters map[string]kubernetes.Interfa
 	return w, nil
 }
 
+// Report returns the counts so far, what is still open counted until now.
+func (w *FaultWatch) Report() FaultReport { return w.ledger.Report(time.Now()) }
+
 // Stop ends the watches and returns the counts; what is still open (a
 // duplicate alive, an orphan past the GC period) counts until now.
 func (w *FaultWatch) Stop() FaultReport {

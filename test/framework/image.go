@@ -94,3 +94,20 @@ func BuildImageAt(dir, rev string, env ...string) (Image, error) {
 	}
 	return runImagesScript(src, dir, env)
 }
+
+// BuildAgentWithTags builds the agent (cmd/nestlet) of this work tree with
+// the given build tags into dir and returns its path: a test runs a build
+// that differs on purpose (provider/forward's nestlet_skip_duplicate_guard).
+func BuildAgentWithTags(dir string, tags ...string) (string, error) {
+	root, err := launcher.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "nestlet")
+	cmd := exec.Command("go", "build", "-tags", strings.Join(tags, ","), "-o", out, "./cmd/nestlet")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the agent with tags %v: %w: %s", tags, err, b)
+	}
+	return out, nil
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // deployment runs replicas over both regions, evicted 5 s after their node
@@ -59,6 +60,13 @@ func namespace(t *testing.T) string {
 // purpose: exactly that many must be counted.
 func namespaceExpecting(t *testing.T, duplicates int) string {
 	t.Helper()
+	ns, _ := namespaceWatched(t, duplicates)
+	return ns
+}
+
+// namespaceWatched is namespaceExpecting, with the watch of its pods.
+func namespaceWatched(t *testing.T, duplicates int) (string, *framework.FaultWatch) {
+	t.Helper()
 	var why string
 	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		for _, child := range []string{"east", "west"} {
@@ -83,8 +91,9 @@ func namespaceExpecting(t *testing.T, duplicates int) string {
 	require.NoError(t, err, "the tree is not whole: %s", why)
 	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
 	require.NoError(t, env.Cluster("root").EnsureNamespace(t.Context(), ns))
-	reportFaults(t, watchFaults(t, ns), duplicates)
-	return ns
+	w := watchFaults(t, ns)
+	reportFaults(t, w, duplicates)
+	return ns, w
 }
 
 // podsOf returns the pods of ns in cluster: live (not terminating, not

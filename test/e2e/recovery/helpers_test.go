@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
@@ -30,14 +31,64 @@ var levels = []string{"root", "mid", "leaf"}
 var edges = [][2]string{{"mid", "root"}, {"leaf", "mid"}}
 
 // namespace makes a namespace at the root for the test once mid is Ready
-// at the root and leaf at mid, without a taint of the node lifecycle.
+// at the root and leaf at mid, without a taint of the node lifecycle. Its
+// pods and containers are watched until the test ends
+// (watchThroughout).
 func namespace(t *testing.T) string {
 	t.Helper()
 	framework.NeedRealNodes(t) // the package's tree has a real node
 	waitWhole(t)
 	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
 	require.NoError(t, env.Cluster("root").EnsureNamespace(t.Context(), ns))
+	watchThroughout(t, ns)
 	return ns
+}
+
+// orphanGrace is how long a delegate may outlive its parent pod before the
+// fault watch counts it (logged, not failed on): the longest outage of the
+// package's tests and as long again to catch up.
+const orphanGrace = 2 * time.Minute
+
+// watchThroughout watches, while the test's faults happen, the pods of ns
+// at every level and their containers in the leaf's runtime (startWatches),
+// and fails the test on a pod run twice at once by either count; the rest
+// is logged.
+func watchThroughout(t *testing.T, ns string) {
+	t.Helper()
+	pods, runs := startWatches(t, ns)
+	t.Cleanup(func() {
+		r, twice := pods.Stop(), runs.Stop()
+		t.Logf("faults watched throughout: %s; containers run twice at once in the leaf's runtime: %s", r, twice)
+		if r.Duplicates.N != 0 {
+			t.Errorf("pods with two delegates alive at once: %s", r.Duplicates)
+		}
+		if twice.N != 0 {
+			t.Errorf("containers of one pod run at once in the leaf's runtime: %s", twice)
+		}
+	})
+}
+
+// startWatches watches the pods of ns at every level
+// (framework.FaultWatch) and their containers in the leaf's runtime
+// (framework.ContainerWatch) until they are stopped or tb ends.
+func startWatches(tb testing.TB, ns string) (*framework.FaultWatch, *framework.ContainerWatch) {
+	tb.Helper()
+	clusters := map[string]kubernetes.Interface{}
+	for _, c := range levels {
+		clusters[c] = env.Cluster(c).Client
+	}
+	parentOf := map[string]string{}
+	for _, e := range edges {
+		parentOf[e[0]] = e[1]
+	}
+	pods, err := framework.StartFaultWatch(tb.Context(), clusters, parentOf, ns, orphanGrace)
+	require.NoError(tb, err)
+	runs, err := framework.StartContainerWatch(tb.Context(), []*launcher.RealNode{env.Cluster("leaf").RealNode(realNode)}, ns)
+	if err != nil {
+		pods.Stop()
+	}
+	require.NoError(tb, err)
+	return pods, runs
 }
 
 // waitWhole waits until every child is a Ready, untainted node of its
