@@ -47,6 +47,11 @@ type Config struct {
 	// token of that ServiceAccount. A component without an entry runs as
 	// admin.
 	Identities map[string][]permissions.Rule
+	// LeastPrivilege gives the agent and the proxy, where Identities has
+	// no entry, the permissions their programs print
+	// (--print-permissions): what the chart grants them. The launcher
+	// links none of their code.
+	LeastPrivilege bool
 }
 
 // Environment is a set of clusters sharing one etcd.
@@ -99,7 +104,13 @@ func Start(ctx context.Context, cfg Config, spec Spec) (env *Environment, err er
 	default:
 		return nil, fmt.Errorf("unknown network %q: use %s or %s", network, NetworkHosts, NetworkShared)
 	}
-	env = &Environment{Dir: dir, Binaries: bins, Nestlet: own, Network: network, Identities: cfg.Identities, clusters: map[string]*Cluster{}}
+	identities := cfg.Identities
+	if cfg.LeastPrivilege {
+		if identities, err = printedIdentities(own, cfg.Identities); err != nil {
+			return nil, err
+		}
+	}
+	env = &Environment{Dir: dir, Binaries: bins, Nestlet: own, Network: network, Identities: identities, clusters: map[string]*Cluster{}}
 	if cfg.Detach {
 		if env.Dir, err = filepath.Abs(dir); err != nil {
 			return nil, err

@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
@@ -26,8 +30,8 @@ const (
 	ComponentProxy = "proxy"
 )
 
-// identityTokenSeconds is how long an identity's token lasts: longer than
-// any test; Environments that outlive their program run as admin.
+// identityTokenSeconds is how long an identity's token lasts in an
+// Environment that ends with its program: longer than any test.
 const identityTokenSeconds = 24 * 3600
 
 // kubeconfigFor is the kubeconfig component runs with in c: the admin's
@@ -54,9 +58,7 @@ func (e *Environment) kubeconfigFor(ctx context.Context, c *Cluster, component, 
 	if err := applyRBAC(ctx, c, rbac); err != nil {
 		return "", fmt.Errorf("cluster %s: %s's RBAC: %w", c.Name, component, err)
 	}
-	tr, err := c.Client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(identityTokenSeconds))},
-	}, metav1.CreateOptions{})
+	token, err := e.identityToken(ctx, c, namespace, sa)
 	if err != nil {
 		return "", fmt.Errorf("cluster %s: %s's token: %w", c.Name, component, err)
 	}
@@ -65,7 +67,7 @@ func (e *Environment) kubeconfigFor(ctx context.Context, c *Cluster, component, 
 		return "", err
 	}
 	for name := range cfg.AuthInfos {
-		cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+		cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: token}
 	}
 	path := filepath.Join(c.Dir, fmt.Sprintf("%s-%s.kubeconfig", component, namespace))
 	return path, clientcmd.WriteToFile(*cfg, path)
@@ -100,6 +102,67 @@ func createOrUpdate[T any](ctx context.Context, obj *T,
 		_, err = update(ctx, obj, metav1.UpdateOptions{})
 	}
 	return err
+}
+
+// identityToken returns a token of the ServiceAccount sa: from the
+// TokenRequest API (identityTokenSeconds), or, in a detached Environment,
+// which runs until someone stops it, the token the controller manager
+// writes into a Secret of type service-account-token (it does not
+// expire; deleting the Secret revokes it).
+func (e *Environment) identityToken(ctx context.Context, c *Cluster, namespace, sa string) (string, error) {
+	if e.state == nil {
+		tr, err := c.Client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(identityTokenSeconds))},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return "", err
+		}
+		return tr.Status.Token, nil
+	}
+	secrets := c.Client.CoreV1().Secrets(namespace)
+	_, err := secrets.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: sa + "-token", Annotations: map[string]string{corev1.ServiceAccountNameKey: sa}},
+		Type:       corev1.SecretTypeServiceAccountToken,
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", err
+	}
+	var token string
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		s, err := secrets.Get(ctx, sa+"-token", metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		token = string(s.Data[corev1.ServiceAccountTokenKey])
+		return token != "", nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("the controller manager wrote no token into %s/%s-token: %w", namespace, sa, err)
+	}
+	return token, nil
+}
+
+// printedIdentities returns given, with the rules the agent's and the
+// proxy's programs print (--print-permissions) for the components it has
+// no entry for.
+func printedIdentities(own *NestletBinaries, given map[string][]permissions.Rule) (map[string][]permissions.Rule, error) {
+	out := maps.Clone(given)
+	if out == nil {
+		out = map[string][]permissions.Rule{}
+	}
+	for component, bin := range map[string]string{ComponentAgent: own.Nestlet, ComponentProxy: own.Proxy} {
+		if _, ok := out[component]; ok {
+			continue
+		}
+		raw, err := exec.Command(bin, "--print-permissions").Output()
+		if err != nil {
+			return nil, fmt.Errorf("%s --print-permissions (a build older than the flag? run make build): %w", bin, err)
+		}
+		if out[component], err = permissions.Read(raw); err != nil {
+			return nil, fmt.Errorf("%s --print-permissions: %w", bin, err)
+		}
+	}
+	return out, nil
 }
 
 // agentNamespace is the --namespace of an agent's arguments, or its

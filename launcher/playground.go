@@ -95,7 +95,7 @@ func StartPlayground(ctx context.Context, topo *Topology, o PlaygroundOptions) (
 
 	start := time.Now()
 	progress("starting etcd")
-	env, err := Start(ctx, Config{BinDir: o.BinDir, NestletBinDir: o.NestletBinDir, Dir: dir, Detach: true}, Spec{})
+	env, err := Start(ctx, Config{BinDir: o.BinDir, NestletBinDir: o.NestletBinDir, Dir: dir, Detach: true, LeastPrivilege: true}, Spec{})
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nestlet/nestlet/pkg/kubeclient"
+	"github.com/nestlet/nestlet/pkg/permissions"
 	"github.com/nestlet/nestlet/proxy"
 )
 
@@ -31,6 +32,13 @@ func main() {
 	klog.InitFlags(klogFlags)
 	pflag.CommandLine.AddGoFlagSet(klogFlags)
 	pflag.Parse()
+	if o.printPermissions {
+		if err := permissions.Write(os.Stdout, proxy.Permissions); err != nil {
+			fmt.Fprintln(os.Stderr, "nestlet-proxy:", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

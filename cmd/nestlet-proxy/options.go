@@ -21,10 +21,12 @@ type options struct {
 	peerTokenFile    string
 	peerNamespace    string
 	peerService      string
+	printPermissions bool
 }
 
 // addFlags registers the options' flags on fs.
 func (o *options) addFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.printPermissions, "print-permissions", false, "print, as JSON, what the proxy does with the API of its cluster (what the chart grants its ServiceAccount) and exit")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of this (parent) cluster (default: in-cluster config, or $KUBECONFIG)")
 	fs.StringVar(&o.bindAddress, "bind-address", "0.0.0.0", "IP address both ports listen on")
 	fs.IntVar(&o.kubeletPort, "kubelet-port", 10250, "port the API server calls for logs/exec/attach/port-forward (advertised by the virtual nodes)")

@@ -27,6 +27,7 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/log/klogv2"
 
 	"github.com/nestlet/nestlet/pkg/kubeclient"
+	"github.com/nestlet/nestlet/pkg/permissions"
 	"github.com/nestlet/nestlet/provider/agent"
 )
 
@@ -37,6 +38,13 @@ func main() {
 	klog.InitFlags(klogFlags)
 	pflag.CommandLine.AddGoFlagSet(klogFlags)
 	pflag.Parse()
+	if o.printPermissions {
+		if err := permissions.Write(os.Stdout, agent.Permissions); err != nil {
+			fmt.Fprintln(os.Stderr, "nestlet:", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

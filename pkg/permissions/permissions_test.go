@@ -1,6 +1,7 @@
 package permissions
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -64,4 +65,22 @@ func TestToRBAC(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"c:system-auth-delegator->ClusterRole/system:auth-delegator", "c->ClusterRole/c"}, crbs)
 	require.ElementsMatch(t, []string{"kube-system/c:extension-apiserver-authentication-reader->Role/extension-apiserver-authentication-reader", "ns/c->Role/c", "kube-system/c->Role/c"}, rbs)
+}
+
+// What Write prints, Read reads back whole; nothing is not a list.
+func TestWriteRead(t *testing.T) {
+	rules := []Rule{
+		{Namespace: ReleaseNamespace, APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list"}, Why: "tokens"},
+		{NonResourceURLs: []string{"/readyz"}, Verbs: []string{"get"}},
+		{BoundRole: "system:kube-scheduler"},
+	}
+	var buf bytes.Buffer
+	require.NoError(t, Write(&buf, rules))
+	got, err := Read(buf.Bytes())
+	require.NoError(t, err)
+	require.Equal(t, rules, got)
+	_, err = Read([]byte("[]"))
+	require.ErrorContains(t, err, "none listed")
+	_, err = Read([]byte("nestlet: unknown flag"))
+	require.Error(t, err)
 }

@@ -6,6 +6,7 @@ package playground
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,6 +128,31 @@ func TestPlaygroundUpDown(t *testing.T) {
 	}
 	require.NotNil(t, state.Cluster("root"))
 	require.NotNil(t, state.Cluster("child"))
+
+	// Nestlet's components run under their own ServiceAccounts with the
+	// permissions their programs print, as the chart grants them, not as
+	// admin.
+	identities := 0
+	for _, p := range state.Processes {
+		want := map[string]string{"root-nestlet": "nestlet-agent", "child-nestlet": "nestlet-agent", "root-nestlet-proxy": "nestlet-proxy"}[p.Name]
+		if want == "" {
+			continue
+		}
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.PID))
+		require.NoError(t, err)
+		var kubeconfig string
+		for _, arg := range strings.Split(string(cmdline), "\x00") {
+			if v, ok := strings.CutPrefix(arg, "--kubeconfig="); ok {
+				kubeconfig = v
+			}
+		}
+		require.NotEmpty(t, kubeconfig, "%s has no --kubeconfig: %q", p.Name, cmdline)
+		out, err := run(ctx, cp.Kubectl, "--kubeconfig", kubeconfig, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+		require.NoError(t, err, out)
+		require.Equal(t, "system:serviceaccount:nestlet-system:"+want, out, "%s runs as", p.Name)
+		identities++
+	}
+	require.Equal(t, 3, identities, "agents and proxies found among %v", names)
 
 	// The child is a Ready node with ROLES cluster at the root.
 	kubeconfig := filepath.Join(dir, "kubeconfig")
