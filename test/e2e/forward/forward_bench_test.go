@@ -3,9 +3,16 @@ package forward
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -50,8 +57,10 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		// Baseline: the same pods directly in a leaf.
 		leaf := framework.NewPodTimes()
 		leaf.Follow(ctx, b, env.Cluster("east-1").Client, direct)
+		costs := measureCosts(b)
 		leafCreated := framework.CreatePods(ctx, b, env.Cluster("east-1").Client, direct, "p", n, spec, 0)
 		leaf.WaitRunning(ctx, b, n)
+		directCost := measureCosts(b).Sub(costs)
 
 		// One level: the same pods created in west (the other region, so
 		// that the east leaves keep room for the 2-hop run), forwarded once.
@@ -67,8 +76,12 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		mid.Follow(ctx, b, env.Cluster("east").Client, nested)
 		leaves.Follow(ctx, b, env.Cluster("east-1").Client, nested)
 		leaves.Follow(ctx, b, env.Cluster("east-2").Client, nested)
+		profiled := profileAgents(b, []string{"east", "east-1", "east-2"}, 15*time.Second)
+		costs = measureCosts(b)
 		rootCreated := framework.CreatePods(ctx, b, env.Cluster("root").Client, nested, "p", n, spec, 0)
 		root.WaitRunning(ctx, b, n)
+		nestedCost := measureCosts(b).Sub(costs)
+		profiled()
 
 		b.StopTimer()
 		root.Lock()
@@ -105,6 +118,8 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		b.ReportMetric(onep99, "e2e-1hop-p99-ms")
 		b.ReportMetric(flatp50, "direct-leaf-p50-ms")
 		b.ReportMetric(flatp99, "direct-leaf-p99-ms")
+		reportCPU(b, "direct", directCost)
+		reportCPU(b, "e2e-2hop", nestedCost)
 		b.ReportMetric(e2ep50/flatp50, "e2e/direct-p50")
 		b.ReportMetric(e2ep99/flatp99, "e2e/direct-p99")
 		b.ReportMetric(0, "ns/op")
@@ -137,4 +152,68 @@ func waitNoPods(ctx context.Context, b *testing.B, namespaces ...string) {
 	if err != nil {
 		b.Fatalf("the benchmark's pods are not all gone: %v", err)
 	}
+}
+
+// profileAgents, with NESTLET_PROFILE_DIR set, records a CPU profile of the
+// agents of clusters over the next d into that directory
+// (<cluster>-agent-cpu.pprof, for `go tool pprof`); the function it
+// returns waits for them. Without it, it does nothing.
+func profileAgents(b *testing.B, clusters []string, d time.Duration) func() {
+	b.Helper()
+	dir := os.Getenv("NESTLET_PROFILE_DIR")
+	if dir == "" {
+		return func() {}
+	}
+	require.NoError(b, os.MkdirAll(dir, 0o755))
+	var wg sync.WaitGroup
+	for _, c := range clusters {
+		url := strings.TrimSuffix(metricsURL[c], "/metrics") + fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds()))
+		wg.Go(func() {
+			resp, err := http.Get(url) //nolint:gosec,noctx // the test's own agent
+			if err != nil {
+				b.Errorf("profiling %s's agent: %v", c, err)
+				return
+			}
+			defer func() { _ = resp.Body.Close() }()
+			raw, err := io.ReadAll(resp.Body)
+			if err == nil && resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("%s: %s", resp.Status, raw)
+			}
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, c+"-agent-cpu.pprof"), raw, 0o644)
+			}
+			if err != nil {
+				b.Errorf("profiling %s's agent: %v", c, err)
+			}
+		})
+	}
+	return wg.Wait
+}
+
+// measureCosts reads every cluster's CPU time and requests so far.
+func measureCosts(b *testing.B) framework.Costs {
+	b.Helper()
+	c, err := framework.MeasureCosts(b.Context(), env)
+	require.NoError(b, err)
+	return c
+}
+
+// reportCPU reports where the CPU went during a run, summed over every
+// cluster of the tree by component (<prefix>-cpu-s-kube-apiserver, ...,
+// agent, and etcd, shared by all): the whole tree's, idle work of the
+// clusters the run did not touch included.
+func reportCPU(b *testing.B, prefix string, c framework.Costs) {
+	b.Helper()
+	by := map[string]time.Duration{}
+	var total time.Duration
+	for _, cost := range c {
+		for k, t := range cost.CPU {
+			by[k] += t
+			total += t
+		}
+	}
+	for k, t := range by {
+		b.ReportMetric(t.Seconds(), prefix+"-cpu-s-"+k)
+	}
+	b.ReportMetric(total.Seconds(), prefix+"-cpu-s")
 }

@@ -47,8 +47,10 @@ func TestMain(m *testing.M) {
 			{"east", "root"}, {"west", "root"},
 			{"east-1", "east"}, {"east-2", "east"}, {"west-1", "west"}, {"west-2", "west"},
 		},
-		JoinArgs:  []string{"--report-frequency=3s"},
-		AgentArgs: []string{"--bounce-timeout=10s"},
+		JoinArgs: []string{"--report-frequency=3s"},
+		// --profiling: BenchmarkForwardingLatency records the agents' CPU
+		// profiles with NESTLET_PROFILE_DIR set.
+		AgentArgs: []string{"--bounce-timeout=10s", "--profiling"},
 		Metrics:   true,
 	}, func(te *framework.TreeEnv) { env, targetOf, metricsURL = te.Environment, te.Targets, te.MetricsURL }))
 }
