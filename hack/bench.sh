@@ -33,6 +33,21 @@ if [[ -n "${BENCH:-}" ]]; then
   fi
   pkgs=("${selected[@]}")
 fi
+machine="$(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [[ -n "$(git status --porcelain 2>/dev/null)" ]]; then
+  commit="${commit} with uncommitted changes"
+fi
 go test -count=1 -p 1 -run '^$' -bench . -benchtime 1x -timeout 120m "${pkgs[@]}" \
-  | _output/benchtable -json _output/bench.json | tee _output/bench.txt
-echo "figures saved in _output/bench.txt and _output/bench.json"
+  | _output/benchtable -json _output/bench.json -md _output/bench.md -machine "${machine}" -commit "${commit}" \
+  | tee _output/bench.txt
+echo "figures saved in _output/bench.txt, _output/bench.json and _output/bench.md"
+# A full run (every package) is the README's table, whole, and goes into
+# docs/bench beside the earlier ones.
+if [[ -z "${BENCH:-}" ]]; then
+  day="$(date -u +%Y-%m-%d)"
+  cp _output/bench.md "docs/bench/${day}-full.md"
+  cp _output/bench.txt "docs/bench/${day}-full.txt"
+  hack/bench-readme.sh _output/bench.md
+  echo "README.md's figures are this run's; docs/bench/${day}-full.{md,txt} keep it"
+fi

@@ -337,6 +337,9 @@ func (n *RealNode) Runtime() (internalapi.RuntimeService, error) {
 	return newRuntimeService(n.record.Socket())
 }
 
+// RuntimeSocket is the path of the node's containerd socket.
+func (n *RealNode) RuntimeSocket() string { return n.record.Socket() }
+
 // Containers returns the node's containers as its runtime has them, running
 // or exited, with their pod's labels (io.kubernetes.pod.name and
 // io.kubernetes.pod.namespace among them).

@@ -25,6 +25,68 @@ type Row struct {
 	Baseline  *float64 `json:"baseline,omitempty"`
 	Ratio     *float64 `json:"ratio,omitempty"`
 	Unit      string   `json:"unit"`
+	// Target is the goal the figure is held to, if any ("<= 300",
+	// "ratio <= 1.5"), and Met whether this run met it.
+	Target string `json:"target,omitempty"`
+	Met    *bool  `json:"met,omitempty"`
+}
+
+// target is a goal: the figure (or its ratio to the baseline) at most or
+// at least a value.
+type target struct {
+	ratio  bool
+	atMost bool
+	value  float64
+}
+
+func (t target) String() string {
+	op := ">="
+	if t.atMost {
+		op = "<="
+	}
+	if t.ratio {
+		return fmt.Sprintf("ratio %s %g", op, t.value)
+	}
+	return fmt.Sprintf("%s %g", op, t.value)
+}
+
+// check returns whether r meets t, or nil when it cannot say (a ratio
+// without a baseline).
+func (t target) check(r Row) *bool {
+	v := r.Ours
+	if t.ratio {
+		if r.Ratio == nil {
+			return nil
+		}
+		v = *r.Ratio
+	}
+	met := v >= t.value
+	if t.atMost {
+		met = v <= t.value
+	}
+	return &met
+}
+
+// targets are the goals of the figures that have one (the README and the
+// issues that asked for them), by metric.
+var targets = map[string]target{
+	"join-p50-ms":                       {atMost: true, value: 300},
+	"join-p99-ms":                       {atMost: true, value: 1000},
+	"e2e-2hop-p50-ms":                   {ratio: true, atMost: true, value: 1.5},
+	"e2e-2hop-p99-ms":                   {ratio: true, atMost: true, value: 1.5},
+	"e2e-2hop-cpu-s":                    {ratio: true, atMost: true, value: 2.5},
+	"deploy1000-3level-pods/s":          {ratio: true, value: 0.7},
+	"tree-busiest-field-cpu-ms-per-pod": {ratio: true, atMost: true, value: 1.2},
+	"startup-ready-2hop-p99-ms":         {atMost: true, value: 5000},
+	"startup-ready-hop1-p99-ms":         {atMost: true, value: 300},
+	"startup-ready-hop2-p99-ms":         {atMost: true, value: 300},
+	"ep-added-per-hop-p50-ms":           {atMost: true, value: 100},
+	"agent-1-target-rss-MiB":            {atMost: true, value: 64},
+	"upgrade-pods-disturbed":            {atMost: true, value: 0},
+	"partition-watched-duplicates":      {atMost: true, value: 0},
+	"soak-watched-duplicates":           {atMost: true, value: 0},
+	"watched-duplicates":                {atMost: true, value: 0},
+	"watched-containers-twice":          {atMost: true, value: 0},
 }
 
 // baselines pairs a metric with the one measured as its baseline in the
@@ -41,6 +103,8 @@ var baselines = map[string]string{
 	"nestlet-p50-ms":            "stock-p50-ms",
 	"agent-pod-rss-MiB":         "agent-process-rss-MiB",
 	"scheduler-pod-rss-MiB":     "scheduler-process-rss-MiB",
+	"proxy-pod-rss-MiB":         "proxy-process-rss-MiB",
+	"e2e-2hop-cpu-s":            "direct-cpu-s",
 	"nestlet-p99-ms":            "stock-p99-ms",
 	"nestlet-decision-p99-ms":   "stock-decision-p99-ms",
 
@@ -86,12 +150,24 @@ var baselines = map[string]string{
 	"tree-busiest-field-requests-per-pod": "flat-requests-per-pod",
 	"tree-whole-machine-cpu-ms-per-pod":   "flat-whole-machine-cpu-ms-per-pod",
 
+	"startup-running-1hop-p50-ms": "startup-running-0hop-p50-ms",
+	"startup-running-1hop-p99-ms": "startup-running-0hop-p99-ms",
+	"startup-running-2hop-p50-ms": "startup-running-0hop-p50-ms",
+	"startup-running-2hop-p99-ms": "startup-running-0hop-p99-ms",
+	"startup-ready-1hop-p50-ms":   "startup-ready-0hop-p50-ms",
+	"startup-ready-1hop-p99-ms":   "startup-ready-0hop-p99-ms",
+	"startup-ready-2hop-p50-ms":   "startup-ready-0hop-p50-ms",
+	"startup-ready-2hop-p99-ms":   "startup-ready-0hop-p99-ms",
+
 	"deploy1000-3level-ms":     "deploy1000-flat-ms",
 	"deploy1000-3level-pods/s": "deploy1000-flat-pods/s",
 }
 
 func main() {
 	jsonOut := flag.String("json", "", "write the table as JSON to this file")
+	mdOut := flag.String("md", "", "write the table as Markdown to this file")
+	machine := flag.String("machine", "", "the machine the run was on, for -md")
+	commit := flag.String("commit", "", "the commit the run measured, for -md")
 	flag.Parse()
 	rows, err := parse(io.TeeReader(os.Stdin, os.Stdout))
 	if err != nil {
@@ -99,6 +175,14 @@ func main() {
 		os.Exit(1)
 	}
 	print(os.Stdout, rows)
+	if *mdOut != "" {
+		var b strings.Builder
+		markdown(&b, rows, time.Now(), *machine, *commit)
+		if err := os.WriteFile(*mdOut, []byte(b.String()), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "benchtable:", err)
+			os.Exit(1)
+		}
+	}
 	if *jsonOut != "" {
 		data, err := json.MarshalIndent(map[string]any{"time": time.Now().UTC().Format(time.RFC3339), "rows": rows}, "", "  ")
 		if err == nil {
@@ -156,6 +240,9 @@ func parse(r io.Reader) ([]Row, error) {
 					}
 				}
 			}
+			if t, ok := targets[m]; ok {
+				row.Target, row.Met = t.String(), t.check(row)
+			}
 			rows = append(rows, row)
 		}
 	}
@@ -174,16 +261,47 @@ func unit(metric string) string {
 
 func print(w io.Writer, rows []Row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nbenchmark\tmetric\tours\tbaseline (same run)\tratio")
+	fmt.Fprintln(tw, "\nbenchmark\tmetric\tours\tbaseline (same run)\tratio\ttarget")
 	for _, r := range rows {
-		base, ratio := "-", "-"
-		if r.Baseline != nil {
-			base = strconv.FormatFloat(*r.Baseline, 'g', 6, 64)
-		}
-		if r.Ratio != nil {
-			ratio = strconv.FormatFloat(*r.Ratio, 'f', 3, 64)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Benchmark, r.Metric, strconv.FormatFloat(r.Ours, 'g', 6, 64), base, ratio)
+		c := cells(r)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Benchmark, r.Metric, c.ours, c.base, c.ratio, c.target)
 	}
 	_ = tw.Flush()
+}
+
+type rowCells struct{ ours, base, ratio, target string }
+
+// cells formats a row's figures.
+func cells(r Row) rowCells {
+	c := rowCells{ours: strconv.FormatFloat(r.Ours, 'g', 6, 64), base: "-", ratio: "-", target: "-"}
+	if r.Baseline != nil {
+		c.base = strconv.FormatFloat(*r.Baseline, 'g', 6, 64)
+	}
+	if r.Ratio != nil {
+		c.ratio = strconv.FormatFloat(*r.Ratio, 'f', 3, 64)
+	}
+	if r.Target != "" {
+		switch {
+		case r.Met == nil:
+			c.target = r.Target + ": no baseline"
+		case *r.Met:
+			c.target = r.Target + ": met"
+		default:
+			c.target = r.Target + ": NOT met"
+		}
+	}
+	return c
+}
+
+// markdown writes rows as one Markdown table under a line naming the run:
+// when, on what machine, at which commit.
+func markdown(w io.Writer, rows []Row, when time.Time, machine, commit string) {
+	fmt.Fprintf(w, "`make bench` of %s on %s, at commit %s: every figure it measured.\n\n", when.UTC().Format("2006-01-02 15:04 MST"), machine, commit)
+	fmt.Fprintln(w, "| benchmark | metric | ours | baseline (same run) | ratio | target |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	for _, r := range rows {
+		c := cells(r)
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", r.Benchmark, r.Metric, c.ours, c.base, c.ratio, c.target)
+	}
+	fmt.Fprintln(w)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -17,7 +18,8 @@ PASS
 	rows, err := parse(strings.NewReader(in))
 	require.NoError(t, err)
 	require.Len(t, rows, 4)
-	require.Equal(t, Row{Benchmark: "Join", Metric: "join-p50-ms", Ours: 69.07, Unit: "ms"}, rows[0])
+	met := true
+	require.Equal(t, Row{Benchmark: "Join", Metric: "join-p50-ms", Ours: 69.07, Unit: "ms", Target: "<= 300", Met: &met}, rows[0])
 	require.Equal(t, "nestlet-pods/s", rows[2].Metric)
 	require.NotNil(t, rows[2].Baseline)
 	require.InDelta(t, 145.5, *rows[2].Baseline, 1e-9)
@@ -28,4 +30,34 @@ PASS
 	print(&out, rows)
 	require.Contains(t, out.String(), "SchedulerVsStock  nestlet-pods/s")
 	require.Contains(t, out.String(), "1.180")
+}
+
+// Targets are checked on the figure or on its ratio, said met or NOT met,
+// and the Markdown table names the run and holds every row.
+func TestTargets(t *testing.T) {
+	in := `BenchmarkForwardingLatency-2   	1	700 e2e-2hop-p50-ms	400 direct-leaf-p50-ms	3 e2e-2hop-cpu-s
+BenchmarkPartitions-2   	1	0 partition-watched-duplicates
+BenchmarkJoin-2   	1	1500 join-p99-ms
+`
+	rows, err := parse(strings.NewReader(in))
+	require.NoError(t, err)
+	require.Len(t, rows, 4)
+	byMetric := map[string]Row{}
+	for _, r := range rows {
+		byMetric[r.Metric] = r
+	}
+	require.Equal(t, "ratio <= 1.5", byMetric["e2e-2hop-p50-ms"].Target)
+	require.False(t, *byMetric["e2e-2hop-p50-ms"].Met, "1.75x the leaf's")
+	require.Nil(t, byMetric["e2e-2hop-cpu-s"].Met, "no baseline in the run: cannot say")
+	require.True(t, *byMetric["partition-watched-duplicates"].Met)
+	require.False(t, *byMetric["join-p99-ms"].Met)
+
+	var md strings.Builder
+	markdown(&md, rows, time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC), "2 cores", "abc1234")
+	out := md.String()
+	require.Contains(t, out, "`make bench` of 2026-11-26 09:00 UTC on 2 cores, at commit abc1234")
+	require.Contains(t, out, "| ForwardingLatency | e2e-2hop-p50-ms | 700 | 400 | 1.750 | ratio <= 1.5: NOT met |")
+	require.Contains(t, out, "| ForwardingLatency | e2e-2hop-cpu-s | 3 | - | - | ratio <= 2.5: no baseline |")
+	require.Contains(t, out, "| Join | join-p99-ms | 1500 | - | - | <= 1000: NOT met |")
+	require.Equal(t, 2+len(rows), strings.Count(out, "\n| ")+1, "a header, a rule and a line per row")
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
 	"github.com/nestlet/nestlet/api"
 )
@@ -23,13 +24,13 @@ import (
 // subtract. A delegate is recorded under its parent pod's name, so the same
 // key follows one pod down a tree.
 type PodTimes struct {
-	mu                          sync.Mutex
-	Added, Bound, Running, Gone map[string]time.Time
+	mu                                 sync.Mutex
+	Added, Bound, Running, Ready, Gone map[string]time.Time
 }
 
 // NewPodTimes returns empty PodTimes.
 func NewPodTimes() *PodTimes {
-	return &PodTimes{Added: map[string]time.Time{}, Bound: map[string]time.Time{}, Running: map[string]time.Time{}, Gone: map[string]time.Time{}}
+	return &PodTimes{Added: map[string]time.Time{}, Bound: map[string]time.Time{}, Running: map[string]time.Time{}, Ready: map[string]time.Time{}, Gone: map[string]time.Time{}}
 }
 
 // Follow records the pods of namespace ns through an informer (which lists
@@ -71,6 +72,9 @@ func (s *PodTimes) Follow(ctx context.Context, tb testing.TB, client kubernetes.
 		if pod.Status.Phase == corev1.PodRunning {
 			setOnce(s.Running, key, now)
 		}
+		if podutil.IsPodReady(pod) {
+			setOnce(s.Ready, key, now)
+		}
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, obj any) { record(obj) }, DeleteFunc: gone}); err != nil {
 		tb.Fatal(err)
@@ -96,6 +100,18 @@ func (s *PodTimes) CountRunning() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.Running)
+}
+
+// CountReady returns how many pods have been seen Ready.
+func (s *PodTimes) CountReady() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.Ready)
+}
+
+// WaitReady waits (up to 5 minutes) until n pods have been seen Ready.
+func (s *PodTimes) WaitReady(ctx context.Context, tb testing.TB, n int) {
+	s.waitCount(ctx, tb, n, "Ready", s.CountReady)
 }
 
 // WaitRunning waits (up to 5 minutes) until n pods have been seen Running.

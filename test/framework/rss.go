@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -65,4 +67,32 @@ func vmRSS(path string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS in %s", path)
+}
+
+// ShimsRSS returns how many containerd shims serve the containerd at socket
+// (one per pod sandbox: runc's shim outlives the containerd that started
+// it, so a node's memory is its kubelet's, its containerd's and these) and
+// the sum of their RSS, found by their command line (-address socket).
+func ShimsRSS(socket string) (n int, rss int64, err error) {
+	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, path := range procs {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			continue // ended meanwhile
+		}
+		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		if len(args) == 0 || !strings.Contains(filepath.Base(args[0]), "containerd-shim") || !slices.Contains(args, socket) {
+			continue
+		}
+		b, err := vmRSS(filepath.Join(filepath.Dir(path), "status"))
+		if err != nil {
+			continue
+		}
+		n++
+		rss += b
+	}
+	return n, rss, nil
 }
