@@ -57,10 +57,10 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		// Baseline: the same pods directly in a leaf.
 		leaf := framework.NewPodTimes()
 		leaf.Follow(ctx, b, env.Cluster("east-1").Client, direct)
-		costs := measureCosts(b)
+		cpu0 := framework.CPUByKind(env)
 		leafCreated := framework.CreatePods(ctx, b, env.Cluster("east-1").Client, direct, "p", n, spec, 0)
 		leaf.WaitRunning(ctx, b, n)
-		directCost := measureCosts(b).Sub(costs)
+		directCPU := cpuSince(cpu0)
 
 		// One level: the same pods created in west (the other region, so
 		// that the east leaves keep room for the 2-hop run), forwarded once.
@@ -77,10 +77,10 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		leaves.Follow(ctx, b, env.Cluster("east-1").Client, nested)
 		leaves.Follow(ctx, b, env.Cluster("east-2").Client, nested)
 		profiled := profileAgents(b, []string{"east", "east-1", "east-2"}, 15*time.Second)
-		costs = measureCosts(b)
+		cpu0 = framework.CPUByKind(env)
 		rootCreated := framework.CreatePods(ctx, b, env.Cluster("root").Client, nested, "p", n, spec, 0)
 		root.WaitRunning(ctx, b, n)
-		nestedCost := measureCosts(b).Sub(costs)
+		nestedCPU := cpuSince(cpu0)
 		profiled()
 
 		b.StopTimer()
@@ -118,8 +118,8 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		b.ReportMetric(onep99, "e2e-1hop-p99-ms")
 		b.ReportMetric(flatp50, "direct-leaf-p50-ms")
 		b.ReportMetric(flatp99, "direct-leaf-p99-ms")
-		reportCPU(b, "direct", directCost)
-		reportCPU(b, "e2e-2hop", nestedCost)
+		reportCPU(b, "direct", directCPU)
+		reportCPU(b, "e2e-2hop", nestedCPU)
 		b.ReportMetric(e2ep50/flatp50, "e2e/direct-p50")
 		b.ReportMetric(e2ep99/flatp99, "e2e/direct-p99")
 		b.ReportMetric(0, "ns/op")
@@ -190,30 +190,26 @@ func profileAgents(b *testing.B, clusters []string, d time.Duration) func() {
 	return wg.Wait
 }
 
-// measureCosts reads every cluster's CPU time and requests so far.
-func measureCosts(b *testing.B) framework.Costs {
-	b.Helper()
-	c, err := framework.MeasureCosts(b.Context(), env)
-	require.NoError(b, err)
-	return c
+// cpuSince returns the CPU time every process of the environment used
+// since before, by kind (framework.CPUByKind).
+func cpuSince(before map[string]time.Duration) map[string]time.Duration {
+	out := framework.CPUByKind(env)
+	for kind, t := range before {
+		out[kind] -= t
+	}
+	return out
 }
 
 // reportCPU reports where the CPU went during a run, summed over every
-// cluster of the tree by component (<prefix>-cpu-s-kube-apiserver, ...,
-// agent, and etcd, shared by all): the whole tree's, idle work of the
+// cluster of the tree by kind of process (<prefix>-cpu-s-kube-apiserver,
+// ..., agent, and etcd, shared by all): the whole tree's, idle work of the
 // clusters the run did not touch included.
-func reportCPU(b *testing.B, prefix string, c framework.Costs) {
+func reportCPU(b *testing.B, prefix string, by map[string]time.Duration) {
 	b.Helper()
-	by := map[string]time.Duration{}
 	var total time.Duration
-	for _, cost := range c {
-		for k, t := range cost.CPU {
-			by[k] += t
-			total += t
-		}
-	}
-	for k, t := range by {
-		b.ReportMetric(t.Seconds(), prefix+"-cpu-s-"+k)
+	for kind, t := range by {
+		b.ReportMetric(t.Seconds(), prefix+"-cpu-s-"+kind)
+		total += t
 	}
 	b.ReportMetric(total.Seconds(), prefix+"-cpu-s")
 }
