@@ -85,6 +85,13 @@ const (
 	// parent's agent approve that join without `nestctl approve`.
 	AnnotationTokenChildName   = "nestlet.io/child-name"
 	AnnotationTokenAutoApprove = "nestlet.io/auto-approve"
+	// GroupTokenChildPrefix + the child's name and GroupTokenAutoApprove
+	// are the extra groups (auth-extra-groups) of such a token: the API
+	// server puts them in every request the token makes, so the parent's
+	// agent reads the grant from the certificate request itself and
+	// never needs to read Secrets of kube-system.
+	GroupTokenChildPrefix = "system:bootstrappers:nestlet:child:"
+	GroupTokenAutoApprove = "system:bootstrappers:nestlet:auto-approve"
 	// ManagedByRemoteEndpoints is the endpointslice.kubernetes.io/managed-by
 	// of the EndpointSlices a child's agent makes for a Service reflected
 	// there: the parent's endpoints outside the child's subtree. The

@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 
+	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/provider/join"
 )
 
@@ -70,15 +69,19 @@ func Approve(ctx context.Context, client kubernetes.Interface, cluster string) (
 // checkRequester decides whether whoever filed csr may be node cluster.
 func checkRequester(ctx context.Context, client kubernetes.Interface, csr *certificatesv1.CertificateSigningRequest, cluster string) (join.Verdict, error) {
 	user := csr.Spec.Username
-	if id, ok := strings.CutPrefix(user, bootstrapapi.BootstrapUserPrefix); ok {
-		secret, err := client.CoreV1().Secrets(metav1.NamespaceSystem).Get(ctx, bootstraputil.BootstrapTokenSecretName(id), metav1.GetOptions{})
+	if token, ok := join.GrantOf(csr); ok {
+		secret, err := client.CoreV1().Secrets(metav1.NamespaceSystem).Get(ctx, bootstraputil.BootstrapTokenSecretName(token.ID), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return join.Verdict{Message: fmt.Sprintf("filed with bootstrap token %s, which no longer exists: the child joins again with a new one", id)}, nil
+			return join.Verdict{Message: fmt.Sprintf("filed with bootstrap token %s, which no longer exists: the child joins again with a new one", token.ID)}, nil
 		}
 		if err != nil {
 			return join.Verdict{}, err
 		}
-		return join.CheckNodeRequest(ctx, client, csr, secret, join.RevocationsIn(client))
+		if token.ChildName == "" {
+			// A token made before the name travelled in its groups.
+			token.ChildName = secret.Annotations[api.AnnotationTokenChildName]
+		}
+		return join.CheckNodeRequest(ctx, client, csr, token, join.RevocationsIn(client))
 	}
 	if user == join.NodeUser(cluster) {
 		return join.CheckRenewal(ctx, csr, join.RevocationsIn(client))

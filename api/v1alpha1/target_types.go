@@ -48,6 +48,9 @@ type TargetSpec struct {
 
 	// BootstrapTokenSecretRef names the Secret in this cluster whose key
 	// "token" holds the bootstrap token (<id>.<secret>) issued by the parent.
+	// It must be in the agent's namespace (nestlet-system by default), the
+	// only one where the agent reads Secrets; another is refused with the
+	// Joined condition's reason TokenSecretError.
 	BootstrapTokenSecretRef SecretReference `json:"bootstrapTokenSecretRef"`
 
 	// CACertHash pins the parent's CA: "sha256:" and the hex SHA-256 of its

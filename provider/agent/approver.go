@@ -19,10 +19,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
-	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 	"k8s.io/klog/v2"
 
-	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/pkg/revoked"
 	"github.com/nestlet/nestlet/provider/join"
 )
@@ -30,13 +28,14 @@ import (
 // approver approves, in this cluster as a parent, the node certificate
 // requests that children file with a bootstrap token made with
 // `nestctl token create --auto-approve`, and only for the name the token
-// was made for (api.AnnotationTokenChildName): whoever holds a token can
+// was made for (api.GroupTokenChildPrefix): whoever holds a token can
 // join as that child, never as another. A token made without a name
 // (shared by a fleet) admits any name that no live node holds. Requests of
 // other tokens wait for `nestctl approve`, which checks the same; renewals
 // (a node asking for its own name again) are approved unless the node was
 // revoked (`nestctl revoke`, api.RevokedConfigMap); a revoked node's joins
-// are denied too.
+// are denied too. The grant is read from the request's groups
+// (join.GrantOf), so the agent reads no Secret of kube-system.
 type approver struct {
 	client   kubernetes.Interface
 	revoked  *revoked.Watcher
@@ -134,25 +133,18 @@ func (ap *approver) sync(ctx context.Context, name string) error {
 	if !nodeRequest(csr) {
 		return nil
 	}
-	if !strings.HasPrefix(csr.Spec.Username, bootstrapapi.BootstrapUserPrefix) {
+	token, ok := join.GrantOf(csr)
+	if !ok {
 		verdict, err := join.CheckRenewal(ctx, csr, ap.revoked.Lookup)
 		if err != nil {
 			return err
 		}
 		return ap.decide(ctx, csr, verdict, "NestletRenewal")
 	}
-	id := strings.TrimPrefix(csr.Spec.Username, bootstrapapi.BootstrapUserPrefix)
-	secret, err := ap.client.CoreV1().Secrets(metav1.NamespaceSystem).Get(ctx, bootstraputil.BootstrapTokenSecretName(id), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil // deleted or expired since: nothing to approve with
-	}
-	if err != nil {
-		return err
-	}
-	if secret.Annotations[api.AnnotationTokenAutoApprove] != "true" {
+	if !token.AutoApprove {
 		return nil // for `nestctl approve`
 	}
-	verdict, err := join.CheckNodeRequest(ctx, ap.client, csr, secret, ap.revoked.Lookup)
+	verdict, err := join.CheckNodeRequest(ctx, ap.client, csr, token, ap.revoked.Lookup)
 	if err != nil {
 		return err
 	}

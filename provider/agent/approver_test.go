@@ -6,6 +6,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -41,24 +42,24 @@ func TestApprover(t *testing.T) {
 				Username:   user,
 			}}
 	}
-	token := func(id, child string, auto bool) *corev1.Secret {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-" + id, Namespace: "kube-system",
-			Annotations: map[string]string{api.AnnotationTokenChildName: child}},
-			Data: map[string][]byte{"token-id": []byte(id)}}
-		if auto {
-			s.Annotations[api.AnnotationTokenAutoApprove] = "true"
-		}
-		return s
+	// The groups a token made by nestctl token create puts in its
+	// requests (the API server writes them, the requester cannot).
+	tokens := map[string][]string{
+		"aaaaaa": {"system:bootstrappers", api.GroupTokenChildPrefix + "east", api.GroupTokenAutoApprove},
+		"bbbbbb": {"system:bootstrappers", api.GroupTokenChildPrefix + "east"},
+		"cccccc": {"system:bootstrappers", api.GroupTokenChildPrefix + "gone", api.GroupTokenAutoApprove},
+	}
+	withGroups := func(c *certificatesv1.CertificateSigningRequest) *certificatesv1.CertificateSigningRequest {
+		c.Spec.Groups = tokens[strings.TrimPrefix(c.Spec.Username, "system:bootstrap:")]
+		return c
 	}
 	objs := []runtime.Object{
-		token("aaaaaa", "east", true), token("bbbbbb", "east", false),
-		csr("east", "east", "system:bootstrap:aaaaaa"),
-		csr("impostor", "west", "system:bootstrap:aaaaaa"),
-		csr("manual", "east", "system:bootstrap:bbbbbb"),
+		withGroups(csr("east", "east", "system:bootstrap:aaaaaa")),
+		withGroups(csr("impostor", "west", "system:bootstrap:aaaaaa")),
+		withGroups(csr("manual", "east", "system:bootstrap:bbbbbb")),
 		csr("renewal", "east", "system:node:east"),
-		token("cccccc", "gone", true),
 		csr("gone-renewal", "gone", "system:node:gone"),
-		csr("gone-join", "gone", "system:bootstrap:cccccc"),
+		withGroups(csr("gone-join", "gone", "system:bootstrap:cccccc")),
 		csr("someone-elses-renewal", "east", "system:node:west"),
 	}
 	client := fake.NewClientset(objs...)

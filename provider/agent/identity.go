@@ -101,6 +101,12 @@ func (j *joiner) request(ctx context.Context, client kubernetes.Interface, paren
 // token reads the bootstrap token from the Secret the Target names.
 func (j *joiner) token(ctx context.Context) (string, error) {
 	ref := j.target.Spec.BootstrapTokenSecretRef
+	if ref.Namespace != j.store.Namespace {
+		return "", join.Errorf(v1alpha1.ReasonTokenSecretError, nil,
+			"the bootstrap token Secret %s/%s is outside the agent's namespace %s, where alone it reads Secrets: create it there "+
+				"('kubectl create secret generic %s -n %s --from-literal=token=<token>', or 'nestctl join') and set spec.bootstrapTokenSecretRef.namespace to %s",
+			ref.Namespace, ref.Name, j.store.Namespace, ref.Name, j.store.Namespace, j.store.Namespace)
+	}
 	sec := j.secrets.get(ref.Namespace, ref.Name)
 	var err error
 	if sec == nil {

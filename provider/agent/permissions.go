@@ -30,9 +30,9 @@ var Permissions = []permissions.Rule{
 		Why: "the virtual node's kubelet API: exec, attach and port-forward of the delegate (WebSockets start with a GET)"},
 	{APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, Verbs: []string{"get"},
 		Why: "the virtual node's stats summary adds up its nodes' own"},
-	{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"get", "list", "create", "update", "delete"},
-		Why: "copies of the parent pods' ConfigMaps and Secrets (provider/forward/dependencies.go); bootstrap tokens and " +
-			"node identities (provider/join/identity.go)"},
+	{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"create", "patch", "delete"},
+		Why: "copies of the parent pods' ConfigMaps and Secrets, written without reading any (provider/forward/copies.go): " +
+			"created, patched under a test of their label, deleted once unused; the admission policy confines these writes to labelled copies"},
 	{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"},
 		Why: "the parent's Services its pods use are copied here, kept in step and collected; one of the same name found here is read " +
 			"to tell a copy from one Nestlet did not make (provider/forward/services.go)"},
@@ -53,8 +53,12 @@ var Permissions = []permissions.Rule{
 		Why:           "the node client certificates of children, and the serving certificates of those in direct mode (approver.go)"},
 	{NonResourceURLs: []string{"/readyz"}, Verbs: []string{"get"},
 		Why: "a virtual node is Ready only while this cluster's API server is"},
-	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "watch"},
-		Why: "the bootstrap tokens and node identities of its namespace are watched (secrets.go)"},
+	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{""}, Resources: []string{"secrets"},
+		Verbs: []string{"get", "list", "watch", "create", "update", "delete"},
+		Why: "the bootstrap tokens the Targets name and the node identities (provider/join/identity.go) live in its namespace, " +
+			"the only one where it reads Secrets; watched so that a join reads none (secrets.go)"},
+	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update"},
+		Why: "each Target's ledger of the copies it made (provider/forward/copies_ledger.go), read after a restart to collect them"},
 	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"},
 		Why: "leader election among replicas (cmd/nestlet --leader-elect, pkg/kubeclient/leader.go): the first makes the Lease"},
 	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},

@@ -9,6 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/provider/join"
 )
 
 // The token and identities of the agent's namespace come from the watch
@@ -46,4 +49,19 @@ func TestOwnSecretsReadFromTheWatch(t *testing.T) {
 
 	var nilSecrets *ownSecrets
 	require.Nil(t, nilSecrets.get("nestlet-system", "tok"), "an agent not running has no watch")
+}
+
+// A Target whose token Secret is in another namespace is refused with a
+// condition that says where to put it; the Secret is not read.
+func TestTokenOutsideTheAgentsNamespace(t *testing.T) {
+	client := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tok", Namespace: "elsewhere"},
+		Data: map[string][]byte{"token": []byte("abcdef.0123456789abcdef")}})
+	tg := &v1alpha1.Target{Spec: v1alpha1.TargetSpec{BootstrapTokenSecretRef: v1alpha1.SecretReference{Namespace: "elsewhere", Name: "tok"}}}
+	j := &joiner{target: tg, client: client, store: &join.Store{Client: client, Namespace: "nestlet-system"}}
+	_, err := j.token(t.Context())
+	require.ErrorContains(t, err, "outside the agent's namespace nestlet-system")
+	var jerr *join.Error
+	require.ErrorAs(t, err, &jerr)
+	require.Equal(t, v1alpha1.ReasonTokenSecretError, jerr.Reason)
+	require.Empty(t, client.Actions(), "nothing read")
 }

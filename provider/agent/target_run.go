@@ -280,6 +280,7 @@ func (r *targetRun) forwardConfig(parent string, avoider forward.Avoider) forwar
 		Child:             r.a.client,
 		Avoider:           avoider,
 		Metrics:           r.a.metrics,
+		CopiesNamespace:   r.a.cfg.Namespace,
 		// Never Ready, never run: nothing was forwarded for it yet.
 		New: t.Status.NodeName == "" && !r.started,
 	}

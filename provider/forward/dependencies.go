@@ -3,8 +3,6 @@ package forward
 import (
 	"context"
 	"fmt"
-	"maps"
-	"reflect"
 	"sync"
 	"time"
 
@@ -61,20 +59,32 @@ func references(pod *corev1.Pod) []depKey {
 // dependencies copies what delegates reference from the parent, keeps the
 // copies in sync by watching each object in the parent (the node identity
 // may watch exactly the objects its pods reference), and removes a copy
-// once no delegate of this Target uses it.
+// once no delegate of this Target uses it. It reads no ConfigMap or Secret
+// of this cluster (copies.go); the ledger says which copies exist.
 type dependencies struct {
-	p     *Provider
-	queue workqueue.TypedRateLimitingInterface[string] // namespaces to collect
+	p      *Provider
+	queue  workqueue.TypedRateLimitingInterface[string] // namespaces to collect
+	ledger *ledger
 
-	mu      sync.Mutex
-	watches map[depKey]context.CancelFunc
+	mu       sync.Mutex
+	watches  map[depKey]context.CancelFunc
+	versions map[depKey]copyVersion
+}
+
+// copyVersion is the parent's version of an object this agent last wrote
+// into its copy, and when.
+type copyVersion struct {
+	rv string
+	at time.Time
 }
 
 func newDependencies(p *Provider) *dependencies {
 	return &dependencies{
-		p:       p,
-		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "dependency-gc"}),
-		watches: map[depKey]context.CancelFunc{},
+		p:        p,
+		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "dependency-gc"}),
+		ledger:   newLedger(&p.cfg),
+		watches:  map[depKey]context.CancelFunc{},
+		versions: map[depKey]copyVersion{},
 	}
 }
 
@@ -112,75 +122,6 @@ func (d *dependencies) copyOne(ctx context.Context, k depKey) error {
 		return fmt.Errorf("reading %s %s/%s in the parent: %w", k.kind, k.namespace, k.name, err)
 	}
 	return d.write(ctx, obj)
-}
-
-// write creates or updates the copy of a parent object. It refuses to
-// overwrite an object of the same name that is not a Nestlet copy.
-func (d *dependencies) write(ctx context.Context, parent metav1.Object) error {
-	meta := metav1.ObjectMeta{
-		Name: parent.GetName(), Namespace: parent.GetNamespace(),
-		Labels:      maps.Clone(parent.GetLabels()),
-		Annotations: map[string]string{api.AnnotationCopiedFrom: d.p.cfg.ParentName + "/" + string(parent.GetUID())},
-	}
-	if meta.Labels == nil {
-		meta.Labels = map[string]string{}
-	}
-	meta.Labels[api.LabelTargetUID] = string(d.p.cfg.TargetUID)
-	switch src := parent.(type) {
-	case *corev1.ConfigMap:
-		want := &corev1.ConfigMap{ObjectMeta: meta, Data: src.Data, BinaryData: src.BinaryData}
-		return upsertCopy(ctx, d.p.cfg.Child.CoreV1().ConfigMaps(meta.Namespace), want, "ConfigMap", func(cur *corev1.ConfigMap) bool {
-			return reflect.DeepEqual(cur.Data, want.Data) && reflect.DeepEqual(cur.BinaryData, want.BinaryData)
-		})
-	case *corev1.Secret:
-		if src.Type == corev1.SecretTypeServiceAccountToken {
-			return nil
-		}
-		want := &corev1.Secret{ObjectMeta: meta, Data: src.Data, Type: src.Type}
-		return upsertCopy(ctx, d.p.cfg.Child.CoreV1().Secrets(meta.Namespace), want, "Secret", func(cur *corev1.Secret) bool {
-			return reflect.DeepEqual(cur.Data, want.Data)
-		})
-	}
-	return fmt.Errorf("cannot copy %T", parent)
-}
-
-// copyClient is the part of a typed client upsertCopy uses.
-type copyClient[T metav1.Object] interface {
-	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
-	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
-	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
-}
-
-// upsertCopy creates want, or updates the existing copy when its content
-// (sameContent) or labels differ; it refuses to overwrite an object of the
-// same name that is not a Nestlet copy.
-func upsertCopy[T metav1.Object](ctx context.Context, c copyClient[T], want T, kind string, sameContent func(cur T) bool) error {
-	cur, err := c.Get(ctx, want.GetName(), metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = c.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
-		return ignoreExists(err)
-	case err != nil:
-		return err
-	case cur.GetLabels()[api.LabelTargetUID] == "":
-		return notACopy(kind, cur.GetNamespace(), cur.GetName())
-	case sameContent(cur) && reflect.DeepEqual(cur.GetLabels(), want.GetLabels()):
-		return nil
-	}
-	want.SetResourceVersion(cur.GetResourceVersion())
-	_, err = c.Update(ctx, want, metav1.UpdateOptions{FieldManager: fieldManager})
-	return err
-}
-
-func notACopy(kind, ns, name string) error {
-	return fmt.Errorf("%s %s/%s exists in this cluster and is not a copy made by Nestlet: rename it here or in the parent", kind, ns, name)
-}
-
-func ignoreExists(err error) error {
-	if apierrors.IsAlreadyExists(err) {
-		return nil
-	}
-	return err
 }
 
 func (d *dependencies) ensureServiceAccount(ctx context.Context, ns, name string) error {
@@ -244,17 +185,12 @@ func (d *dependencies) enqueueGC(namespace string) { d.queue.AddAfter(namespace,
 // this Target, then whenever a delegate goes away.
 func (d *dependencies) run(ctx context.Context) {
 	defer d.queue.ShutDown()
-	sel := metav1.ListOptions{LabelSelector: api.LabelTargetUID + "=" + string(d.p.cfg.TargetUID)}
 	if !d.p.cfg.New {
-		if cms, err := d.p.cfg.Child.CoreV1().ConfigMaps("").List(ctx, sel); err == nil {
-			for _, c := range cms.Items {
-				d.enqueueGC(c.Namespace)
-			}
+		if err := d.ledger.load(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "Unused copies made before this start are not collected until the ledger can be read")
 		}
-		if secs, err := d.p.cfg.Child.CoreV1().Secrets("").List(ctx, sel); err == nil {
-			for _, s := range secs.Items {
-				d.enqueueGC(s.Namespace)
-			}
+		for _, ns := range d.ledger.namespaces() {
+			d.enqueueGC(ns)
 		}
 	}
 	// Delegates that exist (after a restart) keep their copies followed.
@@ -282,7 +218,8 @@ func (d *dependencies) run(ctx context.Context) {
 	}
 }
 
-// gc deletes the copies in namespace that no delegate of this Target uses.
+// gc deletes the copies in namespace that no delegate of this Target uses,
+// but those written moments ago (copyGrace), which it looks at again later.
 func (d *dependencies) gc(ctx context.Context, namespace string) error {
 	used := map[depKey]bool{}
 	pods, err := d.p.lister.Pods(namespace).List(labels.Everything())
@@ -294,48 +231,28 @@ func (d *dependencies) gc(ctx context.Context, namespace string) error {
 			used[k] = true
 		}
 	}
-	sel := metav1.ListOptions{LabelSelector: api.LabelTargetUID + "=" + string(d.p.cfg.TargetUID)}
-	cms, err := d.p.cfg.Child.CoreV1().ConfigMaps(namespace).List(ctx, sel)
-	if err != nil {
-		return err
-	}
-	for _, c := range cms.Items {
-		if err := d.collect(ctx, depKey{kindConfigMap, namespace, c.Name}, used); err != nil {
+	var later time.Duration
+	for _, k := range d.ledger.in(namespace) {
+		if used[k] {
+			continue
+		}
+		if wait := d.fresh(k); wait > 0 {
+			later = max(later, wait)
+			continue
+		}
+		d.mu.Lock()
+		if cancel, ok := d.watches[k]; ok {
+			cancel()
+			delete(d.watches, k)
+		}
+		d.mu.Unlock()
+		if err := d.remove(ctx, k); err != nil {
 			return err
 		}
+		klog.FromContext(ctx).V(2).Info("Collected unused copy", "kind", k.kind, "object", klog.KRef(k.namespace, k.name))
 	}
-	secs, err := d.p.cfg.Child.CoreV1().Secrets(namespace).List(ctx, sel)
-	if err != nil {
-		return err
+	if later > 0 {
+		d.queue.AddAfter(namespace, later)
 	}
-	for _, s := range secs.Items {
-		if err := d.collect(ctx, depKey{kindSecret, namespace, s.Name}, used); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (d *dependencies) collect(ctx context.Context, k depKey, used map[depKey]bool) error {
-	if used[k] {
-		return nil
-	}
-	d.mu.Lock()
-	if cancel, ok := d.watches[k]; ok {
-		cancel()
-		delete(d.watches, k)
-	}
-	d.mu.Unlock()
-	var err error
-	switch k.kind {
-	case kindConfigMap:
-		err = d.p.cfg.Child.CoreV1().ConfigMaps(k.namespace).Delete(ctx, k.name, metav1.DeleteOptions{})
-	case kindSecret:
-		err = d.p.cfg.Child.CoreV1().Secrets(k.namespace).Delete(ctx, k.name, metav1.DeleteOptions{})
-	}
-	if err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	klog.FromContext(ctx).V(2).Info("Collected unused copy", "kind", k.kind, "object", klog.KRef(k.namespace, k.name))
 	return nil
 }

@@ -70,6 +70,10 @@ type Config struct {
 	// New says no delegate and no copy of this Target can exist yet (its
 	// first run): the scan for unused copies at start is skipped.
 	New bool
+	// CopiesNamespace is the agent's namespace, where the ledger of the
+	// ConfigMaps and Secrets copied here is kept (copies_ledger.go); in
+	// memory only when empty.
+	CopiesNamespace string
 	// AllServices reflects every Service of the parent here, with the
 	// endpoints the parent's has outside this cluster's subtree, not only
 	// those that select pods forwarded here: set where pods reach every

@@ -3,6 +3,7 @@ package join
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,12 +21,42 @@ type Verdict struct {
 	Message string
 }
 
-// CheckNodeRequest decides whether csr, filed with the bootstrap token of
-// secret, may get a node certificate: it must ask for exactly a node
-// identity (CheckNodeCSR), for the name the token was made for, or,
-// with a token made for no name, for a name no Ready node of this cluster
-// holds. `nestctl approve` and the approver both decide with it.
-func CheckNodeRequest(ctx context.Context, client kubernetes.Interface, csr *certificatesv1.CertificateSigningRequest, secret *corev1.Secret, revoked Revocations) (Verdict, error) {
+// TokenGrant is what a bootstrap token admits: the one child name it was
+// made for (empty: any name no live node holds) and whether the parent's
+// agent approves its requests without `nestctl approve`.
+type TokenGrant struct {
+	ID          string
+	ChildName   string
+	AutoApprove bool
+}
+
+// GrantOf reads the grant of the bootstrap token that filed csr from the
+// request itself: the token's extra groups (api.GroupTokenChildPrefix,
+// api.GroupTokenAutoApprove), which the API server wrote into
+// spec.groups and no requester can forge. ok is false when csr was not
+// filed with a bootstrap token.
+func GrantOf(csr *certificatesv1.CertificateSigningRequest) (g TokenGrant, ok bool) {
+	g.ID, ok = strings.CutPrefix(csr.Spec.Username, bootstrapapi.BootstrapUserPrefix)
+	if !ok {
+		return TokenGrant{}, false
+	}
+	for _, group := range csr.Spec.Groups {
+		if name, found := strings.CutPrefix(group, api.GroupTokenChildPrefix); found {
+			g.ChildName = name
+		}
+		if group == api.GroupTokenAutoApprove {
+			g.AutoApprove = true
+		}
+	}
+	return g, true
+}
+
+// CheckNodeRequest decides whether csr, filed with the bootstrap token
+// whose grant is token, may get a node certificate: it must ask for
+// exactly a node identity (CheckNodeCSR), for the name the token was made
+// for, or, with a token made for no name, for a name no Ready node of this
+// cluster holds. `nestctl approve` and the approver both decide with it.
+func CheckNodeRequest(ctx context.Context, client kubernetes.Interface, csr *certificatesv1.CertificateSigningRequest, token TokenGrant, revoked Revocations) (Verdict, error) {
 	node, err := CheckNodeCSR(csr.Spec.Request, csr.Spec.Usages)
 	if err != nil {
 		return Verdict{Message: fmt.Sprintf("not a node client certificate request: %v", err)}, nil
@@ -33,8 +64,8 @@ func CheckNodeRequest(ctx context.Context, client kubernetes.Interface, csr *cer
 	if v, err := checkRevoked(ctx, revoked, node); err != nil || v != nil {
 		return *v, err
 	}
-	id := string(secret.Data[bootstrapapi.BootstrapTokenIDKey])
-	if want := secret.Annotations[api.AnnotationTokenChildName]; want != "" {
+	id := token.ID
+	if want := token.ChildName; want != "" {
 		if want != node {
 			return Verdict{Message: fmt.Sprintf("bootstrap token %s was made for child %q; this request asks for node %q: make a token for that child (nestctl token create --child-name %s)", id, want, node, node)}, nil
 		}

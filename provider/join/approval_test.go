@@ -39,14 +39,7 @@ func TestCheckNodeRequest(t *testing.T) {
 	node := func(name string) pkix.Name {
 		return pkix.Name{CommonName: NodeUser(name), Organization: []string{"system:nodes"}}
 	}
-	token := func(child string) *corev1.Secret {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-abcdef", Namespace: "kube-system"},
-			Data: map[string][]byte{"token-id": []byte("abcdef")}}
-		if child != "" {
-			s.Annotations = map[string]string{api.AnnotationTokenChildName: child}
-		}
-		return s
-	}
+	token := func(child string) TokenGrant { return TokenGrant{ID: "abcdef", ChildName: child} }
 	live := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "east"},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	gone := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "west"},
@@ -56,7 +49,7 @@ func TestCheckNodeRequest(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		csr     *certificatesv1.CertificateSigningRequest
-		token   *corev1.Secret
+		token   TokenGrant
 		allowed bool
 		says    string
 	}{
@@ -76,4 +69,19 @@ func TestCheckNodeRequest(t *testing.T) {
 			require.Contains(t, v.Message, c.says)
 		})
 	}
+}
+
+// The grant is read from the groups the API server put in the request:
+// the token's extra groups, never the requester's words.
+func TestGrantOf(t *testing.T) {
+	csr := nodeCSRForTest(t, pkix.Name{CommonName: NodeUser("east"), Organization: []string{"system:nodes"}})
+	g, ok := GrantOf(csr)
+	require.True(t, ok)
+	require.Equal(t, TokenGrant{ID: "abcdef"}, g, "a token with no extra groups: any name, nestctl approve")
+	csr.Spec.Groups = []string{"system:bootstrappers", api.GroupTokenChildPrefix + "east", api.GroupTokenAutoApprove}
+	g, _ = GrantOf(csr)
+	require.Equal(t, TokenGrant{ID: "abcdef", ChildName: "east", AutoApprove: true}, g)
+	csr.Spec.Username = NodeUser("east")
+	_, ok = GrantOf(csr)
+	require.False(t, ok, "a renewal, filed by the node itself")
 }

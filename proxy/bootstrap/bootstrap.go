@@ -179,23 +179,35 @@ func CreateToken(ctx context.Context, client kubernetes.Interface, ttl time.Dura
 	}
 	id, secret, _ := strings.Cut(token, ".")
 	annotations := map[string]string{}
+	var groups []string
 	if t.ChildName != "" {
 		annotations[api.AnnotationTokenChildName] = t.ChildName
+		groups = append(groups, api.GroupTokenChildPrefix+t.ChildName)
 	}
 	if t.AutoApprove {
 		annotations[api.AnnotationTokenAutoApprove] = "true"
+		groups = append(groups, api.GroupTokenAutoApprove)
+	}
+	data := map[string]string{
+		bootstrapapi.BootstrapTokenIDKey:               id,
+		bootstrapapi.BootstrapTokenSecretKey:           secret,
+		bootstrapapi.BootstrapTokenDescriptionKey:      description,
+		bootstrapapi.BootstrapTokenExpirationKey:       time.Now().Add(ttl).UTC().Format(time.RFC3339),
+		bootstrapapi.BootstrapTokenUsageAuthentication: "true",
+		bootstrapapi.BootstrapTokenUsageSigningKey:     "true",
+	}
+	if len(groups) > 0 {
+		for _, g := range groups {
+			if err := bootstraputil.ValidateBootstrapGroupName(g); err != nil {
+				return "", fmt.Errorf("child name %q cannot be carried by a bootstrap token: %w", t.ChildName, err)
+			}
+		}
+		data[bootstrapapi.BootstrapTokenExtraGroupsKey] = strings.Join(groups, ",")
 	}
 	_, err = client.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: bootstraputil.BootstrapTokenSecretName(id), Namespace: metav1.NamespaceSystem, Annotations: annotations},
 		Type:       corev1.SecretTypeBootstrapToken,
-		StringData: map[string]string{
-			bootstrapapi.BootstrapTokenIDKey:               id,
-			bootstrapapi.BootstrapTokenSecretKey:           secret,
-			bootstrapapi.BootstrapTokenDescriptionKey:      description,
-			bootstrapapi.BootstrapTokenExpirationKey:       time.Now().Add(ttl).UTC().Format(time.RFC3339),
-			bootstrapapi.BootstrapTokenUsageAuthentication: "true",
-			bootstrapapi.BootstrapTokenUsageSigningKey:     "true",
-		},
+		StringData: data,
 	}, metav1.CreateOptions{FieldManager: fieldManager})
 	if err != nil {
 		return "", fmt.Errorf("creating bootstrap token secret: %w", err)

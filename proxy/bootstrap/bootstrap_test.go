@@ -281,6 +281,25 @@ func TestCreateToken(t *testing.T) {
 	}
 }
 
+// A token made for one child, auto-approved, carries both in its extra
+// groups, which the API server writes into the certificate requests it
+// files (join.GrantOf reads them there).
+func TestCreateTokenForAChild(t *testing.T) {
+	client := fake.NewClientset()
+	token, err := CreateToken(t.Context(), client, time.Hour, "", TokenFor{ChildName: "east-1", AutoApprove: true})
+	require.NoError(t, err)
+	id, _, _ := strings.Cut(token, ".")
+	sec, err := client.CoreV1().Secrets("kube-system").Get(t.Context(), "bootstrap-token-"+id, metav1.GetOptions{})
+	require.NoError(t, err)
+	groups, ok := secretValue(sec, "auth-extra-groups")
+	require.True(t, ok)
+	assert.Equal(t, "system:bootstrappers:nestlet:child:east-1,system:bootstrappers:nestlet:auto-approve", groups)
+	assert.Equal(t, "east-1", sec.Annotations["nestlet.io/child-name"], "kept for people reading the token")
+
+	_, err = CreateToken(t.Context(), client, time.Hour, "", TokenFor{ChildName: "East_1"})
+	require.ErrorContains(t, err, `child name "East_1" cannot be carried by a bootstrap token`)
+}
+
 func TestCreateTokenDistinct(t *testing.T) {
 	client := fake.NewClientset()
 	a, err := CreateToken(t.Context(), client, time.Hour, "", TokenFor{})

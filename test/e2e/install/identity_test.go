@@ -64,7 +64,8 @@ func TestChartIdentities(t *testing.T) {
 }
 
 // TestAgentWritesOnlyItsOwn: RBAC lets the agent write ConfigMaps, pods and
-// nodes wherever they are; the chart's admission policy narrows that to
+// nodes wherever they are, and read ConfigMaps and Secrets nowhere but in
+// its namespace; the chart's admission policy narrows the writes to
 // Nestlet's own objects. Acting as east's agent (its ServiceAccount's
 // name, authenticated for real), a ConfigMap nobody labelled can be
 // neither changed nor deleted, a node that is not virtual cannot be
@@ -89,10 +90,15 @@ func TestAgentWritesOnlyItsOwn(t *testing.T) {
 		require.True(t, apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "%s: %v", what, err)
 		require.Contains(t, err.Error(), "may write only its own objects", what)
 	}
-	cm, err := agent.CoreV1().ConfigMaps(ns).Get(ctx, "not-nestlets", metav1.GetOptions{})
-	require.NoError(t, err, "reading is granted")
-	cm.Labels = map[string]string{api.LabelTargetUID: "taken"}
-	_, err = agent.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+	// Outside its namespace it reads no ConfigMap and no Secret.
+	_, err = agent.CoreV1().ConfigMaps(ns).Get(ctx, "not-nestlets", metav1.GetOptions{})
+	require.True(t, apierrors.IsForbidden(err), "reading a ConfigMap outside its namespace: %v", err)
+	_, err = agent.CoreV1().Secrets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+	require.True(t, apierrors.IsForbidden(err), "listing the Secrets of kube-system: %v", err)
+	_, err = agent.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
+	require.True(t, apierrors.IsForbidden(err), "listing every Secret: %v", err)
+	_, err = agent.CoreV1().ConfigMaps(ns).Patch(ctx, "not-nestlets", types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"`+api.LabelTargetUID+`":"taken"}}}`), metav1.PatchOptions{})
 	refused(err, "labelling a ConfigMap to take it over")
 	refused(agent.CoreV1().ConfigMaps(ns).Delete(ctx, "not-nestlets", metav1.DeleteOptions{}), "deleting a ConfigMap not Nestlet's")
 	_, err = agent.CoreV1().Nodes().Patch(ctx, eastNode, types.MergePatchType, []byte(`{"metadata":{"labels":{"example.com/x":"y"}}}`), metav1.PatchOptions{})

@@ -1,0 +1,151 @@
+package forward
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+const agentNamespace = "nestlet-system"
+
+// newCopiesProvider is a Provider over fake clusters whose dependencies
+// are driven by hand: write, then gc.
+func newCopiesProvider(t *testing.T, child *fake.Clientset, clk *testingclock.FakeClock) *Provider {
+	t.Helper()
+	parent := fake.NewClientset()
+	p, err := New(Config{TargetName: "to-mid", TargetUID: testTargetUID, ClusterName: "leaf", ParentName: "mid",
+		Parent: parent, ParentPods: informers.NewSharedInformerFactory(parent, 0).Core().V1().Pods().Lister(),
+		Child: child, Clock: clk, CopiesNamespace: agentNamespace})
+	require.NoError(t, err)
+	return p
+}
+
+// readsOutsideItsNamespace lists the reads of ConfigMaps and Secrets the
+// agent made outside its namespace: there must be none.
+func readsOutsideItsNamespace(c *fake.Clientset) []k8stesting.Action {
+	var reads []k8stesting.Action
+	for _, a := range c.Actions() {
+		r := a.GetResource().Resource
+		if (r == "configmaps" || r == "secrets") && a.GetNamespace() != agentNamespace &&
+			(a.GetVerb() == "get" || a.GetVerb() == "list" || a.GetVerb() == "watch") {
+			reads = append(reads, a)
+		}
+	}
+	return reads
+}
+
+// Copies are made, kept in step and collected without reading a ConfigMap
+// or Secret of the child outside the agent's namespace; an object of the
+// same name that is not this Target's copy is left as it is; the ledger
+// lets a restarted agent collect what it made before.
+func TestCopiesWithoutReads(t *testing.T) {
+	ctx := t.Context()
+	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: "app"}, Data: map[string][]byte{"k": []byte("mine")}}
+	child := fake.NewClientset(theirs)
+	clk := testingclock.NewFakeClock(time.Now())
+	p := newCopiesProvider(t, child, clk)
+	d := p.deps
+	// agent runs one step of the agent's and checks it read nothing.
+	agent := func(step func() error) error {
+		t.Helper()
+		child.ClearActions()
+		err := step()
+		require.Empty(t, readsOutsideItsNamespace(child), "the agent reads no ConfigMap or Secret outside its namespace")
+		return err
+	}
+
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: "app", UID: "parent-cm", ResourceVersion: "1",
+		Labels: map[string]string{"tier": "front"}}, Data: map[string]string{"greeting": "hello"}}
+	require.NoError(t, agent(func() error { return d.write(ctx, cm) }))
+	got, err := child.CoreV1().ConfigMaps("app").Get(ctx, "cfg", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "hello", got.Data["greeting"])
+	require.Equal(t, testTargetUID, got.Labels[api.LabelTargetUID])
+	require.Equal(t, "front", got.Labels["tier"])
+	require.Equal(t, "Target", got.OwnerReferences[0].Kind, "deleting the Target collects its copies")
+	require.Equal(t, []depKey{{kindConfigMap, "app", "cfg"}}, d.ledger.in("app"))
+
+	// The same version again: one create, refused, and nothing more.
+	require.NoError(t, agent(func() error { return d.write(ctx, cm) }))
+	require.Len(t, child.Actions(), 1, "%v", child.Actions())
+	require.Equal(t, "create", child.Actions()[0].GetVerb())
+
+	// A new version in the parent is patched in.
+	cm = cm.DeepCopy()
+	cm.ResourceVersion, cm.Data["greeting"] = "2", "bonjour"
+	require.NoError(t, agent(func() error { return d.write(ctx, cm) }))
+	got, err = child.CoreV1().ConfigMaps("app").Get(ctx, "cfg", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "bonjour", got.Data["greeting"])
+
+	// An object of the same name that Nestlet did not make is refused,
+	// untouched, and not recorded.
+	err = agent(func() error {
+		return d.write(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: "app", UID: "parent-sec", ResourceVersion: "1"},
+			Data: map[string][]byte{"k": []byte("parent's")}})
+	})
+	require.ErrorContains(t, err, "Secret app/theirs exists in this cluster and is not a copy made by Nestlet")
+	sec, err := child.CoreV1().Secrets("app").Get(ctx, "theirs", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "mine", string(sec.Data["k"]))
+	require.Equal(t, []depKey{{kindConfigMap, "app", "cfg"}}, d.ledger.in("app"))
+
+	// A Secret copy, used by a delegate.
+	require.NoError(t, agent(func() error {
+		return d.write(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pw", Namespace: "app", UID: "parent-pw", ResourceVersion: "1"},
+			Data: map[string][]byte{"password": []byte("s3cret")}})
+	}))
+	user := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "app"}, Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "pw",
+		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "pw"}}}}}}
+	require.NoError(t, p.delegates.GetIndexer().Add(user))
+
+	// Written moments ago: spared, looked at again later.
+	require.NoError(t, agent(func() error { return d.gc(ctx, "app") }))
+	_, err = child.CoreV1().ConfigMaps("app").Get(ctx, "cfg", metav1.GetOptions{})
+	require.NoError(t, err, "a copy just made may be for a delegate the lister has not seen yet")
+
+	// A restarted agent (a new provider over the same cluster) collects
+	// the copy no delegate uses, keeps the one in use, and leaves the
+	// object that is not a copy alone.
+	clk.Step(copyGrace)
+	p = newCopiesProvider(t, child, clk)
+	require.NoError(t, p.delegates.GetIndexer().Add(user))
+	require.NoError(t, p.deps.ledger.load(ctx))
+	require.Equal(t, []string{"app"}, p.deps.ledger.namespaces())
+	require.NoError(t, agent(func() error { return p.deps.gc(ctx, "app") }))
+	_, err = child.CoreV1().ConfigMaps("app").Get(ctx, "cfg", metav1.GetOptions{})
+	require.Error(t, err, "the unused copy was collected")
+	_, err = child.CoreV1().Secrets("app").Get(ctx, "pw", metav1.GetOptions{})
+	require.NoError(t, err, "the copy in use stays")
+	_, err = child.CoreV1().Secrets("app").Get(ctx, "theirs", metav1.GetOptions{})
+	require.NoError(t, err, "not a copy: never deleted")
+	require.Equal(t, []depKey{{kindSecret, "app", "pw"}}, p.deps.ledger.in("app"))
+	ledgerCM, err := child.CoreV1().ConfigMaps(agentNamespace).Get(ctx, ledgerName(testTargetUID), metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"app": "Secret/pw"}, ledgerCM.Data)
+
+	// The last delegate goes: its copy goes too.
+	require.NoError(t, p.delegates.GetIndexer().Delete(user))
+	require.NoError(t, agent(func() error { return p.deps.gc(ctx, "app") }))
+	_, err = child.CoreV1().Secrets("app").Get(ctx, "pw", metav1.GetOptions{})
+	require.Error(t, err)
+	require.Empty(t, p.deps.ledger.namespaces())
+
+	// A ledger entry for an object that is not (or no longer) a copy, as
+	// a crash between recording and writing leaves: collecting it deletes
+	// nothing.
+	require.NoError(t, p.deps.ledger.add(ctx, depKey{kindSecret, "app", "theirs"}))
+	require.NoError(t, agent(func() error { return p.deps.gc(ctx, "app") }))
+	_, err = child.CoreV1().Secrets("app").Get(ctx, "theirs", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Empty(t, p.deps.ledger.namespaces())
+}
