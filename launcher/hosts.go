@@ -335,12 +335,21 @@ func redirectTable(name string) string { return "nestlet_redirect_" + name }
 // from the WAN only the operator and the host's children. Unpublish
 // undoes it.
 func (h *Host) Publish(name string, ports map[uint16]netip.AddrPort) error {
+	return h.publish(name, "tcp", ports)
+}
+
+// PublishUDP is Publish for UDP ports (a gateway's WireGuard port, say).
+func (h *Host) PublishUDP(name string, ports map[uint16]netip.AddrPort) error {
+	return h.publish(name, "udp", ports)
+}
+
+func (h *Host) publish(name, proto string, ports map[uint16]netip.AddrPort) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table ip %s {\n", publishTable(name))
 	for _, chain := range []string{"prerouting priority dstnat", "output priority -100"} {
 		fmt.Fprintf(&b, "\tchain %s {\n\t\ttype nat hook %s; policy accept;\n", strings.Fields(chain)[0], chain)
 		for port, to := range ports {
-			fmt.Fprintf(&b, "\t\tip daddr %s tcp dport %d dnat to %s\n", h.IP, port, to)
+			fmt.Fprintf(&b, "\t\tip daddr %s %s dport %d dnat to %s\n", h.IP, proto, port, to)
 		}
 		b.WriteString("\t}\n")
 	}

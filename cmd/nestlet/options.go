@@ -50,6 +50,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.gateway.ListenPort, "gateway-listen-port", 51820, "UDP port the gateway listens on for the children's tunnels")
 	fs.StringVar(&o.gateway.Endpoint, "gateway-endpoint", "", "host:port where children reach --gateway-listen-port (told to each child on its virtual node); without it no child can open a tunnel to this cluster")
 	fs.DurationVar(&o.gateway.Keepalive, "gateway-keepalive", 25*time.Second, "keepalive of the tunnels to the parents, which keeps them open through NAT")
+	fs.StringVar(&o.gateway.Implementation, "gateway-implementation", "auto", "WireGuard to run the gateway on: auto (the kernel's where the host has it, else wireguard-go in userspace), kernel or userspace")
 	fs.BoolVar(&o.printPermissions, "print-permissions", false, "print, as JSON, what the agent does with the API of its own cluster (what the chart grants its ServiceAccount) and exit")
 	fs.BoolVar(&o.profiling, "profiling", false, "also serve Go's pprof profiles under /debug/pprof/ on --metrics-bind-address")
 	// Replicas elect a leader as kube-scheduler's do, with its flags and

@@ -31,9 +31,14 @@ func RunElected(ctx context.Context, client kubernetes.Interface, cfg config.Lea
 	if !cfg.LeaderElect {
 		return run(ctx)
 	}
-	host, err := os.Hostname()
-	if err != nil {
-		return fmt.Errorf("leader election: %w", err)
+	// The pod's name where the chart gives it (POD_NAME): a pod on its
+	// node's network has the node's hostname, which several replicas share.
+	host := os.Getenv("POD_NAME")
+	if host == "" {
+		var err error
+		if host, err = os.Hostname(); err != nil {
+			return fmt.Errorf("leader election: %w", err)
+		}
 	}
 	identity := host + "_" + string(uuid.NewUUID())
 	lock, err := resourcelock.New(cfg.ResourceLock, cfg.ResourceNamespace, cfg.ResourceName,

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -39,6 +40,10 @@ type GatewayConfig struct {
 	// Keepalive keeps the tunnels to the parents open through NAT.
 	// Default 25s.
 	Keepalive time.Duration
+	// Implementation is the WireGuard to run on: gateway.ImplementationAuto
+	// (default: the kernel's where the host has it, else wireguard-go),
+	// ImplementationKernel or ImplementationUserspace.
+	Implementation string
 }
 
 // tunnels holds this cluster's gateway and its peers: each child whose
@@ -92,13 +97,33 @@ func startTunnels(cfg *GatewayConfig, nodes corelisters.NodeLister) (*tunnels, e
 	if cfg.Keepalive == 0 {
 		cfg.Keepalive = 25 * time.Second
 	}
-	gw, err := gateway.Start(gateway.Options{Interface: cfg.Interface, ListenPort: cfg.ListenPort,
-		Logf: func(f string, args ...any) { klog.Background().Info("Gateway: " + fmt.Sprintf(f, args...)) }})
+	opts := gateway.Options{Interface: cfg.Interface, ListenPort: cfg.ListenPort, Implementation: cfg.Implementation,
+		Logf: func(f string, args ...any) { klog.Background().Info("Gateway: " + fmt.Sprintf(f, args...)) }}
+	gw, err := gateway.Start(opts)
+	// A replica that has just been elected may find the interface or the
+	// port still held by the one it replaces, on the same node (the chart
+	// runs the agent in the node's network), for as long as that one takes
+	// to exit.
+	for deadline := time.Now().Add(gatewayStartPatience); err != nil && !errors.Is(err, gateway.ErrNoTUN) && time.Now().Before(deadline); {
+		klog.Background().Info("Gateway not started yet, trying again", "interface", cfg.Interface, "err", err)
+		time.Sleep(500 * time.Millisecond)
+		gw, err = gateway.Start(opts)
+	}
 	if err != nil {
 		return nil, err
 	}
+	impl, fallback := gw.Implementation()
+	if fallback != "" {
+		klog.Background().Info("Gateway runs on WireGuard in userspace (wireguard-go): the kernel's is not available", "interface", cfg.Interface, "reason", fallback)
+	} else {
+		klog.Background().Info("Gateway runs", "interface", cfg.Interface, "implementation", impl)
+	}
 	return newTunnels(gw, cfg.Endpoint, cfg.Keepalive, nodes), nil
 }
+
+// gatewayStartPatience is how long startTunnels retries a gateway that
+// does not start.
+const gatewayStartPatience = 20 * time.Second
 
 func newTunnels(gw gatewayDevice, endpoint string, keepalive time.Duration, nodes corelisters.NodeLister) *tunnels {
 	return &tunnels{gw: gw, endpoint: endpoint, keepalive: keepalive, nodes: nodes,

@@ -58,6 +58,9 @@ type Options struct {
 	// Verbose); nothing when nil.
 	Logf    func(format string, args ...any)
 	Verbose bool
+	// Implementation is ImplementationAuto (when empty),
+	// ImplementationKernel or ImplementationUserspace.
+	Implementation string
 }
 
 // Peer is the other end of one tunnel.
@@ -91,8 +94,11 @@ type Gateway struct {
 	name string
 	key  wgtypes.Key
 	port int
-	dev  *device.Device
+	dev  engine
 	link netlink.Link
+	// impl is the implementation it runs on; fallback why not the
+	// kernel's, when auto chose wireguard-go.
+	impl, fallback string
 
 	mu     sync.Mutex
 	routes []netip.Prefix
@@ -103,13 +109,11 @@ type Gateway struct {
 var ErrNoTUN = errors.New("no TUN device (/dev/net/tun): the gateway needs one; in a container, give it /dev/net/tun and CAP_NET_ADMIN")
 
 // Start creates the interface in this process's network namespace, brings
-// it up and listens.
+// it up and listens: the kernel's WireGuard where the host has it (or
+// where Options.Implementation asks for it), wireguard-go otherwise.
 func Start(o Options) (g *Gateway, err error) {
 	if len(o.Interface) == 0 || len(o.Interface) > 15 {
 		return nil, fmt.Errorf("interface name %q: 1 to 15 characters", o.Interface)
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNoTUN, err)
 	}
 	key := o.PrivateKey
 	if key == (wgtypes.Key{}) {
@@ -121,18 +125,27 @@ func Start(o Options) (g *Gateway, err error) {
 	if mtu == 0 {
 		mtu = DefaultMTU
 	}
-	t, err := tun.CreateTUN(o.Interface, mtu)
-	if err != nil {
-		return nil, fmt.Errorf("create TUN %s: %w", o.Interface, err)
-	}
-	logger := &device.Logger{Verbosef: device.DiscardLogf, Errorf: device.DiscardLogf}
-	if o.Logf != nil {
-		logger.Errorf = o.Logf
-		if o.Verbose {
-			logger.Verbosef = o.Logf
+	g = &Gateway{name: o.Interface, key: key}
+	switch o.Implementation {
+	case ImplementationKernel:
+		g.dev, err = startKernel(o.Interface, mtu)
+		g.impl = ImplementationKernel
+	case "", ImplementationAuto:
+		if g.dev, err = startKernel(o.Interface, mtu); err == nil {
+			g.impl = ImplementationKernel
+			break
 		}
+		g.fallback = err.Error()
+		fallthrough
+	case ImplementationUserspace:
+		g.dev, err = startUserspace(o, mtu)
+		g.impl = ImplementationUserspace
+	default:
+		return nil, fmt.Errorf("WireGuard implementation %q: use %s, %s or %s", o.Implementation, ImplementationAuto, ImplementationKernel, ImplementationUserspace)
 	}
-	g = &Gateway{name: o.Interface, key: key, dev: device.NewDevice(t, conn.NewDefaultBind(), logger)}
+	if err != nil {
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			g.dev.Close()
@@ -164,6 +177,30 @@ func Start(o Options) (g *Gateway, err error) {
 	}
 	return g, nil
 }
+
+// startUserspace runs wireguard-go on a TUN device.
+func startUserspace(o Options, mtu int) (*device.Device, error) {
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoTUN, err)
+	}
+	t, err := tun.CreateTUN(o.Interface, mtu)
+	if err != nil {
+		return nil, fmt.Errorf("create TUN %s: %w", o.Interface, err)
+	}
+	logger := &device.Logger{Verbosef: device.DiscardLogf, Errorf: device.DiscardLogf}
+	if o.Logf != nil {
+		logger.Errorf = o.Logf
+		if o.Verbose {
+			logger.Verbosef = o.Logf
+		}
+	}
+	return device.NewDevice(t, conn.NewDefaultBind(), logger), nil
+}
+
+// Implementation is the WireGuard the gateway runs on
+// (ImplementationKernel or ImplementationUserspace) and, when it chose
+// wireguard-go by itself, why not the kernel's.
+func (g *Gateway) Implementation() (impl, fallback string) { return g.impl, g.fallback }
 
 // PublicKey is what peers know this gateway by.
 func (g *Gateway) PublicKey() wgtypes.Key {

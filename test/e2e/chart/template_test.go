@@ -319,13 +319,58 @@ func TestAgentKubeletAPI(t *testing.T) {
 					env = append(env, e.Name+"="+e.ValueFrom.FieldRef.FieldPath)
 				}
 			}
+			want := []string{"POD_NAME=metadata.name"} // the leader election's identity
 			if tt.podIP {
-				require.Equal(t, []string{"POD_IP=status.podIP"}, env)
-			} else {
-				require.Empty(t, env)
+				want = append(want, "POD_IP=status.podIP")
 			}
+			require.Equal(t, want, env)
 		})
 	}
+}
+
+// TestAgentGateway: with agent.gateway.enabled the agent pod runs the
+// gateway on its node's network, as root with NET_ADMIN and no other
+// capability, with /dev/net/tun; without it, none of that.
+func TestAgentGateway(t *testing.T) {
+	render := func(t *testing.T, set ...string) appsv1.Deployment {
+		args := templateArgs(t)
+		for _, s := range set {
+			args = append(args, "--set", s)
+		}
+		out, err := helm(t, nil, args...)
+		require.NoError(t, err)
+		var d appsv1.Deployment
+		into(t, find(t, objects(t, out), "Deployment", "nestlet-agent"), &d)
+		return d
+	}
+	d := render(t, "agent.gateway.enabled=true", "agent.gateway.endpoint=203.0.113.10:51820")
+	spec := d.Spec.Template.Spec
+	c := spec.Containers[0]
+	require.True(t, spec.HostNetwork)
+	require.Equal(t, corev1.DNSClusterFirstWithHostNet, spec.DNSPolicy)
+	require.Contains(t, c.Args, "--gateway")
+	require.Contains(t, c.Args, "--gateway-endpoint=203.0.113.10:51820")
+	require.Contains(t, c.Args, "--gateway-listen-port=51820")
+	require.NotContains(t, strings.Join(c.Args, " "), "--gateway-implementation", "auto is the agent's default")
+	require.Equal(t, []corev1.Capability{"NET_ADMIN"}, c.SecurityContext.Capabilities.Add)
+	require.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
+	require.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
+	require.Nil(t, c.SecurityContext.Privileged)
+	require.Equal(t, "/dev/net/tun", c.VolumeMounts[0].MountPath)
+	require.Equal(t, "/dev/net/tun", spec.Volumes[0].HostPath.Path)
+	require.Empty(t, c.Ports, "on the node's network a declared port would keep a second replica off the node")
+
+	d = render(t, "agent.gateway.enabled=true", "agent.gateway.implementation=userspace")
+	require.Contains(t, d.Spec.Template.Spec.Containers[0].Args, "--gateway-implementation=userspace")
+
+	d = render(t)
+	require.False(t, d.Spec.Template.Spec.HostNetwork)
+	require.NotContains(t, d.Spec.Template.Spec.Containers[0].Args, "--gateway")
+	require.Empty(t, d.Spec.Template.Spec.Volumes)
+
+	args := append(templateArgs(t), "--set", "agent.gateway.enabled=true", "--set", "agent.gateway.implementation=fast")
+	_, err := helm(t, nil, args...)
+	require.ErrorContains(t, err, `agent.gateway.implementation must be auto, kernel or userspace, not "fast"`)
 }
 
 // Every flag the chart passes exists in the binary it runs: the chart and

@@ -51,7 +51,8 @@ var tree = []struct{ name, parent, node string }{
 // parent.
 func installTree(ctx context.Context) error {
 	for _, c := range tree {
-		var values []string
+		// Every cluster runs the gateway: one pod network across the tree.
+		values := []string{"--set", "agent.gateway.enabled=true"}
 		if hasChildren(c.name) {
 			v, err := parentValues(ctx, env.Cluster(c.name), c.node)
 			if err != nil {
@@ -152,7 +153,16 @@ func parentValues(ctx context.Context, c *launcher.Cluster, node string) ([]stri
 	}); err != nil {
 		return nil, err
 	}
+	// The gateway's UDP port too, where the working agent listens on the
+	// node's network.
+	if err := c.Host.PublishUDP("gateway", map[uint16]netip.AddrPort{
+		launcher.GatewayPort: netip.AddrPortFrom(nodeIP, launcher.GatewayPort),
+	}); err != nil {
+		return nil, err
+	}
 	return []string{
+		"--set", fmt.Sprintf("agent.gateway.endpoint=%s:%d", c.Host.IP, launcher.GatewayPort),
+		"--set", fmt.Sprintf("agent.gateway.listenPort=%d", launcher.GatewayPort),
 		"--set", "proxy.enabled=true",
 		"--set", fmt.Sprintf("proxy.replicas=%d", proxyReplicas),
 		"--set", "proxy.advertiseAddress=" + c.Host.IP,

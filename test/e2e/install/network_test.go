@@ -1,0 +1,76 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
+)
+
+// TestOnePodNetwork: the chart's gateway runs in every cluster (the
+// working agent on its node's network; the parents' UDP port published on
+// their hosts as an operator forwards a port). A pod on the root's own node
+// and a pod made at the root that runs in east-1, two levels down behind
+// two NATs, reach each other by pod IP, both ways, through the tunnels
+// east-1 and east opened; each server sees the client's own pod IP.
+func TestOnePodNetwork(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := t.Context()
+	root := env.Cluster("root")
+	_, err := root.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "at-root"},
+		Spec: corev1.PodSpec{NodeName: rootNode, TerminationGracePeriodSeconds: ptr.To(int64(2)),
+			Containers: []corev1.Container{{Name: "app", Image: launcher.DemoAppImage, ImagePullPolicy: corev1.PullIfNotPresent}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	var atRoot *corev1.Pod
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		atRoot, err = root.Client.CoreV1().Pods(ns).Get(ctx, "at-root", metav1.GetOptions{})
+		return err == nil && podutil.IsPodReady(atRoot) && atRoot.Status.PodIP != "", nil
+	})
+	require.NoError(t, err, "the pod on the root's own node is not ready")
+	inLeaf := webDeployment(t, ns, "in-east-1", 1)[0]
+
+	// Each child's Targets say its tunnel is up.
+	for _, c := range []string{"east", "east-1"} {
+		targets, err := v1alpha1.NewTargetClient(env.Cluster(c).Config)
+		require.NoError(t, err)
+		var last []v1alpha1.Target
+		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			list, err := targets.List(ctx, metav1.ListOptions{})
+			if err != nil || len(list.Items) == 0 {
+				return false, nil
+			}
+			last = list.Items
+			for i := range list.Items {
+				if launcher.TargetCondition(&list.Items[i], v1alpha1.ConditionTunnel).Status != metav1.ConditionTrue {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		require.NoError(t, err, "%s's tunnel to its parent is not up: %+v", c, last)
+	}
+	for _, pair := range []struct{ client, server *corev1.Pod }{{&inLeaf, atRoot}, {atRoot, &inLeaf}} {
+		path := fmt.Sprintf("/from-%s-%d", pair.client.Name, time.Now().UnixNano())
+		url := "http://" + pair.server.Status.PodIP + ":8080" + path
+		out, errOut, err := framework.Kubectl(ctx, env, root, "", "-n", ns, "exec", pair.client.Name, "--", "/demo-app", "until", url, "60")
+		require.NoError(t, err, "%s does not reach %s at %s: %s %s", pair.client.Name, pair.server.Name, url, out, errOut)
+		logs, errOut, err := framework.Kubectl(ctx, env, root, "", "-n", ns, "logs", pair.server.Name)
+		require.NoError(t, err, errOut)
+		want := "GET " + path + " from " + pair.client.Status.PodIP + ":"
+		require.True(t, strings.Contains(logs, want), "%s's logs do not show the request from %s's own IP (%q): %s", pair.server.Name, pair.client.Name, want, logs)
+	}
+}
