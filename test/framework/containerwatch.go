@@ -103,6 +103,9 @@ func (w *ContainerWatch) Stop() FaultCount {
 	return w.ledger.Report(time.Now())
 }
 
+// Runs returns how many containers the watch saw started.
+func (w *ContainerWatch) Runs() int { return w.ledger.Runs() }
+
 // ContainerRun is one container as a runtime reported it.
 type ContainerRun struct {
 	// Pod is "namespace/pod name/container name".
@@ -139,6 +142,19 @@ func (l *ContainerLedger) Observe(r ContainerRun) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.runs[r.ID] = r
+}
+
+// Runs returns how many of the containers observed had started.
+func (l *ContainerLedger) Runs() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.runs {
+		if r.Started > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // Report counts the pairs of runs of one pod that overlapped, each with

@@ -14,6 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // containersOf returns the leaf runtime's containers of namespace ns, by
@@ -32,9 +35,16 @@ func containersOf(t *testing.T, ns string) map[string]int {
 }
 
 // TestJobRunsOnce: a Job created at the root whose container exits 0
-// completes at the root, and its container ran exactly once in the leaf.
+// completes at the root, and its container ran exactly once in the leaf:
+// the leaf's runtime is watched from before the Job is made until its pod
+// is terminal at every level, after which nothing can run it again (the
+// Job is Complete, so it makes no pod; the pod and its delegate are
+// Succeeded with restartPolicy Never, so neither is run again nor replaced).
 func TestJobRunsOnce(t *testing.T) {
 	ns := newNamespace(t)
+	containers, err := framework.StartContainerWatch(t.Context(), []*launcher.RealNode{realNode()}, ns)
+	require.NoError(t, err)
+	defer containers.Stop()
 	spec := appPodSpec("exit", "0")
 	spec.Containers[0].ReadinessProbe = nil
 	spec.RestartPolicy = corev1.RestartPolicyNever
@@ -43,7 +53,7 @@ func TestJobRunsOnce(t *testing.T) {
 		Spec:       batchv1.JobSpec{BackoffLimit: ptr.To(int32(0)), Template: corev1.PodTemplateSpec{Spec: spec}},
 	}
 	root := env.Cluster("root")
-	_, err := root.Client.BatchV1().Jobs(ns).Create(t.Context(), job, metav1.CreateOptions{})
+	_, err = root.Client.BatchV1().Jobs(ns).Create(t.Context(), job, metav1.CreateOptions{})
 	require.NoError(t, err)
 	eventually(t, 2*time.Minute, "the Job Complete at the root", func() (bool, string) {
 		j, err := root.Client.BatchV1().Jobs(ns).Get(t.Context(), "once", metav1.GetOptions{})
@@ -57,12 +67,25 @@ func TestJobRunsOnce(t *testing.T) {
 		}
 		return false, fmt.Sprintf("%+v", j.Status)
 	})
-	// Give a second run the time to happen, were there one.
-	time.Sleep(5 * time.Second)
+	for _, c := range []string{"root", "leaf"} {
+		eventually(t, time.Minute, "the Job's pod Succeeded in "+c, func() (bool, string) {
+			pods, err := env.Cluster(c).Client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			var phases []corev1.PodPhase
+			for _, p := range pods.Items {
+				phases = append(phases, p.Status.Phase)
+			}
+			return len(phases) == 1 && phases[0] == corev1.PodSucceeded, fmt.Sprint(phases)
+		})
+	}
 	j, err := root.Client.BatchV1().Jobs(ns).Get(t.Context(), "once", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, int32(1), j.Status.Succeeded)
 	require.Zero(t, j.Status.Failed)
+	require.Zero(t, containers.Stop().N, "two runs of the Job's container at once in the leaf")
+	require.Equal(t, 1, containers.Runs(), "runs of the Job's container the leaf's runtime reported while it was watched")
 	require.Equal(t, map[string]int{"CONTAINER_EXITED": 1}, containersOf(t, ns), "containers of the Job in the leaf's runtime")
 }
 
