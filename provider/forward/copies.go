@@ -111,6 +111,7 @@ func (d *dependencies) write(ctx context.Context, parent metav1.Object) error {
 	if err := d.ledger.add(ctx, k); err != nil {
 		return err
 	}
+	d.begin(k)
 	rv := parent.GetResourceVersion()
 	err := d.create(ctx, copied)
 	if err == nil {
@@ -176,11 +177,23 @@ func (d *dependencies) patch(ctx context.Context, k depKey, ops []jsonOp) (types
 	return "", fmt.Errorf("cannot copy %s", k.kind)
 }
 
+// begin notes that a write of the copy of k begins: it is spared from
+// collection for copyGrace, and a collection under way sees it (gen).
+func (d *dependencies) begin(k depKey) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v := d.versions[k]
+	v.at, v.gen = d.p.cfg.Clock.Now(), v.gen+1
+	d.versions[k] = v
+}
+
 // written notes that the copy of k holds the parent's version rv.
 func (d *dependencies) written(k depKey, rv string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.versions[k] = copyVersion{rv: rv, at: d.p.cfg.Clock.Now()}
+	v := d.versions[k]
+	v.rv = rv
+	d.versions[k] = v
 }
 
 // inStep says whether this agent wrote the parent's version rv of k.
@@ -195,21 +208,25 @@ func (d *dependencies) inStep(k depKey, rv string) bool {
 // delegate it was made for may not be in the lister yet.
 const copyGrace = 10 * time.Second
 
-// fresh returns how long k stays spared from collection.
-func (d *dependencies) fresh(k depKey) time.Duration {
+// fresh returns how long k stays spared from collection, and how many
+// writes of it have begun.
+func (d *dependencies) fresh(k depKey) (time.Duration, uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	v, ok := d.versions[k]
 	if !ok {
-		return 0
+		return 0, 0
 	}
-	return max(0, copyGrace-d.p.cfg.Clock.Since(v.at))
+	return max(0, copyGrace-d.p.cfg.Clock.Since(v.at)), v.gen
 }
 
 // remove deletes the copy of k if it is this Target's, and forgets it. A
 // patch made of the test alone changes nothing and returns the object's
-// UID when it is ours; the delete is then conditional on that UID.
-func (d *dependencies) remove(ctx context.Context, k depKey) error {
+// UID when it is ours; the delete is then conditional on that UID. gen is
+// the count of writes of k begun when it was found unused: a write begun
+// since (a delegate forwarded with it meanwhile) may have found the copy
+// there just before it went, so the copy is made again and followed.
+func (d *dependencies) remove(ctx context.Context, k depKey, gen uint64) error {
 	uid, err := d.patch(ctx, k, []jsonOp{d.testOurs()})
 	switch {
 	case apierrors.IsNotFound(err), notOurs(err):
@@ -227,8 +244,23 @@ func (d *dependencies) remove(ctx context.Context, k depKey) error {
 			return err
 		}
 	}
+	if err := d.ledger.remove(ctx, k); err != nil {
+		return err
+	}
 	d.mu.Lock()
-	delete(d.versions, k)
+	raced := d.versions[k].gen != gen
+	if !raced {
+		delete(d.versions, k)
+	}
 	d.mu.Unlock()
-	return d.ledger.remove(ctx, k)
+	if !raced {
+		return nil
+	}
+	klog.FromContext(ctx).V(2).Info("A delegate was forwarded with a copy while it was collected: copying it again",
+		"kind", k.kind, "object", klog.KRef(k.namespace, k.name))
+	if err := d.copyOne(ctx, k); err != nil {
+		return err
+	}
+	d.watch(k)
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -19,9 +20,9 @@ const agentNamespace = "nestlet-system"
 
 // newCopiesProvider is a Provider over fake clusters whose dependencies
 // are driven by hand: write, then gc.
-func newCopiesProvider(t *testing.T, child *fake.Clientset, clk *testingclock.FakeClock) *Provider {
+func newCopiesProvider(t *testing.T, child *fake.Clientset, clk *testingclock.FakeClock, inParent ...runtime.Object) *Provider {
 	t.Helper()
-	parent := fake.NewClientset()
+	parent := fake.NewClientset(inParent...)
 	p, err := New(Config{TargetName: "to-mid", TargetUID: testTargetUID, ClusterName: "leaf", ParentName: "mid",
 		Parent: parent, ParentPods: informers.NewSharedInformerFactory(parent, 0).Core().V1().Pods().Lister(),
 		Child: child, Clock: clk, CopiesNamespace: agentNamespace})
@@ -148,4 +149,47 @@ func TestCopiesWithoutReads(t *testing.T) {
 	_, err = child.CoreV1().Secrets("app").Get(ctx, "theirs", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Empty(t, p.deps.ledger.namespaces())
+}
+
+// A copy found unused is collected while a delegate that uses it is being
+// forwarded (the write begins after the check, the delete lands after the
+// write found the copy there): the copy is made again from the parent,
+// recorded and followed, not lost.
+func TestCollectionRacingAWrite(t *testing.T) {
+	ctx := t.Context()
+	inParent := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pw", Namespace: "app", UID: "parent-pw", ResourceVersion: "1"},
+		Data: map[string][]byte{"password": []byte("s3cret")}}
+	child := fake.NewClientset()
+	clk := testingclock.NewFakeClock(time.Now())
+	p := newCopiesProvider(t, child, clk, inParent)
+	d := p.deps
+	k := depKey{kindSecret, "app", "pw"}
+	require.NoError(t, d.write(ctx, inParent))
+	clk.Step(copyGrace)
+
+	deletes := 0
+	child.PrependReactor("delete", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		deletes++
+		if deletes == 1 {
+			d.begin(k) // a delegate's write begins while the copy is collected
+		}
+		return false, nil, nil
+	})
+	require.NoError(t, d.gc(ctx, "app"))
+	require.Equal(t, 1, deletes)
+	got, err := child.CoreV1().Secrets("app").Get(ctx, "pw", metav1.GetOptions{})
+	require.NoError(t, err, "made again")
+	require.Equal(t, "s3cret", string(got.Data["password"]))
+	require.Equal(t, []depKey{k}, d.ledger.in("app"), "recorded again")
+	d.mu.Lock()
+	_, followed := d.watches[k]
+	d.mu.Unlock()
+	require.True(t, followed, "followed again")
+
+	// Without a write meanwhile, the next collection removes it for good.
+	clk.Step(copyGrace)
+	require.NoError(t, d.gc(ctx, "app"))
+	_, err = child.CoreV1().Secrets("app").Get(ctx, "pw", metav1.GetOptions{})
+	require.Error(t, err)
+	require.Empty(t, d.ledger.namespaces())
 }

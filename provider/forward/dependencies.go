@@ -72,10 +72,12 @@ type dependencies struct {
 }
 
 // copyVersion is the parent's version of an object this agent last wrote
-// into its copy, and when.
+// into its copy; when a write of it last began, and how many have begun
+// (gen), so that a collection can tell one that raced with it.
 type copyVersion struct {
-	rv string
-	at time.Time
+	rv  string
+	at  time.Time
+	gen uint64
 }
 
 func newDependencies(p *Provider) *dependencies {
@@ -236,7 +238,8 @@ func (d *dependencies) gc(ctx context.Context, namespace string) error {
 		if used[k] {
 			continue
 		}
-		if wait := d.fresh(k); wait > 0 {
+		wait, gen := d.fresh(k)
+		if wait > 0 {
 			later = max(later, wait)
 			continue
 		}
@@ -246,7 +249,7 @@ func (d *dependencies) gc(ctx context.Context, namespace string) error {
 			delete(d.watches, k)
 		}
 		d.mu.Unlock()
-		if err := d.remove(ctx, k); err != nil {
+		if err := d.remove(ctx, k, gen); err != nil {
 			return err
 		}
 		klog.FromContext(ctx).V(2).Info("Collected unused copy", "kind", k.kind, "object", klog.KRef(k.namespace, k.name))
