@@ -16,7 +16,8 @@ import (
 	"github.com/nestlet/nestlet/api"
 )
 
-const agentNamespace = "nestlet-system"
+// agentNamespace is where the agent keeps its ledgers.
+const agentNamespace = api.DefaultNamespace
 
 // newCopiesProvider is a Provider over fake clusters whose dependencies
 // are driven by hand: write, then gc.
