@@ -123,6 +123,12 @@ const (
 	// AnnotationPath is set on a delegate pod to the comma-separated cluster
 	// names it has passed through, itself last.
 	AnnotationPath = "nestlet.io/path"
+	// AnnotationDomains is set, by the scheduler's binding, on a pod bound
+	// to a virtual node: the topology domains (label key to value, as
+	// JSON) it chose for the pod inside the child, so that the pod's
+	// topology spread is judged once, where every domain is seen. The
+	// delegate is sent there by a nodeSelector, without those constraints.
+	AnnotationDomains = "nestlet.io/topology-domains"
 
 	// TaintKeyProvider is the key of the taint every virtual node carries,
 	// with value TaintValueProvider and effect NoSchedule, to keep

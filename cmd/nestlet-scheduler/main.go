@@ -1,5 +1,5 @@
 // Command nestlet-scheduler is kube-scheduler with Nestlet's plugins
-// (Watermark, SummaryAffinity, LoopGuard, PathLength) registered. Run it with the
+// (Watermark, SummaryAffinity, LoopGuard, PathLength, TreeSpread, TreeAffinity) registered. Run it with the
 // profile in scheduler-plugins/profile/scheduler-config.yaml.
 package main
 
@@ -15,6 +15,8 @@ import (
 	"github.com/nestlet/nestlet/scheduler-plugins/loopguard"
 	"github.com/nestlet/nestlet/scheduler-plugins/pathlength"
 	"github.com/nestlet/nestlet/scheduler-plugins/summaryaffinity"
+	"github.com/nestlet/nestlet/scheduler-plugins/treeaffinity"
+	"github.com/nestlet/nestlet/scheduler-plugins/treespread"
 	"github.com/nestlet/nestlet/scheduler-plugins/watermark"
 )
 
@@ -24,6 +26,8 @@ func main() {
 		app.WithPlugin(summaryaffinity.Name, summaryaffinity.New),
 		app.WithPlugin(loopguard.Name, loopguard.New),
 		app.WithPlugin(pathlength.Name, pathlength.New),
+		app.WithPlugin(treespread.Name, treespread.New),
+		app.WithPlugin(treeaffinity.Name, treeaffinity.New),
 	)
 	os.Exit(cli.Run(cmd))
 }

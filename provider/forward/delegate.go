@@ -71,8 +71,37 @@ func buildDelegate(pod *corev1.Pod, name string, c *Config, path []string) *core
 		d.Annotations[api.AnnotationOwnerUID] = string(owner)
 	}
 	d.Spec.NodeName = ""
+	placeInDomains(d)
 	// The priority value is computed again here from priorityClassName;
 	// admission refuses a pod that brings its own.
 	d.Spec.Priority = nil
 	return d
+}
+
+// placeInDomains sends the delegate to the topology domains the parent's
+// scheduler chose for it (api.AnnotationDomains), with a nodeSelector, and
+// drops the topology spread constraints on those keys: they were judged
+// where every domain and every matching pod is seen, and a level below,
+// which sees only its own, would judge them again wrongly (its domains
+// and pods are a part of them).
+func placeInDomains(d *corev1.Pod) {
+	domains := api.Domains(d)
+	delete(d.Annotations, api.AnnotationDomains)
+	if len(domains) == 0 {
+		return
+	}
+	if d.Spec.NodeSelector == nil {
+		d.Spec.NodeSelector = map[string]string{}
+	}
+	maps.Copy(d.Spec.NodeSelector, domains)
+	kept := d.Spec.TopologySpreadConstraints[:0]
+	for _, c := range d.Spec.TopologySpreadConstraints {
+		if _, placed := domains[c.TopologyKey]; !placed {
+			kept = append(kept, c)
+		}
+	}
+	d.Spec.TopologySpreadConstraints = kept
+	if len(kept) == 0 {
+		d.Spec.TopologySpreadConstraints = nil
+	}
 }

@@ -124,7 +124,9 @@ func (p *Provider) updatePod(ctx context.Context, pod *corev1.Pod) error {
 	}
 	want.Labels[api.LabelTargetUID] = d.Labels[api.LabelTargetUID]
 	ours := map[string]string{}
-	for _, k := range []string{api.AnnotationOrigin, api.AnnotationPath, api.AnnotationParentPod, api.AnnotationOwnerKind, api.AnnotationOwnerUID} {
+	// The delegate's topology domains, if any, are this cluster's
+	// scheduler's, not the parent's (placeInDomains).
+	for _, k := range []string{api.AnnotationOrigin, api.AnnotationPath, api.AnnotationParentPod, api.AnnotationOwnerKind, api.AnnotationOwnerUID, api.AnnotationDomains} {
 		if v, ok := d.Annotations[k]; ok {
 			ours[k] = v
 		}
@@ -133,6 +135,7 @@ func (p *Provider) updatePod(ctx context.Context, pod *corev1.Pod) error {
 	if want.Annotations == nil {
 		want.Annotations = map[string]string{}
 	}
+	delete(want.Annotations, api.AnnotationDomains)
 	maps.Copy(want.Annotations, ours)
 	for i := range want.Spec.Containers {
 		if i < len(pod.Spec.Containers) {

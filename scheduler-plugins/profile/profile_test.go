@@ -16,6 +16,8 @@ import (
 	"github.com/nestlet/nestlet/scheduler-plugins/loopguard"
 	"github.com/nestlet/nestlet/scheduler-plugins/pathlength"
 	"github.com/nestlet/nestlet/scheduler-plugins/summaryaffinity"
+	"github.com/nestlet/nestlet/scheduler-plugins/treeaffinity"
+	"github.com/nestlet/nestlet/scheduler-plugins/treespread"
 	"github.com/nestlet/nestlet/scheduler-plugins/watermark"
 )
 
@@ -37,8 +39,10 @@ type profileFile struct {
 type profile struct {
 	SchedulerName string `json:"schedulerName"`
 	Plugins       struct {
-		Filter pluginSet `json:"filter"`
-		Score  pluginSet `json:"score"`
+		Filter  pluginSet `json:"filter"`
+		Score   pluginSet `json:"score"`
+		Reserve pluginSet `json:"reserve"`
+		Bind    pluginSet `json:"bind"`
 	} `json:"plugins"`
 	PluginConfig []struct {
 		Name string         `json:"name"`
@@ -83,10 +87,14 @@ func TestSchedulerConfig(t *testing.T) {
 	require.Len(t, f.Profiles, 1)
 	p := f.Profiles[0]
 	require.Equal(t, "default-scheduler", p.SchedulerName)
-	for _, name := range []string{summaryaffinity.Name, loopguard.Name, watermark.Name} {
+	for _, name := range []string{summaryaffinity.Name, loopguard.Name, watermark.Name, treespread.Name, treeaffinity.Name} {
 		require.Contains(t, names(p.Plugins.Filter.Enabled), name)
 	}
-	require.ElementsMatch(t, []string{"NodeAffinity", "TaintToleration"}, names(p.Plugins.Filter.Disabled))
+	require.ElementsMatch(t, []string{"NodeAffinity", "TaintToleration", "PodTopologySpread", "InterPodAffinity"}, names(p.Plugins.Filter.Disabled))
+	// TreeSpread binds every pod: the default binder would bind first.
+	require.Equal(t, []string{treespread.Name}, names(p.Plugins.Bind.Enabled))
+	require.Equal(t, []string{"DefaultBinder"}, names(p.Plugins.Bind.Disabled))
+	require.Equal(t, []string{treespread.Name}, names(p.Plugins.Reserve.Enabled))
 	require.Equal(t, []plugin{{Name: watermark.Name, Weight: 10}, {Name: pathlength.Name, Weight: 20}}, p.Plugins.Score.Enabled)
 
 	args := map[string]map[string]any{}
@@ -125,7 +133,7 @@ func load(t *testing.T, raw []byte) *schedconfig.KubeSchedulerConfiguration {
 	for _, p := range prof.Plugins.Score.Enabled {
 		scores = append(scores, p.Name)
 	}
-	for _, name := range []string{summaryaffinity.Name, loopguard.Name, watermark.Name} {
+	for _, name := range []string{summaryaffinity.Name, loopguard.Name, watermark.Name, treespread.Name, treeaffinity.Name} {
 		require.Contains(t, filters, name)
 	}
 	require.Contains(t, scores, watermark.Name)
@@ -141,6 +149,7 @@ func load(t *testing.T, raw []byte) *schedconfig.KubeSchedulerConfiguration {
 		loopguard.Name:       loopguard.New,
 		summaryaffinity.Name: summaryaffinity.New,
 		pathlength.Name:      pathlength.New,
+		treespread.Name:      treespread.New,
 	}
 	args := map[string]runtime.Object{}
 	for _, c := range prof.PluginConfig {
