@@ -10,6 +10,8 @@
 #   kube-scheduler, kubectl   k8s.io/kubernetes at the version pinned in go.mod
 #   kwok                      sigs.k8s.io/kwok at KWOK_VERSION
 #   helm                      helm.sh/helm/v3 (version in hack/tools/helm/go.mod), for the chart tests
+#   metrics-server            sigs.k8s.io/metrics-server (version in hack/tools/metrics-server/go.mod),
+#                             the clusters' metrics.k8s.io API where a test or the demo wants one
 #
 # Idempotent: a binary already in the cache is not built again, so a second
 # run takes seconds. NESTLET_CACHE_DIR moves the cache (default
@@ -27,6 +29,7 @@ GO_VERSION="$(go env GOVERSION)"
 KUBE_VERSION="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)"
 ETCD_VERSION="$(cd hack/etcd && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)"
 HELM_VERSION="$(cd hack/tools/helm && go list -m -f '{{.Version}}' helm.sh/helm/v3)"
+METRICS_SERVER_VERSION="$(cd hack/tools/metrics-server && go list -m -f '{{.Version}}' sigs.k8s.io/metrics-server)"
 
 mkdir -p "${CACHE_DIR}" "${OUT_DIR}"
 
@@ -79,12 +82,17 @@ build_helm() {
   (cd hack/tools/helm && CGO_ENABLED=0 go build -trimpath -ldflags "${flags}" -o "$1" "${pkg}/cmd/helm")
 }
 
+build_metrics_server() {
+  (cd hack/tools/metrics-server && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$1" sigs.k8s.io/metrics-server/cmd/metrics-server)
+}
+
 cached etcd "${ETCD_VERSION}" build_etcd
 for bin in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
   cached "${bin}" "${KUBE_VERSION}" build_kube
 done
 cached kwok "${KWOK_VERSION}" build_kwok
 cached helm "${HELM_VERSION}" build_helm
+cached metrics-server "${METRICS_SERVER_VERSION}" build_metrics_server
 
 # kwok's own stage definitions (fast node and pod lifecycle, heartbeat with a
 # lease), taken from the kwok module at the same version.
@@ -102,4 +110,4 @@ if [[ ! -s "${stages}" ]]; then
 fi
 ln -sfn "${stages}" "${OUT_DIR}/kwok-stages.yaml"
 
-log "ready in ${OUT_DIR}: etcd ${ETCD_VERSION}, kubernetes ${KUBE_VERSION}, kwok ${KWOK_VERSION}, helm ${HELM_VERSION}"
+log "ready in ${OUT_DIR}: etcd ${ETCD_VERSION}, kubernetes ${KUBE_VERSION}, kwok ${KWOK_VERSION}, helm ${HELM_VERSION}, metrics-server ${METRICS_SERVER_VERSION}"

@@ -53,6 +53,9 @@ type ClusterOptions struct {
 	// KwokArgs are added to kwok's command line (the last of a repeated
 	// flag wins).
 	KwokArgs []string
+	// MetricsServer runs metrics-server for the cluster, on its host, as
+	// its metrics.k8s.io API (kubectl top, autoscalers).
+	MetricsServer bool
 	// OwnEtcd gives the cluster an etcd member of its own (process "etcd"
 	// of the cluster, Cluster.Process) instead of a prefix of the
 	// Environment's shared one, so that a test can stop and restart this
@@ -214,6 +217,11 @@ func startCluster(ctx context.Context, bins *Binaries, own *NestletBinaries, etc
 	if err != nil {
 		return nil, err
 	}
+	if opts.MetricsServer {
+		if err := c.startMetricsServer(ctx, pki); err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", opts.Name, err)
+		}
+	}
 
 	// The controller manager is working once the ServiceAccount controller
 	// has created "default"; pods cannot be created before that.
@@ -358,6 +366,9 @@ func (c *Cluster) track(p *Process) {
 type clusterPKI struct {
 	serving, kwokServing, admin, controllerManager, scheduler, kubeletClient *certKey
 	saKey, saPub                                                             string
+	// frontProxyCA signs frontProxyClient, with which the API server calls
+	// aggregated APIs (metrics-server's), which trust its request headers.
+	frontProxyCA, frontProxyClient *certKey
 }
 
 func (c *Cluster) writePKI() (*clusterPKI, error) {
@@ -398,6 +409,12 @@ func (c *Cluster) writePKI() (*clusterPKI, error) {
 		}
 	}
 	if p.saKey, p.saPub, err = writeKeyPair(dir, "sa"); err != nil {
+		return nil, err
+	}
+	if p.frontProxyCA, err = newCA(dir, "front-proxy-ca"); err != nil {
+		return nil, err
+	}
+	if p.frontProxyClient, err = p.frontProxyCA.issue(dir, "front-proxy-client", pkix.Name{CommonName: frontProxyClientName}, nil, nil); err != nil {
 		return nil, err
 	}
 	return &p, nil

@@ -59,6 +59,15 @@ func (c *Cluster) startAPIServer(ctx context.Context, bins *Binaries, etcd *Etcd
 		// (no kube-proxy there): webhooks' Services are called at their
 		// endpoints' pod IPs, which the host routes to its real nodes.
 		"--enable-aggregator-routing=true",
+		// Aggregated APIs (metrics-server) are called with the front
+		// proxy's certificate and trust the user it names in headers.
+		"--proxy-client-cert-file="+pki.frontProxyClient.CertPath,
+		"--proxy-client-key-file="+pki.frontProxyClient.KeyPath,
+		"--requestheader-client-ca-file="+pki.frontProxyCA.CertPath,
+		"--requestheader-allowed-names="+frontProxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
 		"--enable-bootstrap-token-auth=true",

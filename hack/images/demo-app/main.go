@@ -77,6 +77,19 @@ func main() {
 			n -= k
 		}
 	})
+	// CPU on demand, for autoscaling: each request spins a core for ms.
+	mux.HandleFunc("/burn/{ms}", func(w http.ResponseWriter, r *http.Request) {
+		ms, err := strconv.Atoi(r.PathValue("ms"))
+		if err != nil || ms < 0 || ms > 10_000 {
+			http.Error(w, "burn: milliseconds, at most 10000", http.StatusBadRequest)
+			return
+		}
+		n := 0
+		for end := time.Now().Add(time.Duration(ms) * time.Millisecond); time.Now().Before(end); {
+			n++
+		}
+		fmt.Fprintf(w, "burnt %d ms on %s\n", ms, host)
+	})
 	logged := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Printf("demo-app: %s %s from %s\n", r.Method, r.URL.Path, r.RemoteAddr)
 		mux.ServeHTTP(w, r)
@@ -162,6 +175,12 @@ func tool(cmd string, args []string) int {
 			return 2
 		}
 		return until(args[0], args[1])
+	case "load":
+		if len(args) != 1 {
+			fmt.Fprintln(os.Stderr, "usage: demo-app load URL")
+			return 2
+		}
+		return load(args[0])
 	case "exit":
 		if len(args) != 1 {
 			fmt.Fprintln(os.Stderr, "usage: demo-app exit CODE")
@@ -174,7 +193,7 @@ func tool(cmd string, args []string) int {
 		}
 		return code
 	default:
-		fmt.Fprintf(os.Stderr, "demo-app: unknown command %q (hostname, env, echo, cat, ls, exit, get, resolve, latency, fetch, until)\n", cmd)
+		fmt.Fprintf(os.Stderr, "demo-app: unknown command %q (hostname, env, echo, cat, ls, exit, get, resolve, latency, fetch, until, load)\n", cmd)
 		return 127
 	}
 	return 0
@@ -317,4 +336,24 @@ func until(url, seconds string) int {
 	}
 	fmt.Fprintf(os.Stderr, "demo-app: no answer from %s in %ss\n", url, seconds)
 	return 1
+}
+
+// load GETs url over and over until it is killed, as a load generator:
+// one request at a time, each within 10 s, 100 ms apart. It prints how
+// many were answered every 100.
+func load(url string) int {
+	client := &http.Client{Timeout: 10 * time.Second}
+	answered := 0
+	for {
+		time.Sleep(100 * time.Millisecond)
+		resp, err := client.Get(url)
+		if err != nil {
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if answered++; answered%100 == 0 {
+			fmt.Printf("demo-app: %d requests answered\n", answered)
+		}
+	}
 }

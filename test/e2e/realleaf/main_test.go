@@ -2,6 +2,7 @@
 // the root, on a node run by a real kubelet with containerd:
 //
 //	root <- mid <- leaf
+//	root: metrics-server (kubectl top, autoscaling)
 //	leaf: one real node (kubelet, containerd, runc, CNI bridge, kube-proxy
 //	      in nftables mode), region real
 //
@@ -56,7 +57,10 @@ func run(m *testing.M) int {
 		return 1
 	}
 	return framework.RunRealTreeMain(m, framework.Tree{
-		Clusters: []launcher.ClusterOptions{{Name: "root"}, {Name: "mid"}, {Name: "leaf",
+		Clusters: []launcher.ClusterOptions{{Name: "root", MetricsServer: true,
+			// Autoscalers at the root act every 5 s (metrics-server
+			// resolves every 10 s).
+			ControllerManagerArgs: []string{"--horizontal-pod-autoscaler-sync-period=5s"}}, {Name: "mid"}, {Name: "leaf",
 			RealNodes: []launcher.RealNodeOptions{{Name: leafNode, KubeProxy: true, Labels: map[string]string{
 				"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": region + "-a"},
 				Images: map[string]string{nestletImage.Ref: nestletImage.Archive}}}}},
