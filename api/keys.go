@@ -123,6 +123,13 @@ const (
 	// AnnotationPath is set on a delegate pod to the comma-separated cluster
 	// names it has passed through, itself last.
 	AnnotationPath = "nestlet.io/path"
+	// AnnotationIdentity is set on a delegate whose service account tokens
+	// are its parent pod's, issued by the parent's API server: the name of
+	// the Secret here that holds them (provider/forward/identity.go).
+	AnnotationIdentity = "nestlet.io/identity-secret"
+	// AnnotationIdentityOf marks such a Secret: "<parent cluster>/<parent
+	// pod UID>".
+	AnnotationIdentityOf = "nestlet.io/identity-of"
 	// AnnotationDomains is set, by the scheduler's binding, on a pod bound
 	// to a virtual node: the topology domains (label key to value, as
 	// JSON) it chose for the pod inside the child, so that the pod's

@@ -100,6 +100,7 @@ func run(ctx context.Context, o options) error {
 		PodWorkers: o.podWorkers, BounceTimeout: o.bounceTimeout,
 		TrustedSchedulers: o.trustedSchedulers,
 		KubeletAPI:        o.kubeletAPI, DirectAddress: o.directAddress,
+		PodAPI: o.podAPI,
 	}
 	if reg != nil {
 		acfg.Metrics = reg

@@ -26,6 +26,7 @@ type options struct {
 	trustedSchedulers []string
 	metricsAddr       string
 	kubeletAPI        string
+	podAPI            string
 	directAddress     string
 	gateway           agent.GatewayConfig
 	gatewayOn         bool
@@ -43,6 +44,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.bounceTimeout, "bounce-timeout", 30*time.Second, "how long a forwarded pod may stay unschedulable here before it is bounced back to the parent")
 	fs.StringSliceVar(&o.trustedSchedulers, "trusted-schedulers", agent.DefaultTrustedSchedulers, "the parents' schedulers (spec.schedulerName) whose pods the virtual nodes take without the toleration of their taint; any other pod bound to a virtual node must tolerate virtual-kubelet.io/provider=nestlet:NoSchedule, and DaemonSet pods are never taken (each is failed with reason NestletNotAdmitted)")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "", "address serving Prometheus metrics at /metrics, e.g. :9090 (off when empty: a child in tunnel mode listens on nothing)")
+	fs.StringVar(&o.podAPI, "pod-api", agent.PodAPILocal, "which API server the parents' pods call: local (this cluster's, with its service account tokens, as a kubelet mounts them) or origin (the parent's, at its URL, with tokens the parent issues for the pod and refreshes: a pod made at the root calls the root however deep it runs; the leaves' pods must reach that URL)")
 	fs.StringVar(&o.kubeletAPI, "kubelet-api", agent.KubeletAPIAuto, "how virtual nodes serve the kubelet API (logs, exec, attach, port-forward): auto (the parent's nestlet-proxy if it publishes one, else direct if --kubelet-direct-address is set, else off), tunnel, direct or off")
 	fs.StringVar(&o.directAddress, "kubelet-direct-address", "", "direct mode: the IP the kubelet API listens on and virtual nodes advertise (a port is chosen per Target; IP:port with a single Target); the parent's API server must reach it")
 	fs.BoolVar(&o.gatewayOn, "gateway", false, "run a gateway: WireGuard tunnels (userspace, on a TUN device; needs CAP_NET_ADMIN and /dev/net/tun) that carry pod traffic to the parents and from the children, routing every joined cluster's pod CIDRs")

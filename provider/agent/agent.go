@@ -65,6 +65,12 @@ import (
 	"github.com/nestlet/nestlet/provider/forward"
 )
 
+// Values of Config.PodAPI.
+const (
+	PodAPILocal  = "local"
+	PodAPIOrigin = "origin"
+)
+
 // DefaultTrustedSchedulers is Config.TrustedSchedulers' default.
 var DefaultTrustedSchedulers = forward.DefaultTrustedSchedulers
 
@@ -97,6 +103,12 @@ type Config struct {
 	// forwarded without the toleration of the virtual nodes' taint.
 	// Default forward.DefaultTrustedSchedulers.
 	TrustedSchedulers []string
+	// PodAPI is which API server the parents' pods talk to:
+	// PodAPILocal (default), this cluster's, with its tokens, as the
+	// kubelet mounts them; PodAPIOrigin, the parent's, with tokens the
+	// parent issues (provider/forward/identity.go), reached at the
+	// parent's URL.
+	PodAPI string
 	// KubeletAPI is how virtual nodes serve the kubelet API (logs, exec,
 	// attach, port-forward): KubeletAPIAuto (default), KubeletAPITunnel,
 	// KubeletAPIDirect or KubeletAPIOff.
@@ -164,6 +176,13 @@ func New(cfg Config) (*Agent, error) {
 		}
 	default:
 		return nil, fmt.Errorf("agent: unknown kubelet API mode %q: use auto, tunnel, direct or off", cfg.KubeletAPI)
+	}
+	switch cfg.PodAPI {
+	case "":
+		cfg.PodAPI = PodAPILocal
+	case PodAPILocal, PodAPIOrigin:
+	default:
+		return nil, fmt.Errorf("agent: unknown pod API %q: use %s or %s", cfg.PodAPI, PodAPILocal, PodAPIOrigin)
 	}
 	if cfg.GroupKeys == nil {
 		cfg.GroupKeys = api.DefaultGroupKeys

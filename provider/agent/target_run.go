@@ -172,7 +172,11 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 		kapi.close()
 		return err
 	}
-	pods, err := newForwarding(runCtx, nodeClient, r.forwardConfig(parentName(id, t), prov))
+	fc := r.forwardConfig(parentName(id, t), prov)
+	if r.a.cfg.PodAPI == PodAPIOrigin {
+		fc.OriginAPI = &forward.OriginAPI{URL: id.ParentURL, CA: id.CAData}
+	}
+	pods, err := newForwarding(runCtx, nodeClient, fc)
 	r.started = true
 	if err != nil {
 		kapi.close()

@@ -51,11 +51,27 @@ func (p *Provider) createPod(ctx context.Context, pod *corev1.Pod) error {
 	if err := p.ensurePriorityClass(ctx, pod); err != nil {
 		return p.errorf("dependencies", "priority class %s of pod %s/%s in %s: %w", pod.Spec.PriorityClassName, pod.Namespace, pod.Name, p.cfg.ClusterName, err)
 	}
+	identity := p.cfg.OriginAPI != nil && len(tokenSources(pod)) > 0
+	if identity {
+		if err := p.ids.issue(ctx, pod, nil); err != nil {
+			return p.errorf("identity", "the service account tokens of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+	}
 	pods := p.cfg.Child.CoreV1().Pods(pod.Namespace)
 	for _, taken := range []bool{false, true} {
 		d := buildDelegate(pod, delegateName(pod, taken), &p.cfg, path)
-		_, err := pods.Create(ctx, d, metav1.CreateOptions{FieldManager: fieldManager})
+		if identity {
+			if err := withIdentity(d, pod, p.cfg.OriginAPI); err != nil {
+				return p.errorf("identity", "pod %s/%s: %w", pod.Namespace, pod.Name, err)
+			}
+		}
+		created, err := pods.Create(ctx, d, metav1.CreateOptions{FieldManager: fieldManager})
 		if err == nil {
+			if identity {
+				if err := p.ids.own(ctx, pod, created); err != nil {
+					klog.FromContext(ctx).Info("The identity Secret stays the Target's", "pod", klog.KObj(pod), "err", err)
+				}
+			}
 			p.cfg.Metrics.forwarded.WithLabelValues(p.cfg.TargetName).Inc()
 			p.cfg.Metrics.latency.WithLabelValues(p.cfg.TargetName).Observe(p.cfg.Clock.Since(start).Seconds())
 			klog.FromContext(ctx).V(2).Info("Created delegate", "pod", klog.KObj(pod), "delegate", d.Name, "path", d.Annotations[api.AnnotationPath])

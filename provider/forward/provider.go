@@ -81,7 +81,12 @@ type Config struct {
 	// anywhere above answers from every cluster below with all its
 	// endpoints.
 	AllServices bool
-	Clock       clock.WithDelayedExecution
+	// OriginAPI, when set, gives pods the API identity of the parent
+	// (identity.go): their service account tokens are issued by the
+	// parent, and they call its API server there. Unset, a pod's tokens
+	// are this cluster's, as its kubelet mounts them.
+	OriginAPI *OriginAPI
+	Clock     clock.WithDelayedExecution
 }
 
 // Avoider publishes that the virtual node should be avoided for the pods
@@ -105,6 +110,7 @@ type Provider struct {
 	services  *services
 	remote    *remoteEndpoints // with Config.AllServices
 	events    *eventReflector
+	ids       *identities
 	// namespaces known to exist here (a namespace deleted later makes the
 	// create fail, and the pod is retried).
 	namespaces sync.Map
@@ -191,6 +197,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	p.deps = newDependencies(p)
 	p.events = newEventReflector(p)
+	p.ids = &identities{p: p, due: map[types.UID]time.Time{}}
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { p.delegateChanged(obj) },
 		UpdateFunc: func(_, obj any) { p.delegateChanged(obj) },
@@ -232,6 +239,9 @@ func (p *Provider) Run(ctx context.Context) error {
 	go p.deps.run(ctx)
 	go p.services.run(ctx)
 	go p.events.run(ctx) // not waited for: pods go on without it
+	if p.cfg.OriginAPI != nil {
+		go p.ids.run(ctx)
+	}
 	klog.FromContext(ctx).V(2).Info("Forwarding ready", "delegates", len(p.delegates.GetStore().ListKeys()))
 	return nil
 }

@@ -42,7 +42,7 @@ func StartContainerWatch(ctx context.Context, nodes []*launcher.RealNode, ns str
 			cancel()
 			return nil, err
 		}
-		read := func() error {
+		read := func(ctx context.Context) error {
 			list, err := svc.ListContainers(ctx, &runtimeapi.ContainerFilter{
 				LabelSelector: map[string]string{"io.kubernetes.pod.namespace": ns},
 			})
@@ -69,7 +69,7 @@ func StartContainerWatch(ctx context.Context, nodes []*launcher.RealNode, ns str
 			}
 			return nil
 		}
-		if err := read(); err != nil {
+		if err := read(ctx); err != nil {
 			_ = svc.Close()
 			cancel()
 			w.done.Wait()
@@ -82,9 +82,14 @@ func StartContainerWatch(ctx context.Context, nodes []*launcher.RealNode, ns str
 			for {
 				select {
 				case <-ctx.Done():
+					// A last read, so that Stop sees every container
+					// there when it is called, however short its run.
+					last, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+					defer cancel()
+					_ = read(last)
 					return
 				case <-t.C:
-					_ = read() // a runtime that does not answer once is read again
+					_ = read(ctx) // a runtime that does not answer once is read again
 				}
 			}
 		})
@@ -96,7 +101,9 @@ func StartContainerWatch(ctx context.Context, nodes []*launcher.RealNode, ns str
 // now.
 func (w *ContainerWatch) Report() FaultCount { return w.ledger.Report(time.Now()) }
 
-// Stop ends the watch and returns its count.
+// Stop ends the watch, after a last read of every runtime (so that it
+// counts every container there now, however short its run), and returns
+// its count.
 func (w *ContainerWatch) Stop() FaultCount {
 	w.cancel()
 	w.done.Wait()

@@ -19,6 +19,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"io"
@@ -175,6 +177,12 @@ func tool(cmd string, args []string) int {
 			return 2
 		}
 		return until(args[0], args[1])
+	case "kube":
+		if len(args) != 1 {
+			fmt.Fprintln(os.Stderr, "usage: demo-app kube PATH")
+			return 2
+		}
+		return kube(args[0])
 	case "load":
 		if len(args) != 1 {
 			fmt.Fprintln(os.Stderr, "usage: demo-app load URL")
@@ -193,7 +201,7 @@ func tool(cmd string, args []string) int {
 		}
 		return code
 	default:
-		fmt.Fprintf(os.Stderr, "demo-app: unknown command %q (hostname, env, echo, cat, ls, exit, get, resolve, latency, fetch, until, load)\n", cmd)
+		fmt.Fprintf(os.Stderr, "demo-app: unknown command %q (hostname, env, echo, cat, ls, exit, get, resolve, latency, fetch, until, load, kube)\n", cmd)
 		return 127
 	}
 	return 0
@@ -356,4 +364,47 @@ func load(url string) int {
 			fmt.Printf("demo-app: %d requests answered\n", answered)
 		}
 	}
+}
+
+// kube GETs path from the API server as a pod's in-cluster client does:
+// at $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, verified with the
+// mounted CA, with the mounted token (read at each call: it is rotated).
+// It prints the HTTP status code, then the body; it fails unless 2xx.
+func kube(path string) int {
+	const dir = "/var/run/secrets/kubernetes.io/serviceaccount/"
+	token, err := os.ReadFile(dir + "token")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo-app:", err)
+		return 1
+	}
+	ca, err := os.ReadFile(dir + "ca.crt")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo-app:", err)
+		return 1
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		fmt.Fprintln(os.Stderr, "demo-app: no certificate in", dir+"ca.crt")
+		return 1
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	host := net.JoinHostPort(os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT"))
+	req, err := http.NewRequest(http.MethodGet, "https://"+host+path, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo-app:", err)
+		return 2
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := client.Do(req)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo-app:", err)
+		return 1
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Printf("%d\n%s\n", resp.StatusCode, body)
+	if resp.StatusCode/100 != 2 {
+		return 1
+	}
+	return 0
 }

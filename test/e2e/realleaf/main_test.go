@@ -64,11 +64,14 @@ func run(m *testing.M) int {
 			RealNodes: []launcher.RealNodeOptions{{Name: leafNode, KubeProxy: true, Labels: map[string]string{
 				"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": region + "-a"},
 				Images: map[string]string{nestletImage.Ref: nestletImage.Archive}}}}},
-		Edges:     [][2]string{{"mid", "root"}, {"leaf", "mid"}},
-		JoinArgs:  []string{"--report-frequency=3s"},
-		AgentArgs: []string{"--kubelet-api=direct", "--kubelet-direct-address=" + framework.ClusterAddress},
+		Edges:    [][2]string{{"mid", "root"}, {"leaf", "mid"}},
+		JoinArgs: []string{"--report-frequency=3s"},
+		// Pods call the API server of the cluster they were made in (the
+		// root's for the tests' pods), with its tokens.
+		AgentArgs: []string{"--kubelet-api=direct", "--kubelet-direct-address=" + framework.ClusterAddress, "--pod-api=origin"},
 		// Direct mode: each parent reaches its child's agent, whose host
-		// admits it (as an operator makes a child reachable).
-		Reachable: [][2]string{{"root", "mid"}, {"mid", "leaf"}},
+		// admits it (as an operator makes a child reachable). The root's
+		// API server admits the leaf's pods, as a public one would.
+		Reachable: [][2]string{{"root", "mid"}, {"mid", "leaf"}, {"leaf", "root"}},
 	}, func(te *framework.TreeEnv) { env = te.Environment })
 }

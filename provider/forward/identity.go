@@ -1,0 +1,287 @@
+package forward
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+// A pod's API identity is the parent's (Config.OriginAPI): a pod made in
+// the parent talks to the parent's API server, with a token the parent
+// issued for the pod's service account and bound to the pod, as its
+// kubelet would have mounted there. The delegate gets, in place of each
+// projected service account token, the same file from a Secret the agent
+// keeps here (and in place of kube-root-ca.crt, the parent's CA), and the
+// parent's address in KUBERNETES_SERVICE_HOST and _PORT. Levels below copy
+// that Secret as any other a pod uses, so a pod keeps the identity of the
+// cluster it was made in however deep it runs. The tokens are requested
+// again before half their life has passed (the kubelet does at 80%; the
+// copies below and the kubelet's refresh of Secret volumes take time).
+
+// OriginAPI is where the pods of the parent reach its API server.
+type OriginAPI struct {
+	// URL of the parent's API server as pods reach it (https://host:port).
+	URL string
+	// CA is the parent API server's CA bundle (PEM).
+	CA []byte
+}
+
+// Keys of the identity Secret.
+const (
+	identityCAKey      = "ca.crt"
+	identityTokenKey   = "token-%d" // one per projected token, in order
+	identityRefreshDue = 0.5        // of a token's life
+	// identityScan is how often the tokens are checked for refresh.
+	identityScan = 20 * time.Second
+)
+
+// tokenSource is a projected service account token of a pod.
+type tokenSource struct {
+	audience string
+	seconds  int64
+}
+
+// tokenSources returns the projected service account tokens of the pod, in
+// the order of its volumes and their sources.
+func tokenSources(pod *corev1.Pod) []tokenSource {
+	var out []tokenSource
+	for _, v := range pod.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, s := range v.Projected.Sources {
+			if t := s.ServiceAccountToken; t != nil {
+				out = append(out, tokenSource{audience: t.Audience, seconds: ptr.Deref(t.ExpirationSeconds, 3600)})
+			}
+		}
+	}
+	return out
+}
+
+// identitySecretName is the name of the Secret holding a parent pod's
+// tokens here: stable for the pod, unique to it.
+func identitySecretName(pod *corev1.Pod) string {
+	sum := sha256.Sum256([]byte(pod.UID))
+	return "nestlet-identity-" + hex.EncodeToString(sum[:])[:16]
+}
+
+// withIdentity changes the delegate d of pod to read its tokens and CA
+// from the identity Secret and to call the parent's API server.
+func withIdentity(d, pod *corev1.Pod, origin *OriginAPI) error {
+	u, err := url.Parse(origin.URL)
+	if err != nil {
+		return fmt.Errorf("the parent's API server URL %q: %w", origin.URL, err)
+	}
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "443"
+	}
+	name := identitySecretName(pod)
+	i := 0
+	for _, v := range d.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for j, s := range v.Projected.Sources {
+			switch {
+			case s.ServiceAccountToken != nil:
+				v.Projected.Sources[j] = corev1.VolumeProjection{Secret: &corev1.SecretProjection{
+					LocalObjectReference: corev1.LocalObjectReference{Name: name},
+					Items:                []corev1.KeyToPath{{Key: fmt.Sprintf(identityTokenKey, i), Path: s.ServiceAccountToken.Path}},
+				}}
+				i++
+			case s.ConfigMap != nil && s.ConfigMap.Name == "kube-root-ca.crt":
+				items := make([]corev1.KeyToPath, 0, len(s.ConfigMap.Items))
+				for _, it := range s.ConfigMap.Items {
+					items = append(items, corev1.KeyToPath{Key: identityCAKey, Path: it.Path, Mode: it.Mode})
+				}
+				if len(items) == 0 {
+					items = []corev1.KeyToPath{{Key: identityCAKey, Path: identityCAKey}}
+				}
+				v.Projected.Sources[j] = corev1.VolumeProjection{Secret: &corev1.SecretProjection{
+					LocalObjectReference: corev1.LocalObjectReference{Name: name}, Items: items,
+				}}
+			}
+		}
+	}
+	env := []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: host}, {Name: "KUBERNETES_SERVICE_PORT", Value: port},
+		{Name: "KUBERNETES_SERVICE_PORT_HTTPS", Value: port}}
+	for _, cs := range [][]corev1.Container{d.Spec.InitContainers, d.Spec.Containers} {
+		for k := range cs {
+			cs[k].Env = withEnv(cs[k].Env, env)
+		}
+	}
+	d.Annotations[api.AnnotationIdentity] = name
+	return nil
+}
+
+// withEnv adds to env the variables it does not set itself.
+func withEnv(env, add []corev1.EnvVar) []corev1.EnvVar {
+	set := map[string]bool{}
+	for _, e := range env {
+		set[e.Name] = true
+	}
+	for _, e := range add {
+		if !set[e.Name] {
+			env = append(env, e)
+		}
+	}
+	return env
+}
+
+// identities keeps the tokens of the parent pods whose delegates have an
+// identity Secret here, and when each is due again.
+type identities struct {
+	p   *Provider
+	mu  sync.Mutex
+	due map[types.UID]time.Time
+}
+
+// issue requests the pod's tokens from the parent and writes them, with
+// the parent's CA, to the identity Secret, owned by the delegate (owner
+// may be empty before the delegate exists: the Secret is then owned by
+// the Target until the next refresh).
+func (ids *identities) issue(ctx context.Context, pod *corev1.Pod, owner *corev1.Pod) error {
+	p := ids.p
+	sources := tokenSources(pod)
+	data := map[string][]byte{identityCAKey: p.cfg.OriginAPI.CA}
+	var earliest time.Time
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	for i, s := range sources {
+		req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+			ExpirationSeconds: ptr.To(s.seconds),
+			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+		}}
+		if s.audience != "" {
+			req.Spec.Audiences = []string{s.audience}
+		}
+		tr, err := p.cfg.Parent.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("requesting a token of service account %s/%s for pod %s from %s: %w", pod.Namespace, sa, pod.Name, p.cfg.ParentName, err)
+		}
+		data[fmt.Sprintf(identityTokenKey, i)] = []byte(tr.Status.Token)
+		issued := p.cfg.Clock.Now()
+		refresh := issued.Add(time.Duration(float64(tr.Status.ExpirationTimestamp.Sub(issued)) * identityRefreshDue))
+		if earliest.IsZero() || refresh.Before(earliest) {
+			earliest = refresh
+		}
+	}
+	if err := ids.write(ctx, pod, owner, data); err != nil {
+		return err
+	}
+	ids.mu.Lock()
+	ids.due[pod.UID] = earliest
+	ids.mu.Unlock()
+	return nil
+}
+
+// own makes the delegate the owner of the identity Secret made before it,
+// so that the Secret goes with it.
+func (ids *identities) own(ctx context.Context, pod, d *corev1.Pod) error {
+	p := ids.p
+	owners := []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: d.Name, UID: d.UID, BlockOwnerDeletion: ptr.To(false)}}
+	raw, err := json.Marshal([]jsonOp{p.deps.testOurs(), {Op: "add", Path: "/metadata/ownerReferences", Value: owners}})
+	if err != nil {
+		return err
+	}
+	_, err = p.cfg.Child.CoreV1().Secrets(pod.Namespace).Patch(ctx, identitySecretName(pod), types.JSONPatchType, raw, metav1.PatchOptions{FieldManager: fieldManager})
+	return err
+}
+
+// write creates the identity Secret, or patches its data.
+func (ids *identities) write(ctx context.Context, pod, owner *corev1.Pod, data map[string][]byte) error {
+	p := ids.p
+	meta := metav1.ObjectMeta{
+		Name: identitySecretName(pod), Namespace: pod.Namespace,
+		Labels:      map[string]string{api.LabelTargetUID: string(p.cfg.TargetUID)},
+		Annotations: map[string]string{api.AnnotationIdentityOf: p.cfg.ParentName + "/" + string(pod.UID)},
+	}
+	owners := []metav1.OwnerReference{targetOwner(&p.cfg)}
+	if owner != nil {
+		owners = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: owner.Name, UID: owner.UID, BlockOwnerDeletion: ptr.To(false)}}
+	}
+	meta.OwnerReferences = owners
+	secrets := p.cfg.Child.CoreV1().Secrets(pod.Namespace)
+	_, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: meta, Data: data}, metav1.CreateOptions{FieldManager: fieldManager})
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	// Ours only (the label test), as copies are patched.
+	ops := []jsonOp{p.deps.testOurs(), {Op: "add", Path: "/data", Value: data}, {Op: "add", Path: "/metadata/ownerReferences", Value: owners}}
+	raw, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	_, err = secrets.Patch(ctx, meta.Name, types.JSONPatchType, raw, metav1.PatchOptions{FieldManager: fieldManager})
+	if notOurs(err) {
+		return fmt.Errorf("secret %s/%s exists and is not Nestlet's identity Secret of pod %s: delete or rename it", pod.Namespace, meta.Name, pod.Name)
+	}
+	return err
+}
+
+// run refreshes the tokens that are due, every identityScan, for as long
+// as ctx lasts. After a restart nothing is known: every delegate with an
+// identity gets fresh tokens at the first scan.
+func (ids *identities) run(ctx context.Context) {
+	for {
+		ids.refresh(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ids.p.cfg.Clock.After(identityScan):
+		}
+	}
+}
+
+func (ids *identities) refresh(ctx context.Context) {
+	p := ids.p
+	now := p.cfg.Clock.Now()
+	for _, obj := range p.delegates.GetStore().List() {
+		d, ok := obj.(*corev1.Pod)
+		if !ok || d.Annotations[api.AnnotationIdentity] == "" || d.DeletionTimestamp != nil {
+			continue
+		}
+		ns, name, ok := parentKey(d)
+		if !ok {
+			continue
+		}
+		parent, err := p.cfg.ParentPods.Pods(ns).Get(name)
+		if err != nil || parent.UID != originUID(d) || parent.DeletionTimestamp != nil {
+			continue
+		}
+		ids.mu.Lock()
+		due, known := ids.due[parent.UID]
+		ids.mu.Unlock()
+		if known && now.Before(due) {
+			continue
+		}
+		if err := ids.issue(ctx, parent, d); err != nil {
+			klog.FromContext(ctx).Info("Refreshing a pod's tokens failed; tried again shortly", "pod", klog.KObj(parent), "err", err)
+		}
+	}
+	ids.mu.Lock()
+	for uid, due := range ids.due {
+		if now.Sub(due) > time.Hour { // its pod is long gone
+			delete(ids.due, uid)
+		}
+	}
+	ids.mu.Unlock()
+}

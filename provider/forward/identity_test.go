@@ -1,0 +1,130 @@
+package forward
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+// apiPod is a pod as the parent's ServiceAccount admission leaves it: the
+// kube-api-access volume (a 10-minute token here), mounted.
+func apiPod() *corev1.Pod {
+	pod := neverPod()
+	pod.Spec.ServiceAccountName = "reader"
+	pod.Spec.Volumes = []corev1.Volume{{Name: "kube-api-access-x", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{ExpirationSeconds: ptr.To[int64](600), Path: "token"}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
+				Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace",
+				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}}},
+		},
+	}}}}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "kube-api-access-x", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}}
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_PORT", Value: "mine"}}
+	return pod
+}
+
+// A pod's identity is the parent's: its delegate reads a token the parent
+// issued for the pod's service account, bound to the pod, and the
+// parent's CA, from a Secret owned by the delegate, and calls the parent's
+// address; the token is issued again once half its life has passed, and
+// not before.
+func TestPodIdentityFromTheParent(t *testing.T) {
+	pod := apiPod()
+	parentPods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	require.NoError(t, parentPods.Add(pod))
+	clk := clocktesting.NewFakeClock(time.Now())
+	parent := fake.NewClientset(pod)
+	var issued atomic.Int32
+	var requests []*authenticationv1.TokenRequest
+	parent.PrependReactor("create", "serviceaccounts", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		ca, ok := a.(k8stesting.CreateAction)
+		if !ok || a.GetSubresource() != "token" {
+			return false, nil, nil
+		}
+		tr := ca.GetObject().(*authenticationv1.TokenRequest).DeepCopy()
+		requests = append(requests, tr)
+		tr.Status = authenticationv1.TokenRequestStatus{Token: fmt.Sprintf("token-%d", issued.Add(1)),
+			ExpirationTimestamp: metav1.NewTime(clk.Now().Add(time.Duration(*tr.Spec.ExpirationSeconds) * time.Second))}
+		return true, tr, nil
+	})
+	child := fake.NewClientset()
+	p, err := New(Config{TargetName: "to-root", TargetUID: testTargetUID, ClusterName: "mid", ParentName: "root",
+		Parent: parent, ParentPods: corelisters.NewPodLister(parentPods), Child: child, Clock: clk,
+		OriginAPI: &OriginAPI{URL: "https://10.250.0.2:6443", CA: []byte("root CA")}})
+	require.NoError(t, err)
+	require.NoError(t, p.CreatePod(t.Context(), pod.DeepCopy()))
+
+	require.Len(t, requests, 1)
+	require.Equal(t, int64(600), *requests[0].Spec.ExpirationSeconds)
+	require.Equal(t, &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: "job-1", UID: "u1"}, requests[0].Spec.BoundObjectRef)
+	d, err := child.CoreV1().Pods("app").Get(t.Context(), "job-1", metav1.GetOptions{})
+	require.NoError(t, err)
+	name := identitySecretName(pod)
+	require.Equal(t, name, d.Annotations[api.AnnotationIdentity])
+	sources := d.Spec.Volumes[0].Projected.Sources
+	require.Equal(t, []corev1.KeyToPath{{Key: "token-0", Path: "token"}}, sources[0].Secret.Items)
+	require.Equal(t, []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}, sources[1].Secret.Items)
+	require.NotNil(t, sources[2].DownwardAPI, "the namespace file stays")
+	for _, s := range sources {
+		require.Nil(t, s.ServiceAccountToken, "no token of this cluster")
+		require.Nil(t, s.ConfigMap, "no CA of this cluster")
+	}
+	require.Equal(t, []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_PORT", Value: "mine"}, {Name: "KUBERNETES_SERVICE_HOST", Value: "10.250.0.2"},
+		{Name: "KUBERNETES_SERVICE_PORT_HTTPS", Value: "6443"}}, d.Spec.Containers[0].Env, "the pod's own variables win")
+	secret, err := child.CoreV1().Secrets("app").Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "token-1", string(secret.Data["token-0"]))
+	require.Equal(t, "root CA", string(secret.Data["ca.crt"]))
+	require.Equal(t, string(testTargetUID), secret.Labels[api.LabelTargetUID])
+	require.Equal(t, []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "job-1", UID: d.UID, BlockOwnerDeletion: ptr.To(false)}},
+		secret.OwnerReferences, "goes with the delegate")
+
+	// The refresh: nothing before half the token's life, a new token
+	// after.
+	require.NoError(t, p.delegates.GetStore().Add(d))
+	clk.Step(4 * time.Minute)
+	p.ids.refresh(t.Context())
+	require.EqualValues(t, 1, issued.Load())
+	clk.Step(2 * time.Minute)
+	p.ids.refresh(t.Context())
+	require.EqualValues(t, 2, issued.Load())
+	secret, err = child.CoreV1().Secrets("app").Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "token-2", string(secret.Data["token-0"]))
+
+	// A restarted agent knows no due time: it issues at once.
+	p.ids.due = map[types.UID]time.Time{}
+	p.ids.refresh(t.Context())
+	require.EqualValues(t, 3, issued.Load())
+}
+
+// Without OriginAPI, or for a pod without projected tokens, the delegate
+// keeps the spec as it is.
+func TestPodIdentityLocal(t *testing.T) {
+	pod := apiPod()
+	p, child, _, _, _ := runFailing(t, pod)
+	require.NoError(t, p.CreatePod(t.Context(), pod.DeepCopy()))
+	d, err := child.CoreV1().Pods("app").Get(t.Context(), "job-1", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, d.Spec.Volumes[0].Projected.Sources[0].ServiceAccountToken)
+	require.NotContains(t, d.Annotations, api.AnnotationIdentity)
+	require.Empty(t, tokenSources(neverPod()))
+}
