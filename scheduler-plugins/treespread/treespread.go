@@ -159,10 +159,17 @@ func (pl *TreeSpread) PreFilter(_ context.Context, state fwk.CycleState, pod *co
 		pl.count(s, pod, ni)
 	}
 	s.mins = make([]int, len(cs))
+	hard := false
 	for i, c := range cs {
 		s.mins[i] = minCount(s.counts[i], c.minDomains)
+		hard = hard || c.hard
 	}
 	state.Write(stateKey, s)
+	if !hard {
+		// Only ScheduleAnyway: nothing to filter (the built-in plugin
+		// scores); Reserve still chooses the domains inside a child.
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
 	return nil, nil
 }
 

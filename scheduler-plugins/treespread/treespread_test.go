@@ -233,14 +233,19 @@ func TestRealNodesAsTheBuiltInFilter(t *testing.T) {
 	state = framework.NewCycleState()
 	require.Empty(t, feasible(t, pl, state, pod, nodes))
 
-	// ScheduleAnyway: every node with the key passes the filter.
+	// ScheduleAnyway only: nothing to filter, but the counts are there
+	// for Reserve.
 	add(a, 2)
 	soft := spreadPod(2, corev1.ScheduleAnyway)
 	state = framework.NewCycleState()
-	require.Equal(t, []string{"n-a", "n-b", "n-bare"}, feasible(t, pl, state, soft, nodes))
+	_, status := pl.PreFilter(context.Background(), state, soft, nodes)
+	require.Equal(t, fwk.Skip, status.Code())
+	s, err := readState(state)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"a": 2, "b": 1}, s.counts[0])
 
 	// No constraint: skipped.
-	_, status := pl.PreFilter(context.Background(), framework.NewCycleState(), st.MakePod().Obj(), nodes)
+	_, status = pl.PreFilter(context.Background(), framework.NewCycleState(), st.MakePod().Obj(), nodes)
 	require.Equal(t, fwk.Skip, status.Code())
 }
 
@@ -274,4 +279,25 @@ func TestDomainsOutsideTheNodeAffinity(t *testing.T) {
 	pod.Spec.TopologySpreadConstraints[0].NodeAffinityPolicy = ptr.To(corev1.NodeInclusionPolicyIgnore)
 	state = framework.NewCycleState()
 	require.Empty(t, feasible(t, pl, state, pod, nodes))
+}
+
+// TestScheduleAnywayChoosesTheLeastLoaded: a pod spread only with
+// ScheduleAnyway is not filtered, but bound to a virtual node it is sent to
+// the zone inside it holding the fewest matching pods.
+func TestScheduleAnywayChoosesTheLeastLoaded(t *testing.T) {
+	east := virtualNode(t, "east", "east-a", "east-b")
+	nodes := []fwk.NodeInfo{east}
+	pl := newPlugin(t, nodes, fake.NewClientset())
+	for i := range 2 {
+		p := spreadPod(100+i, corev1.ScheduleAnyway)
+		p.Spec.NodeName = "east"
+		p.Annotations = map[string]string{api.AnnotationDomains: api.FormatDomains(map[string]string{zoneKey: "east-a"})}
+		east.AddPod(p)
+	}
+	pod := spreadPod(1, corev1.ScheduleAnyway)
+	state := framework.NewCycleState()
+	_, status := pl.PreFilter(context.Background(), state, pod, nodes)
+	require.Equal(t, fwk.Skip, status.Code())
+	require.True(t, pl.Reserve(context.Background(), state, pod, "east").IsSuccess())
+	require.Equal(t, map[string]string{zoneKey: "east-b"}, pl.domainsOf(pod))
 }
