@@ -97,9 +97,19 @@ func TestPodIdentityFromTheParent(t *testing.T) {
 	require.Equal(t, []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "job-1", UID: d.UID, BlockOwnerDeletion: ptr.To(false)}},
 		secret.OwnerReferences, "goes with the delegate")
 
+	// An update of the parent pod keeps the delegate's identity.
+	require.NoError(t, p.delegates.GetStore().Add(d))
+	changed := pod.DeepCopy()
+	changed.Labels = map[string]string{"tier": "new"}
+	require.NoError(t, p.UpdatePod(t.Context(), changed))
+	d, err = child.CoreV1().Pods("app").Get(t.Context(), "job-1", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "new", d.Labels["tier"])
+	require.Equal(t, name, d.Annotations[api.AnnotationIdentity])
+	require.NoError(t, p.delegates.GetStore().Update(d))
+
 	// The refresh: nothing before half the token's life, a new token
 	// after.
-	require.NoError(t, p.delegates.GetStore().Add(d))
 	clk.Step(4 * time.Minute)
 	p.ids.refresh(t.Context())
 	require.EqualValues(t, 1, issued.Load())

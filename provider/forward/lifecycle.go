@@ -142,7 +142,7 @@ func (p *Provider) updatePod(ctx context.Context, pod *corev1.Pod) error {
 	ours := map[string]string{}
 	// The delegate's topology domains, if any, are this cluster's
 	// scheduler's, not the parent's (placeInDomains).
-	for _, k := range []string{api.AnnotationOrigin, api.AnnotationPath, api.AnnotationParentPod, api.AnnotationOwnerKind, api.AnnotationOwnerUID, api.AnnotationDomains} {
+	for _, k := range []string{api.AnnotationOrigin, api.AnnotationPath, api.AnnotationParentPod, api.AnnotationOwnerKind, api.AnnotationOwnerUID, api.AnnotationDomains, api.AnnotationIdentity} {
 		if v, ok := d.Annotations[k]; ok {
 			ours[k] = v
 		}
