@@ -127,12 +127,9 @@ func (pl *TreeSpread) countedDomains(s *spreadState, pod *corev1.Pod, n *corev1.
 	if !ok {
 		return out
 	}
-	// The pod tolerating every taint, to match a group's labels alone.
-	tolerant := pod.DeepCopy()
-	tolerant.Spec.Tolerations = append(tolerant.Spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists})
 	for gi := range sum.Groups {
 		g := &sum.Groups[gi]
-		labelsMatch := virtualnode.GroupMatches(tolerant, n, g, s.affinity)
+		labelsMatch := virtualnode.GroupMatches(s.tolerant, n, g, s.affinity)
 		_, untolerated := virtualnode.UntoleratedTaint(pod, g.Taints, false)
 		for _, p := range groupPlacements(s, n, g) {
 			for i, c := range s.constraints {

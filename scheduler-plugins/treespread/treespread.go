@@ -136,6 +136,9 @@ type spreadState struct {
 	counts   []map[string]int
 	mins     []int
 	affinity nodeaffinity.RequiredNodeAffinity
+	// tolerant is the pod tolerating every taint, to match a group's
+	// labels alone.
+	tolerant *corev1.Pod
 }
 
 func (s *spreadState) Clone() fwk.StateData { return s }
@@ -150,7 +153,8 @@ func (pl *TreeSpread) PreFilter(_ context.Context, state fwk.CycleState, pod *co
 	if len(cs) == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	s := &spreadState{constraints: cs, affinity: nodeaffinity.GetRequiredNodeAffinity(pod)}
+	s := &spreadState{constraints: cs, affinity: nodeaffinity.GetRequiredNodeAffinity(pod), tolerant: pod.DeepCopy()}
+	s.tolerant.Spec.Tolerations = append(s.tolerant.Spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists})
 	s.counts = make([]map[string]int, len(cs))
 	for i := range cs {
 		s.counts[i] = map[string]int{}
