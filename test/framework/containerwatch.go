@@ -136,12 +136,13 @@ func NewContainerLedger() *ContainerLedger {
 }
 
 // Wants tells whether a container in state needs reading: one not seen
-// yet, or seen running.
+// yet, seen running, or seen before it started (a container created and
+// exited between two reads is first seen created).
 func (l *ContainerLedger) Wants(id string, state runtimeapi.ContainerState) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r, ok := l.runs[id]
-	return !ok || r.Remaining || state == runtimeapi.ContainerState_CONTAINER_RUNNING
+	return !ok || r.Remaining || r.Started == 0 || state == runtimeapi.ContainerState_CONTAINER_RUNNING
 }
 
 // Observe records what the runtime said of a container.

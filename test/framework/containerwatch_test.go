@@ -41,4 +41,10 @@ func TestContainerLedgerCounts(t *testing.T) {
 	require.False(t, l.Wants("c1", runtimeapi.ContainerState_CONTAINER_EXITED), "an exited container is read once")
 	require.True(t, l.Wants("c3", runtimeapi.ContainerState_CONTAINER_EXITED), "a container seen running is read again")
 	require.True(t, l.Wants("d1", runtimeapi.ContainerState_CONTAINER_EXITED), "a container never seen is read")
+	// b2 was seen created: read again once it has run, however short.
+	require.True(t, l.Wants("b2", runtimeapi.ContainerState_CONTAINER_EXITED), "a container seen before it started is read again")
+	require.Equal(t, 6, l.Runs())
+	l.Observe(ContainerRun{ID: "b2", Pod: "ns/job-2/app", Node: "leaf-2", Started: at(60), Finished: at(61)})
+	require.Equal(t, 7, l.Runs())
+	require.False(t, l.Wants("b2", runtimeapi.ContainerState_CONTAINER_EXITED))
 }
