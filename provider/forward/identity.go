@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"sync"
@@ -196,14 +195,15 @@ func (ids *identities) issue(ctx context.Context, pod *corev1.Pod, owner *corev1
 // own makes the delegate the owner of the identity Secret made before it,
 // so that the Secret goes with it.
 func (ids *identities) own(ctx context.Context, pod, d *corev1.Pod) error {
-	p := ids.p
 	owners := []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: d.Name, UID: d.UID, BlockOwnerDeletion: ptr.To(false)}}
-	raw, err := json.Marshal([]jsonOp{p.deps.testOurs(), {Op: "add", Path: "/metadata/ownerReferences", Value: owners}})
-	if err != nil {
-		return err
-	}
-	_, err = p.cfg.Child.CoreV1().Secrets(pod.Namespace).Patch(ctx, identitySecretName(pod), types.JSONPatchType, raw, metav1.PatchOptions{FieldManager: fieldManager})
+	deps := ids.p.deps
+	_, err := deps.patch(ctx, identityKey(pod), []jsonOp{deps.testOurs(), {Op: "add", Path: "/metadata/ownerReferences", Value: owners}})
 	return err
+}
+
+// identityKey is the identity Secret of pod, as the copies name objects.
+func identityKey(pod *corev1.Pod) depKey {
+	return depKey{kindSecret, pod.Namespace, identitySecretName(pod)}
 }
 
 // write creates the identity Secret, or patches its data.
@@ -219,18 +219,13 @@ func (ids *identities) write(ctx context.Context, pod, owner *corev1.Pod, data m
 		owners = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: owner.Name, UID: owner.UID, BlockOwnerDeletion: ptr.To(false)}}
 	}
 	meta.OwnerReferences = owners
-	secrets := p.cfg.Child.CoreV1().Secrets(pod.Namespace)
-	_, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: meta, Data: data}, metav1.CreateOptions{FieldManager: fieldManager})
+	// Created, else patched if it is ours (the label test), as copies are.
+	err := p.deps.create(ctx, &corev1.Secret{ObjectMeta: meta, Data: data})
 	if !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	// Ours only (the label test), as copies are patched.
 	ops := []jsonOp{p.deps.testOurs(), {Op: "add", Path: "/data", Value: data}, {Op: "add", Path: "/metadata/ownerReferences", Value: owners}}
-	raw, err := json.Marshal(ops)
-	if err != nil {
-		return err
-	}
-	_, err = secrets.Patch(ctx, meta.Name, types.JSONPatchType, raw, metav1.PatchOptions{FieldManager: fieldManager})
+	_, err = p.deps.patch(ctx, identityKey(pod), ops)
 	if notOurs(err) {
 		return fmt.Errorf("secret %s/%s exists and is not Nestlet's identity Secret of pod %s: delete or rename it", pod.Namespace, meta.Name, pod.Name)
 	}
