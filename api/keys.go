@@ -137,6 +137,30 @@ const (
 	// delegate is sent there by a nodeSelector, without those constraints.
 	AnnotationDomains = "nestlet.io/topology-domains"
 
+	// StorageProvisioner is the provisioner of StorageClassName, run by the
+	// agent of every cluster for claims whose first pod goes to one of its
+	// children (provider/agent/volumes.go): the volume made is a promise
+	// pinned to that child's virtual node, kept by the claim the child
+	// makes of the same name.
+	StorageProvisioner = "nestlet.io/subtree"
+	// StorageClassName is the StorageClass of StorageProvisioner the
+	// chart and the launcher create.
+	StorageClassName = "nestlet"
+	// AnnotationClaimPrefix, followed by a parent claim's UID, is set on a
+	// virtual node by the parent's provisioner for each volume it pinned
+	// there, to "<namespace>/<name>" of the claim, and removed when the
+	// volume is deleted (per its reclaim policy): the child reads its own
+	// node to know which of its claims still stand for a parent's.
+	AnnotationClaimPrefix = "claim.nestlet.io/"
+	// AnnotationOriginClaim is set on a claim a child made for a parent's:
+	// "<parent cluster>/<parent claim UID>".
+	AnnotationOriginClaim = "nestlet.io/origin-claim"
+	// AnnotationClaimFollowsParent is set to "true" on such a claim when
+	// the parent's provisioner pinned the parent's volume to the virtual
+	// node (AnnotationClaimPrefix): only those are deleted when the
+	// parent's volume is; any other stays until deleted here.
+	AnnotationClaimFollowsParent = "nestlet.io/claim-follows-parent"
+
 	// TaintKeyProvider is the key of the taint every virtual node carries,
 	// with value TaintValueProvider and effect NoSchedule, to keep
 	// DaemonSets and foreign schedulers off.

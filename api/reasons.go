@@ -32,4 +32,8 @@ const (
 	// taint nor was placed by a Nestlet scheduler (bound by hand, or by a
 	// scheduler that ignores taints).
 	ReasonNotAdmitted = "NestletNotAdmitted"
+	// ReasonClaimConflict fails a parent pod whose PersistentVolumeClaim
+	// cannot be made in the child: one of that name is there and Nestlet
+	// did not make it (provider/forward/claims.go).
+	ReasonClaimConflict = "NestletClaimConflict"
 )

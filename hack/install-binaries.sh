@@ -12,6 +12,9 @@
 #   helm                      helm.sh/helm/v3 (version in hack/tools/helm/go.mod), for the chart tests
 #   metrics-server            sigs.k8s.io/metrics-server (version in hack/tools/metrics-server/go.mod),
 #                             the clusters' metrics.k8s.io API where a test or the demo wants one
+#   local-path-provisioner    github.com/rancher/local-path-provisioner (version in
+#                             hack/tools/local-path-provisioner/go.mod), the real leaves' dynamic
+#                             provisioner (its helper image: hack/install-node-runtime.sh)
 #
 # Idempotent: a binary already in the cache is not built again, so a second
 # run takes seconds. NESTLET_CACHE_DIR moves the cache (default
@@ -30,6 +33,7 @@ KUBE_VERSION="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)"
 ETCD_VERSION="$(cd hack/etcd && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)"
 HELM_VERSION="$(cd hack/tools/helm && go list -m -f '{{.Version}}' helm.sh/helm/v3)"
 METRICS_SERVER_VERSION="$(cd hack/tools/metrics-server && go list -m -f '{{.Version}}' sigs.k8s.io/metrics-server)"
+LOCAL_PATH_VERSION="$(cd hack/tools/local-path-provisioner && go list -m -f '{{.Version}}' github.com/rancher/local-path-provisioner)"
 
 mkdir -p "${CACHE_DIR}" "${OUT_DIR}"
 
@@ -82,6 +86,10 @@ build_helm() {
   (cd hack/tools/helm && CGO_ENABLED=0 go build -trimpath -ldflags "${flags}" -o "$1" "${pkg}/cmd/helm")
 }
 
+build_local_path() {
+  (cd hack/tools/local-path-provisioner && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$1" github.com/rancher/local-path-provisioner)
+}
+
 build_metrics_server() {
   (cd hack/tools/metrics-server && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$1" sigs.k8s.io/metrics-server/cmd/metrics-server)
 }
@@ -93,6 +101,7 @@ done
 cached kwok "${KWOK_VERSION}" build_kwok
 cached helm "${HELM_VERSION}" build_helm
 cached metrics-server "${METRICS_SERVER_VERSION}" build_metrics_server
+cached local-path-provisioner "${LOCAL_PATH_VERSION}" build_local_path
 
 # kwok's own stage definitions (fast node and pod lifecycle, heartbeat with a
 # lease), taken from the kwok module at the same version.
@@ -110,4 +119,4 @@ if [[ ! -s "${stages}" ]]; then
 fi
 ln -sfn "${stages}" "${OUT_DIR}/kwok-stages.yaml"
 
-log "ready in ${OUT_DIR}: etcd ${ETCD_VERSION}, kubernetes ${KUBE_VERSION}, kwok ${KWOK_VERSION}, helm ${HELM_VERSION}, metrics-server ${METRICS_SERVER_VERSION}"
+log "ready in ${OUT_DIR}: etcd ${ETCD_VERSION}, kubernetes ${KUBE_VERSION}, kwok ${KWOK_VERSION}, helm ${HELM_VERSION}, metrics-server ${METRICS_SERVER_VERSION}, local-path-provisioner ${LOCAL_PATH_VERSION}"

@@ -14,7 +14,8 @@
 #                                 at the version kubeadm installs with Kubernetes 1.35)
 #   images/pause.tar,             OCI images without a registry, built from hack/images (Go programs,
 #   images/demo-app.tar,          go-containerregistry): nestlet.local/pause:v1 (the sandbox),
-#   images/coredns.tar            nestlet.local/demo-app:v1 (see hack/images/demo-app) and
+#   images/coredns.tar,           nestlet.local/demo-app:v1 (see hack/images/demo-app),
+#   images/volume-helper.tar      nestlet.local/volume-helper:v1 (local-path-provisioner's helper) and
 #                                 nestlet.local/coredns:<version> (the cluster DNS); imported
 #                                 into each real node's containerd by the launcher
 #
@@ -155,13 +156,15 @@ build_images() {
     cd hack/images
     CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${tmp}/pause" ./pause
     CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${tmp}/demo-app" ./demo-app
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${tmp}/volume-helper" ./volume-helper
     go build -o "${tmp}/build-image" ./build-image
   )
   "${tmp}/build-image" -name nestlet.local/pause:v1 -bin "${tmp}/pause" -path /pause -out "${dir}/pause.tar" >&2
   "${tmp}/build-image" -name nestlet.local/demo-app:v1 -bin "${tmp}/demo-app" -path /demo-app -out "${dir}/demo-app.tar" -expose 8080/tcp >&2
+  "${tmp}/build-image" -name nestlet.local/volume-helper:v1 -bin "${tmp}/volume-helper" -path /volume-helper -out "${dir}/volume-helper.tar" >&2
   "${tmp}/build-image" -name "nestlet.local/coredns:${COREDNS_VERSION}" -bin "${OUT_DIR}/coredns" -path /coredns -out "${dir}/coredns.tar" -expose 53/udp >&2
   rm -rf "${tmp}"
 }
 build_images
 
-log "ready in ${OUT_DIR}: kubelet and kube-proxy ${KUBE_VERSION}, containerd ${CONTAINERD_VERSION}, runc ${RUNC_VERSION}, CNI plugins ${CNI_VERSION}, CoreDNS ${COREDNS_VERSION}, images nestlet.local/pause:v1, nestlet.local/demo-app:v1 and nestlet.local/coredns:${COREDNS_VERSION}"
+log "ready in ${OUT_DIR}: kubelet and kube-proxy ${KUBE_VERSION}, containerd ${CONTAINERD_VERSION}, runc ${RUNC_VERSION}, CNI plugins ${CNI_VERSION}, CoreDNS ${COREDNS_VERSION}, images nestlet.local/pause:v1, nestlet.local/demo-app:v1, nestlet.local/volume-helper:v1 and nestlet.local/coredns:${COREDNS_VERSION}"

@@ -56,6 +56,10 @@ type ClusterOptions struct {
 	// MetricsServer runs metrics-server for the cluster, on its host, as
 	// its metrics.k8s.io API (kubectl top, autoscalers).
 	MetricsServer bool
+	// LocalPath runs local-path-provisioner for the cluster, on its host,
+	// as its default StorageClass (LocalPathClass): the dynamic
+	// provisioner of clusters with real nodes.
+	LocalPath bool
 	// OwnEtcd gives the cluster an etcd member of its own (process "etcd"
 	// of the cluster, Cluster.Process) instead of a prefix of the
 	// Environment's shared one, so that a test can stop and restart this
@@ -219,6 +223,11 @@ func startCluster(ctx context.Context, bins *Binaries, own *NestletBinaries, etc
 	}
 	if opts.MetricsServer {
 		if err := c.startMetricsServer(ctx, pki); err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", opts.Name, err)
+		}
+	}
+	if opts.LocalPath {
+		if err := c.startLocalPath(ctx); err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", opts.Name, err)
 		}
 	}

@@ -13,8 +13,12 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
@@ -30,11 +34,15 @@ func (c *Cluster) InstallCRDs(ctx context.Context) error { return crds.Install(c
 // Nestlet's own name.
 var TrustedSchedulers = []string{"default-scheduler", "nestlet-scheduler"}
 
-// StartAgent installs the CRDs in c and starts a nestlet agent for it, with
+// StartAgent installs the CRDs in c, makes the nestlet StorageClass as the
+// chart does (ensureNestletClass), and starts a nestlet agent for it, with
 // an admin kubeconfig or the identity Config.Identities gives agents,
 // logging to <env dir>/<cluster>-nestlet.log.
 func (e *Environment) StartAgent(ctx context.Context, c *Cluster, extraArgs ...string) (*Process, error) {
 	if err := c.InstallCRDs(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.ensureNestletClass(ctx); err != nil {
 		return nil, err
 	}
 	kubeconfig, err := e.kubeconfigFor(ctx, c, ComponentAgent, agentNamespace(extraArgs))
@@ -223,4 +231,49 @@ func TargetCondition(t *v1alpha1.Target, typ string) metav1.Condition {
 		}
 	}
 	return metav1.Condition{}
+}
+
+// ensureNestletClass makes the StorageClass the agent provisions
+// (api.StorageClassName), as the chart does; it is the cluster's default
+// when the cluster has no nodes of its own and no other default class (a
+// root or a middle cluster, whose pods all run in its children), as the
+// chart's values advise.
+func (c *Cluster) ensureNestletClass(ctx context.Context) error {
+	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	own := 0
+	for _, n := range nodes.Items {
+		if n.Labels[api.LabelNodeType] != api.NodeTypeVirtualKubelet {
+			own++
+		}
+	}
+	classes, err := c.Client.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	isDefault := own == 0
+	for _, sc := range classes.Items {
+		if sc.Name == api.StorageClassName {
+			return nil
+		}
+		if sc.Annotations[defaultClassAnnotation] == "true" {
+			isDefault = false
+		}
+	}
+	sc := &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: api.StorageClassName},
+		Provisioner:       api.StorageProvisioner,
+		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimDelete),
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
+	}
+	if isDefault {
+		sc.Annotations = map[string]string{defaultClassAnnotation: "true"}
+	}
+	_, err = c.Client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("the %s StorageClass in %s: %w", api.StorageClassName, c.Name, err)
+	}
+	return nil
 }

@@ -75,6 +75,7 @@ type RealNode struct {
 var RealNodeImages = map[string]string{
 	"nestlet.local/pause:v1":    "pause.tar",
 	"nestlet.local/demo-app:v1": "demo-app.tar",
+	VolumeHelperImage:           "volume-helper.tar",
 	CoreDNSImage:                "coredns.tar",
 }
 

@@ -276,7 +276,8 @@ func (t *Topology) Region(name string) string {
 }
 
 // ClusterOptions returns what to start for each cluster; with kwokOnly,
-// Real nodes are kwok nodes too.
+// Real nodes are kwok nodes too. A cluster with real nodes runs
+// local-path-provisioner (ClusterOptions.LocalPath).
 func (t *Topology) ClusterOptions(kwokOnly bool) []ClusterOptions {
 	out := make([]ClusterOptions, 0, len(t.Clusters))
 	for _, c := range t.Clusters {
@@ -296,6 +297,9 @@ func (t *Topology) ClusterOptions(kwokOnly bool) []ClusterOptions {
 			}
 			o.Nodes = append(o.Nodes, NodeOptions{Name: n.Name, Labels: n.Labels, Capacity: capacity})
 		}
+		// Clusters with real nodes have a real provisioner: claims made
+		// at the root land on their disks.
+		o.LocalPath = len(o.RealNodes) > 0
 		out = append(out, o)
 	}
 	return out

@@ -107,6 +107,14 @@ type TargetSpec struct {
 	// +optional
 	// +listType=atomic
 	Taints []corev1.Taint `json:"taints,omitempty"`
+
+	// StorageClasses maps the StorageClass of a parent's claim to the one
+	// the claim made here for it takes, when a pod that uses the claim is
+	// forwarded here. A parent class not in the map takes this cluster's
+	// default StorageClass.
+	//
+	// +optional
+	StorageClasses map[string]string `json:"storageClasses,omitempty"`
 }
 
 // SecretReference names a Secret.

@@ -32,6 +32,8 @@
 //     pings, with outage tolerance (readiness).
 //   - decorator.go, podcidrs.go: the virtual nodes of this cluster's own
 //     children (role label, taints, pod CIDR overlaps).
+//   - volumes.go: the provisioner of the "nestlet" StorageClass, whose
+//     volumes are pinned to a child's virtual node.
 //   - tunnels.go, tunnels_status.go: the gateway (Config.Gateway), its
 //     peers and routes, and the tunnels' state (tunnels).
 //   - ownnode.go, secrets.go, changes.go, validate.go: helpers of the
@@ -301,6 +303,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { rev.Run(ctx) })
 	wg.Go(func() { quotas.Run(ctx) })
 	wg.Go(func() { tc.run(ctx, a.cfg.Workers) })
+	wg.Go(func() { runVolumes(ctx, a.client, a.nodes) })
 	<-ctx.Done()
 	wg.Wait()
 	a.factory.Shutdown()

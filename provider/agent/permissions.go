@@ -42,6 +42,13 @@ var Permissions = []permissions.Rule{
 		Why: "the delegates' Warning events recorded again on their parent pods (provider/forward/events.go), and its own events"},
 	{APIGroups: []string{"scheduling.k8s.io"}, Resources: []string{"priorityclasses"}, Verbs: []string{"create"},
 		Why: "a PriorityClass a forwarded pod names, missing here (provider/forward/lifecycle.go)"},
+	{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"},
+		Why: "the claims of forwarded pods, made here and deleted once the parent's volume is gone (provider/forward/claims.go); " +
+			"as a parent, the claims of the nestlet StorageClass, watched and updated by the provisioner (volumes.go)"},
+	{APIGroups: []string{""}, Resources: []string{"persistentvolumes"}, Verbs: []string{"get", "list", "watch", "create", "delete"},
+		Why: "as a parent, the volumes of the nestlet StorageClass, pinned to a child's virtual node (volumes.go)"},
+	{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"}, Verbs: []string{"get", "list", "watch"},
+		Why: "as a parent, the provisioner reads the classes it serves (volumes.go)"},
 	{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"create"},
 		Why: "the ServiceAccount a delegate runs as"},
 	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"get", "list", "watch"},

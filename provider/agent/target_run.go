@@ -173,6 +173,7 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 		return err
 	}
 	fc := r.forwardConfig(parentName(id, t), prov)
+	fc.StorageClasses = t.Spec.StorageClasses
 	if r.a.cfg.PodAPI == PodAPIOrigin {
 		fc.OriginAPI = &forward.OriginAPI{URL: id.ParentURL, CA: id.CAData}
 	}

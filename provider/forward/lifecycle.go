@@ -48,6 +48,12 @@ func (p *Provider) createPod(ctx context.Context, pod *corev1.Pod) error {
 	if err := p.deps.copyFor(ctx, pod); err != nil {
 		return p.errorf("dependencies", "copying what pod %s/%s references into %s: %w", pod.Namespace, pod.Name, p.cfg.ClusterName, err)
 	}
+	if why, err := p.claims.ensureFor(ctx, pod); why != "" {
+		p.fail(pod, nil, api.ReasonClaimConflict, why)
+		return nil
+	} else if err != nil {
+		return p.errorf("claims", "the claims of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
 	if err := p.ensurePriorityClass(ctx, pod); err != nil {
 		return p.errorf("dependencies", "priority class %s of pod %s/%s in %s: %w", pod.Spec.PriorityClassName, pod.Namespace, pod.Name, p.cfg.ClusterName, err)
 	}

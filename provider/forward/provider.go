@@ -86,7 +86,10 @@ type Config struct {
 	// parent, and they call its API server there. Unset, a pod's tokens
 	// are this cluster's, as its kubelet mounts them.
 	OriginAPI *OriginAPI
-	Clock     clock.WithDelayedExecution
+	// StorageClasses maps the StorageClass of a parent's claim to the one
+	// its claim here takes (claims.go); unmapped, this cluster's default.
+	StorageClasses map[string]string
+	Clock          clock.WithDelayedExecution
 }
 
 // Avoider publishes that the virtual node should be avoided for the pods
@@ -111,6 +114,7 @@ type Provider struct {
 	remote    *remoteEndpoints // with Config.AllServices
 	events    *eventReflector
 	ids       *identities
+	claims    *claims
 	// namespaces known to exist here (a namespace deleted later makes the
 	// create fail, and the pod is retried).
 	namespaces sync.Map
@@ -198,6 +202,7 @@ func New(cfg Config) (*Provider, error) {
 	p.deps = newDependencies(p)
 	p.events = newEventReflector(p)
 	p.ids = &identities{p: p, due: map[types.UID]time.Time{}}
+	p.claims = &claims{p: p}
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { p.delegateChanged(obj) },
 		UpdateFunc: func(_, obj any) { p.delegateChanged(obj) },
@@ -239,6 +244,7 @@ func (p *Provider) Run(ctx context.Context) error {
 	go p.deps.run(ctx)
 	go p.services.run(ctx)
 	go p.events.run(ctx) // not waited for: pods go on without it
+	go p.claims.run(ctx)
 	if p.cfg.OriginAPI != nil {
 		go p.ids.run(ctx)
 	}

@@ -8,8 +8,8 @@
 //
 // With a command as its first argument it is a small multi-call tool, so
 // that `kubectl exec` has something to run in an image without a shell:
-// hostname, env, echo ARGS..., cat [FILE...] (stdin without files), ls
-// [DIR], exit CODE, get URL (an HTTP GET: prints the body, fails unless
+// hostname, env, echo ARGS..., cat [FILE...] (stdin without files),
+// write FILE TEXT..., ls [DIR], exit CODE, get URL (an HTTP GET: prints the body, fails unless
 // 200 within 5 s), resolve NAME (its addresses through the pod's DNS),
 // and for the benchmarks: latency URL COUNT (COUNT GETs one after another
 // on one connection, after one to open it: prints their p50 and p99 in
@@ -134,6 +134,15 @@ func tool(cmd string, args []string) int {
 		fmt.Println(strings.Join(args, " "))
 	case "cat":
 		return cat(args)
+	case "write": // write FILE TEXT...: the words, then a newline
+		if len(args) < 1 {
+			fmt.Fprintln(os.Stderr, "usage: write FILE TEXT...")
+			return 2
+		}
+		if err := os.WriteFile(args[0], []byte(strings.Join(args[1:], " ")+"\n"), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	case "ls":
 		dir := "."
 		if len(args) > 0 {

@@ -70,6 +70,7 @@ func TestTemplateObjects(t *testing.T) {
 		"ValidatingAdmissionPolicy nestlet-agent-writes",
 		"ValidatingAdmissionPolicyBinding nestlet-agent-writes",
 		"ServiceAccount nestlet-system/nestlet-leave",
+		"StorageClass nestlet",
 		"ClusterRole nestlet-leave",
 		"ClusterRoleBinding nestlet-leave",
 		"Job nestlet-system/nestlet-leave",

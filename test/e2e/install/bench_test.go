@@ -219,6 +219,11 @@ func processAgentRSS(b *testing.B, leaf, parent *launcher.Cluster) float64 {
 	p, err := env.StartAgent(ctx, leaf)
 	require.NoError(b, err)
 	defer p.Stop(10 * time.Second)
+	// StartAgent made the nestlet StorageClass as the chart does; the
+	// chart, installed again afterwards, makes its own.
+	defer func() {
+		_ = leaf.Client.StorageV1().StorageClasses().Delete(context.Background(), api.StorageClassName, metav1.DeleteOptions{})
+	}()
 	_, err = launcher.Join(ctx, parent, leaf, launcher.JoinOptions{})
 	require.NoError(b, err, "east-1 joining east with a host-process agent")
 	time.Sleep(agentSettle)

@@ -60,7 +60,7 @@ func run(m *testing.M) int {
 		Clusters: []launcher.ClusterOptions{{Name: "root", MetricsServer: true,
 			// Autoscalers at the root act every 5 s (metrics-server
 			// resolves every 10 s).
-			ControllerManagerArgs: []string{"--horizontal-pod-autoscaler-sync-period=5s"}}, {Name: "mid"}, {Name: "leaf",
+			ControllerManagerArgs: []string{"--horizontal-pod-autoscaler-sync-period=5s"}}, {Name: "mid"}, {Name: "leaf", LocalPath: true,
 			RealNodes: []launcher.RealNodeOptions{{Name: leafNode, KubeProxy: true, Labels: map[string]string{
 				"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": region + "-a"},
 				Images: map[string]string{nestletImage.Ref: nestletImage.Archive}}}}},
