@@ -7,13 +7,17 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
 
@@ -38,11 +42,34 @@ type volumes struct {
 	nodes  corelisters.NodeLister
 }
 
-// runVolumes runs the provisioner until ctx ends. The agent runs it only
-// while it leads (cmd/nestlet --leader-elect), so the library's own
-// leader election is off.
+// runVolumes runs the provisioner until ctx ends, from the moment this
+// cluster has a StorageClass of api.StorageProvisioner (the chart and the
+// launcher make one): until then it only watches the classes, so a
+// cluster without one pays for no watch of claims and volumes. The agent
+// runs it only while it leads (cmd/nestlet --leader-elect), so the
+// library's own leader election is off.
 func runVolumes(ctx context.Context, client kubernetes.Interface, nodes corelisters.NodeLister) {
+	factory := informers.NewSharedInformerFactory(client, 0)
+	classes := factory.Storage().V1().StorageClasses().Informer()
+	ours := make(chan struct{})
+	var once sync.Once
+	if _, err := classes.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		if sc, ok := obj.(*storagev1.StorageClass); ok && sc.Provisioner == api.StorageProvisioner {
+			once.Do(func() { close(ours) })
+		}
+	}}); err != nil {
+		klog.FromContext(ctx).Error(err, "Watching StorageClasses: no volumes are provisioned")
+		return
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	select {
+	case <-ctx.Done():
+		return
+	case <-ours:
+	}
 	pc := controller.NewProvisionController(ctx, client, api.StorageProvisioner, &volumes{client: client, nodes: nodes},
+		controller.ClassesInformer(classes),
 		controller.LeaderElection(false),
 		controller.FailedProvisionThreshold(0),
 		controller.FailedDeleteThreshold(0))

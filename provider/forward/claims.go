@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,6 +34,11 @@ const claimsPeriod = 15 * time.Second
 // claim here is deleted, once no delegate uses it.
 type claims struct {
 	p *Provider
+	// made counts the claims made (from 1: an earlier run may have made
+	// some); emptyAt is its value when a list last found none. While they
+	// are equal there is nothing to list, so a Target whose pods use no
+	// claim lists nothing after its first pass.
+	made, emptyAt atomic.Uint64
 }
 
 // claimNames returns the claims a pod's volumes name.
@@ -73,6 +79,7 @@ func (c *claims) ensureFor(ctx context.Context, pod *corev1.Pod) (why string, er
 func (c *claims) ensure(ctx context.Context, parent *corev1.PersistentVolumeClaim, node *corev1.Node) (string, error) {
 	want := c.childClaim(parent, node)
 	pvcs := c.p.cfg.Child.CoreV1().PersistentVolumeClaims(parent.Namespace)
+	c.made.Add(1)
 	_, err := pvcs.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
 	if err == nil {
 		klog.FromContext(ctx).V(2).Info("Created claim", "claim", klog.KObj(want), "class", ptrString(want.Spec.StorageClassName))
@@ -144,10 +151,18 @@ func (c *claims) run(ctx context.Context) {
 }
 
 func (c *claims) collect(ctx context.Context) error {
+	made := c.made.Load() + 1
+	if made == c.emptyAt.Load() {
+		return nil
+	}
 	selector := labels.SelectorFromSet(labels.Set{api.LabelTargetUID: string(c.p.cfg.TargetUID)}).String()
 	list, err := c.p.cfg.Child.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil || len(list.Items) == 0 {
+	if err != nil {
 		return err
+	}
+	if len(list.Items) == 0 {
+		c.emptyAt.Store(made) // a claim made since counts again
+		return nil
 	}
 	node, err := c.p.cfg.Parent.CoreV1().Nodes().Get(ctx, c.p.cfg.ClusterName, metav1.GetOptions{})
 	if err != nil {

@@ -13,8 +13,10 @@
 // 200 within 5 s), resolve NAME (its addresses through the pod's DNS),
 // and for the benchmarks: latency URL COUNT (COUNT GETs one after another
 // on one connection, after one to open it: prints their p50 and p99 in
-// microseconds) and fetch URL (a GET whose body is counted and dropped:
-// prints the bytes and the seconds). /bytes/N answers N bytes.
+// microseconds), fetch URL (a GET whose body is counted and dropped:
+// prints the bytes and the seconds) and kube PATH COUNT (latency of GETs
+// on the pod's own API server, as its service account; kube PATH prints
+// one answer). /bytes/N answers N bytes.
 package main
 
 import (
@@ -187,11 +189,14 @@ func tool(cmd string, args []string) int {
 		}
 		return until(args[0], args[1])
 	case "kube":
-		if len(args) != 1 {
-			fmt.Fprintln(os.Stderr, "usage: demo-app kube PATH")
-			return 2
+		switch len(args) {
+		case 1:
+			return kube(args[0])
+		case 2:
+			return kubeLatency(args[0], args[1])
 		}
-		return kube(args[0])
+		fmt.Fprintln(os.Stderr, "usage: demo-app kube PATH [COUNT]")
+		return 2
 	case "load":
 		if len(args) != 1 {
 			fmt.Fprintln(os.Stderr, "usage: demo-app load URL")
@@ -380,40 +385,94 @@ func load(url string) int {
 // mounted CA, with the mounted token (read at each call: it is rotated).
 // It prints the HTTP status code, then the body; it fails unless 2xx.
 func kube(path string) int {
-	const dir = "/var/run/secrets/kubernetes.io/serviceaccount/"
-	token, err := os.ReadFile(dir + "token")
+	do, err := kubeClient(path)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo-app:", err)
 		return 1
 	}
-	ca, err := os.ReadFile(dir + "ca.crt")
+	code, body, err := do()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo-app:", err)
 		return 1
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(ca) {
-		fmt.Fprintln(os.Stderr, "demo-app: no certificate in", dir+"ca.crt")
-		return 1
-	}
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	host := net.JoinHostPort(os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT"))
-	req, err := http.NewRequest(http.MethodGet, "https://"+host+path, nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "demo-app:", err)
-		return 2
-	}
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
-	resp, err := client.Do(req)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "demo-app:", err)
-		return 1
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, _ := io.ReadAll(resp.Body)
-	fmt.Printf("%d\n%s\n", resp.StatusCode, body)
-	if resp.StatusCode/100 != 2 {
+	fmt.Printf("%d\n%s\n", code, body)
+	if code/100 != 2 {
 		return 1
 	}
 	return 0
+}
+
+// kubeLatency GETs path COUNT times, one after another on one connection,
+// after one to open it, and prints their p50 and p99 in microseconds; it
+// fails on any answer but 200.
+func kubeLatency(path, count string) int {
+	n, err := strconv.Atoi(count)
+	if err != nil || n < 1 {
+		fmt.Fprintln(os.Stderr, "demo-app: COUNT must be a positive number")
+		return 2
+	}
+	do, err := kubeClient(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo-app:", err)
+		return 1
+	}
+	once := func() error {
+		code, body, err := do()
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("%d: %s", code, body)
+		}
+		return err
+	}
+	if err := once(); err != nil {
+		fmt.Fprintln(os.Stderr, "demo-app:", err)
+		return 1
+	}
+	took := make([]time.Duration, 0, n)
+	for range n {
+		start := time.Now()
+		if err := once(); err != nil {
+			fmt.Fprintln(os.Stderr, "demo-app:", err)
+			return 1
+		}
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	at := func(q float64) int64 { return took[min(len(took)-1, int(q*float64(len(took))))].Microseconds() }
+	fmt.Println(at(0.50), at(0.99))
+	return 0
+}
+
+// kubeClient returns a GET of path on the pod's API server, as its
+// service account: the token and CA its kubelet mounted, the address in
+// KUBERNETES_SERVICE_HOST and _PORT.
+func kubeClient(path string) (func() (int, []byte, error), error) {
+	const dir = "/var/run/secrets/kubernetes.io/serviceaccount/"
+	ca, err := os.ReadFile(dir + "ca.crt")
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("no certificate in %s", dir+"ca.crt")
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	url := "https://" + net.JoinHostPort(os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")) + path
+	return func() (int, []byte, error) {
+		token, err := os.ReadFile(dir + "token") // read each time, as clients do: it is refreshed
+		if err != nil {
+			return 0, nil, err
+		}
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			return 0, nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, body, err
+	}, nil
 }

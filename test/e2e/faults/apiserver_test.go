@@ -17,10 +17,10 @@ import (
 	"github.com/nestlet/nestlet/test/framework"
 )
 
-// outage is how long the root's API server stays down: several minutes,
-// far longer than its controller manager's grace period and the agents'
-// lease, and than their longest backoff (2 minutes).
-const outage = 3 * time.Minute
+// outage is how long the root's API server stays down: far longer than
+// its controller manager's grace period (20 s here) and the agents' lease
+// (40 s), and longer than their longest backoff (2 minutes).
+const outage = 150 * time.Second
 
 func agent(t testing.TB, cluster string) *launcher.Process {
 	t.Helper()
