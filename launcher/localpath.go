@@ -91,8 +91,9 @@ func (c *Cluster) startLocalPath(ctx context.Context) error {
 		return err
 	}
 	c.track(proc)
-	// Running for a few seconds: it has read its configuration.
-	deadline := time.Now().Add(3 * time.Second)
+	// Still running a second later: it has read its configuration (a
+	// bad one makes it exit at once).
+	deadline := time.Now().Add(time.Second)
 	return waitHealthy(ctx, proc, time.Minute, func(context.Context) bool { return time.Now().After(deadline) })
 }
 

@@ -21,7 +21,7 @@ import (
 
 // claimsPeriod is how often the claims made here are checked against
 // the volume records on the virtual node.
-const claimsPeriod = 15 * time.Second
+const claimsPeriod = 5 * time.Second
 
 // claims carries the PersistentVolumeClaims of forwarded pods down: before
 // a delegate is made, each claim its parent pod names is made here, of the
