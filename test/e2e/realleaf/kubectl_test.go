@@ -79,8 +79,13 @@ func TestCrashLoop(t *testing.T) {
 	require.Equal(t, int32(3), last.ExitCode)
 	require.Equal(t, "Error", last.Reason)
 
-	out := mustKubectl(t, "", "-n", ns, "logs", "crash", "--previous")
-	require.Contains(t, out, "demo-app: exiting with code 3 after 1s")
+	// The leaf's kubelet may answer "unable to retrieve container logs"
+	// while the container restarts (its previous run changes then): the
+	// call is retried, the previous run's output must come.
+	eventually(t, 30*time.Second, "logs --previous at the root shows the previous run's output", func() (bool, string) {
+		out, errOut, err := kubectl(t.Context(), "", "-n", ns, "logs", "crash", "--previous")
+		return err == nil && strings.Contains(out, "demo-app: exiting with code 3 after 1s"), fmt.Sprintf("%q %q %v", out, errOut, err)
+	})
 
 	// The container runs again for a second after each back-off (10 s, then
 	// 20 s, ...), and shows Running or Error then: kubectl shows
