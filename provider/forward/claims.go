@@ -12,9 +12,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
 )
@@ -82,7 +82,7 @@ func (c *claims) ensure(ctx context.Context, parent *corev1.PersistentVolumeClai
 	c.made.Add(1)
 	_, err := pvcs.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
 	if err == nil {
-		klog.FromContext(ctx).V(2).Info("Created claim", "claim", klog.KObj(want), "class", ptrString(want.Spec.StorageClassName))
+		klog.FromContext(ctx).V(2).Info("Created claim", "claim", klog.KObj(want), "class", ptr.Deref(want.Spec.StorageClassName, "(default)"))
 		return "", nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
@@ -131,13 +131,6 @@ func (c *claims) childClaim(parent *corev1.PersistentVolumeClaim, node *corev1.N
 		}
 	}
 	return want
-}
-
-func ptrString(s *string) string {
-	if s == nil {
-		return "(default)"
-	}
-	return *s
 }
 
 // run deletes, every claimsPeriod, the claims made here whose parent's
@@ -189,7 +182,7 @@ func (c *claims) collect(ctx context.Context) error {
 			continue
 		}
 		err := c.p.cfg.Child.CoreV1().PersistentVolumeClaims(pvc.Namespace).Delete(ctx, pvc.Name,
-			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptrUID(pvc.UID)}})
+			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(pvc.UID)}})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
@@ -197,5 +190,3 @@ func (c *claims) collect(ctx context.Context) error {
 	}
 	return nil
 }
-
-func ptrUID(u types.UID) *types.UID { return &u }

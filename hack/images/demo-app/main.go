@@ -295,15 +295,21 @@ func latency(url, count string) int {
 		}
 		return nil
 	}
+	return measure(n, once)
+}
+
+// measure calls once to open the connection, then n times, and prints
+// the p50 and p99 of those n in microseconds; it fails on the first error.
+func measure(n int, once func() error) int {
 	if err := once(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(os.Stderr, "demo-app:", err)
 		return 1
 	}
 	took := make([]time.Duration, 0, n)
 	for range n {
 		start := time.Now()
 		if err := once(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
+			fmt.Fprintln(os.Stderr, "demo-app:", err)
 			return 1
 		}
 		took = append(took, time.Since(start))
@@ -423,23 +429,7 @@ func kubeLatency(path, count string) int {
 		}
 		return err
 	}
-	if err := once(); err != nil {
-		fmt.Fprintln(os.Stderr, "demo-app:", err)
-		return 1
-	}
-	took := make([]time.Duration, 0, n)
-	for range n {
-		start := time.Now()
-		if err := once(); err != nil {
-			fmt.Fprintln(os.Stderr, "demo-app:", err)
-			return 1
-		}
-		took = append(took, time.Since(start))
-	}
-	slices.Sort(took)
-	at := func(q float64) int64 { return took[min(len(took)-1, int(q*float64(len(took))))].Microseconds() }
-	fmt.Println(at(0.50), at(0.99))
-	return 0
+	return measure(n, once)
 }
 
 // kubeClient returns a GET of path on the pod's API server, as its

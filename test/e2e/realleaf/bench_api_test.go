@@ -3,6 +3,7 @@ package realleaf
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -185,11 +186,7 @@ func (f *firstEvents) count() int {
 func (f *firstEvents) snapshot() map[string]time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[string]time.Time, len(f.at))
-	for k, v := range f.at {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(f.at)
 }
 
 // grantPodReader lets the default ServiceAccount of ns get and list pods.
