@@ -90,6 +90,15 @@ if [[ "${real_nodes}" == true ]]; then
       sleep 1
     done
   done
+  step "kubectl top pod at the root: the containers' CPU and memory, read by the root's metrics-server through the proxies' node ports"
+  for try in $(seq 1 60); do
+    if out=$(kubectl top pod 2>/dev/null) && grep -q '^east-only' <<<"${out}"; then
+      echo "${out}"
+      break
+    fi
+    [[ ${try} -lt 60 ]] || { echo "kubectl top pod at the root showed no east-only pod after 2 minutes" >&2; exit 1; }
+    sleep 2
+  done
 else
   step "kubectl exec at the root, into a pod two levels down (kwok runs the command on this machine)"
   kubectl exec deployment/east-only -- echo "hello from a pod in a leaf of east"

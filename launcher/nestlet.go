@@ -92,7 +92,11 @@ func (e *Environment) StartProxy(ctx context.Context, c *Cluster) (*Process, err
 	if err != nil {
 		return nil, err
 	}
-	p, err := e.StartProcessIn(c, c.Name+"-nestlet-proxy", e.Nestlet.Proxy,
+	nodePorts, err := nodePortWindow(c.Host != nil)
+	if err != nil {
+		return nil, err
+	}
+	p, err := e.StartProcessIn(c, c.Name+"-nestlet-proxy", e.Nestlet.Proxy, "--node-ports="+nodePorts,
 		"--kubeconfig="+kubeconfig, "--bind-address="+ip, "--advertise-address="+ip,
 		"--tls-cert-file="+serving.CertPath, "--tls-private-key-file="+serving.KeyPath,
 		fmt.Sprintf("--kubelet-port=%d", ports[0]), fmt.Sprintf("--tunnel-port=%d", ports[1]), "--v=2")

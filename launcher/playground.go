@@ -129,6 +129,18 @@ func (pg *Playground) HostLines() []string {
 	return out
 }
 
+// playgroundClusters is what the playground starts for each cluster of
+// topo: with real nodes, metrics-server in every cluster (kubectl top and
+// autoscalers at any level, the real leaves' kubelets read through the
+// virtual nodes above them).
+func playgroundClusters(topo *Topology, kwokOnly bool) []ClusterOptions {
+	opts := topo.ClusterOptions(kwokOnly)
+	for i := range opts {
+		opts[i].MetricsServer = !kwokOnly
+	}
+	return opts
+}
+
 func (pg *Playground) setup(ctx context.Context, o PlaygroundOptions, progress func(string, ...any)) error {
 	topo := pg.Topology
 	kwokOnly := o.KwokOnly
@@ -140,7 +152,7 @@ func (pg *Playground) setup(ctx context.Context, o PlaygroundOptions, progress f
 	}
 	progress("starting %d clusters...", len(topo.Clusters))
 	var wg sync.WaitGroup
-	opts := topo.ClusterOptions(kwokOnly)
+	opts := playgroundClusters(topo, kwokOnly)
 	errs := make([]error, len(opts))
 	for i, co := range opts {
 		wg.Go(func() {

@@ -45,7 +45,7 @@ func (p *Proxy) serveKubelet(w http.ResponseWriter, r *http.Request) {
 	ns, name, ok := podOf(r.URL.Path)
 	if !ok {
 		if p.auth.Authorize(w, r, caller, "") {
-			http.Error(w, fmt.Sprintf("nestlet-proxy serves the pod routes of the kubelet API (%s), not %s: node-level endpoints are served by agents in direct mode",
+			http.Error(w, fmt.Sprintf("nestlet-proxy's shared port serves the pod routes of the kubelet API (%s), not %s: node-level endpoints are served on each node's own port (nestlet-proxy --node-ports) or by agents in direct mode",
 				"containerLogs, exec, attach, portForward, run", r.URL.Path), http.StatusNotFound)
 		}
 		return
@@ -66,8 +66,23 @@ func (p *Proxy) serveKubelet(w http.ResponseWriter, r *http.Request) {
 	if !p.auth.Authorize(w, r, caller, node) {
 		return
 	}
+	p.throughTunnel(w, r, node, fmt.Sprintf("pod %s/%s is bound to node %q", ns, name, node))
+}
+
+// nodeHandler serves every kubelet API route of node (its own port,
+// nodeports.go) through its tunnel, once the caller is authenticated and
+// authorised on that node.
+func (p *Proxy) nodeHandler(node string) http.Handler {
+	return p.auth.Wrap(node, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.throughTunnel(w, r, node, fmt.Sprintf("node %q", node))
+	}))
+}
+
+// throughTunnel sends r through the tunnel of node; what says which node
+// it is, in the error when there is no such tunnel.
+func (p *Proxy) throughTunnel(w http.ResponseWriter, r *http.Request, node, what string) {
 	if node == "" || !p.tunnels.HasSession(node) {
-		http.Error(w, fmt.Sprintf("pod %s/%s is bound to node %q, which has no tunnel to this nestlet-proxy: check that the agent of that child cluster is running and its Target Ready", ns, name, node), http.StatusBadGateway)
+		http.Error(w, fmt.Sprintf("%s, which has no tunnel to this nestlet-proxy: check that the agent of that child cluster is running and its Target Ready", what), http.StatusBadGateway)
 		return
 	}
 	rp := &httputil.ReverseProxy{

@@ -64,6 +64,10 @@ type Config struct {
 	// Peers, when set, joins this replica to the others of the same proxy
 	// (peers.go); all of them must serve the same certificate.
 	Peers *PeerConfig
+	// NodePorts, when set, gives each child's virtual node a kubelet port
+	// of its own from this range, where node-level routes (/stats/summary,
+	// /metrics/resource) are served too (nodeports.go).
+	NodePorts PortRange
 }
 
 // Proxy is a running nestlet-proxy.
@@ -73,6 +77,8 @@ type Proxy struct {
 	guard   *tunnelGuard
 	auth    *kubeletapi.Auth
 	peers   *peers // with Config.Peers
+	// nodePorts serves Config.NodePorts (nil without).
+	nodePorts *nodePorts
 	// ready: serving (with peers, once they connected: peers.go).
 	ready atomic.Bool
 
@@ -118,6 +124,11 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Peers != nil {
 		p.peers = p.newPeers()
 	}
+	if cfg.NodePorts.Size() > 0 {
+		p.nodePorts = &nodePorts{ports: cfg.NodePorts, client: cfg.Client, bind: cfg.BindAddress, advertise: cfg.AdvertiseAddress,
+			tlsCfg: tlsCfg, handler: p.nodeHandler,
+			nodeOf: map[int]string{}, listening: map[int]*http.Server{}, bindErr: map[int]error{}}
+	}
 	return p, nil
 }
 
@@ -150,7 +161,11 @@ func (p *Proxy) Run(ctx context.Context) error {
 	tunnelMux := http.NewServeMux()
 	tunnelMux.Handle("/connect", http.HandlerFunc(p.serveTunnel))
 	tunnelMux.Handle("/readyz", http.HandlerFunc(p.serveReadyz))
+	tunnelMux.Handle("/kubelet-endpoint", http.HandlerFunc(p.serveKubeletEndpoint))
 	go p.guard.run(ctx)
+	if p.nodePorts != nil {
+		go p.nodePorts.run(ctx)
+	}
 	if p.peers != nil {
 		go p.peers.run(ctx)
 	} else {

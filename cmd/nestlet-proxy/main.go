@@ -82,10 +82,15 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	nodePorts, err := proxy.ParsePortRange(o.nodePorts)
+	if err != nil {
+		return fmt.Errorf("--node-ports: %w", err)
+	}
 	p, err := proxy.New(proxy.Config{
 		Client: client, ClientCA: clientCA, ServingCert: cert, ServingCA: ca,
 		BindAddress: o.bindAddress, KubeletPort: o.kubeletPort, TunnelPort: o.tunnelPort,
 		AdvertiseAddress: o.advertiseAddress, TunnelURL: o.tunnelURL, Publish: true, Peers: peers,
+		NodePorts: nodePorts,
 	})
 	if err != nil {
 		return err

@@ -9,10 +9,12 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -51,8 +53,15 @@ type kubeletAPI struct {
 	follow bool
 	// proxy is what the parent published when the mode was chosen (the
 	// nestlet-proxy keys of kube-public/nestlet-info).
-	proxy    map[string]string
-	endpoint string // host:port advertised by the virtual node
+	proxy map[string]string
+	// endpoint is the host:port advertised by the virtual node: in tunnel
+	// mode the node's own port on the proxy once it gave one, else the
+	// proxy's shared port (set again as the proxy answers: mu).
+	mu       sync.Mutex
+	endpoint string
+	// advertised is called when endpoint changes after the node registered
+	// (its status is reported again).
+	advertised func()
 	// tunnel is the proxy's tunnel (tunnel mode, Handler unset).
 	tunnel tunnel.ClientConfig
 	// listener and auth serve direct mode.
@@ -68,24 +77,58 @@ type kubeletAPI struct {
 func (k *kubeletAPI) describe() string {
 	switch k.mode {
 	case KubeletAPITunnel:
-		return fmt.Sprintf("kubelet API (logs, exec, attach, port-forward) through the parent's nestlet-proxy at %s over a reverse tunnel", k.endpoint)
+		return fmt.Sprintf("kubelet API (logs, exec, attach, port-forward) through the parent's nestlet-proxy at %s over a reverse tunnel", k.advertisedEndpoint())
 	case KubeletAPIDirect:
-		return fmt.Sprintf("kubelet API (logs, exec, attach, port-forward) served directly at %s", k.endpoint)
+		return fmt.Sprintf("kubelet API (logs, exec, attach, port-forward, stats) served directly at %s", k.advertisedEndpoint())
 	}
 	return "no kubelet API: the parent publishes no nestlet-proxy and this agent has no --kubelet-direct-address, so kubectl logs/exec at the parent cannot reach these pods"
 }
 
 // hostPort splits the advertised endpoint (empty host when off).
 func (k *kubeletAPI) hostPort() (string, int32) {
-	if k == nil || k.endpoint == "" {
+	if k == nil {
 		return "", 0
 	}
-	host, port, err := net.SplitHostPort(k.endpoint)
+	host, port, err := net.SplitHostPort(k.advertisedEndpoint())
 	if err != nil {
 		return "", 0
 	}
 	p, _ := strconv.Atoi(port)
 	return host, int32(p)
+}
+
+func (k *kubeletAPI) advertisedEndpoint() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.endpoint
+}
+
+// askNodePort asks the proxy for the node's own kubelet port (tunnel
+// mode) and advertises it; it keeps the shared port when the proxy gives
+// none, and reports whether the answer was final (false: ask again).
+func (k *kubeletAPI) askNodePort(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ep, err := tunnel.NodeEndpoint(ctx, k.tunnel)
+	logger := klog.FromContext(ctx)
+	switch {
+	case errors.Is(err, tunnel.ErrNoNodePort):
+		logger.V(2).Info("The parent's proxy serves this node on its shared kubelet port: node-level routes (stats, kubectl top) are not served", "reason", err)
+		ep = k.proxy[api.ClusterInfoProxyKubeletEndpoint]
+	case err != nil:
+		logger.Info("Cannot get this node's kubelet port from the parent's proxy yet; advertising its shared port meanwhile", "err", err)
+		return false
+	}
+	k.mu.Lock()
+	changed := k.endpoint != ep
+	k.endpoint = ep
+	notify := k.advertised
+	k.mu.Unlock()
+	if changed && notify != nil {
+		logger.Info("Advertising the kubelet endpoint the parent's proxy gave this node", "endpoint", ep)
+		notify()
+	}
+	return true
 }
 
 // close releases what chooseKubeletAPI bound, when serve will not run.
@@ -134,6 +177,12 @@ func chooseKubeletAPI(ctx context.Context, nodeClient kubernetes.Interface, id *
 			URL: info[api.ClusterInfoProxyTunnelURL], CA: []byte(info[api.ClusterInfoProxyCA]),
 			GetClientCertificate: cert.GetClientCertificate,
 		}
+		// The node registers with its own port when the proxy gives one
+		// now; else it is asked again each time the tunnel comes up. A
+		// proxy out of reach delays the registration 5 s at most.
+		askCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		k.askNodePort(askCtx)
+		cancel()
 	case KubeletAPIDirect:
 		auth, err := kubeletapi.NewAuth(nodeClient, id.CAData)
 		if err != nil {
@@ -168,6 +217,24 @@ func (k *kubeletAPI) serve(ctx context.Context, cfg kubeletapi.Config) error {
 	case KubeletAPITunnel:
 		tc := k.tunnel
 		tc.Handler = srv.Handler()
+		// Each time the tunnel comes up (a proxy restarted, moved or
+		// reconfigured), the node's port is asked for again.
+		asking := make(chan struct{}, 1)
+		tc.Connected = func(up bool) {
+			if !up {
+				return
+			}
+			select {
+			case asking <- struct{}{}:
+				go func() {
+					defer func() { <-asking }()
+					_ = wait.PollUntilContextCancel(ctx, 5*time.Second, true, func(ctx context.Context) (bool, error) {
+						return k.askNodePort(ctx), nil
+					})
+				}()
+			default: // already asking
+			}
+		}
 		go func() {
 			if err := tunnel.Run(ctx, tc); err != nil {
 				logger.Error(err, "Tunnel to the parent's proxy")

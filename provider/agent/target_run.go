@@ -172,6 +172,9 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 		kapi.close()
 		return err
 	}
+	kapi.mu.Lock()
+	kapi.advertised = prov.PostStatus
+	kapi.mu.Unlock()
 	fc := r.forwardConfig(parentName(id, t), prov)
 	fc.StorageClasses = t.Spec.StorageClasses
 	if r.a.cfg.PodAPI == PodAPIOrigin {

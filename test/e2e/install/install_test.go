@@ -31,6 +31,10 @@ const (
 	// <advertiseAddress>:<kubeletPort>.
 	kubeletNodePort = 30250
 	tunnelNodePort  = 30443
+	// firstNodePort and nodePorts: the kubelet ports of the children's
+	// virtual nodes (proxy.nodePorts), published the same way.
+	firstNodePort = 30300
+	nodePorts     = 4
 	// proxyTLSSecret holds the proxy's serving certificate.
 	proxyTLSSecret = "nestlet-proxy-tls"
 	// proxyReplicas of every parent's proxy, peers.
@@ -147,10 +151,14 @@ func parentValues(ctx context.Context, c *launcher.Cluster, node string) ([]stri
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Host.Publish("proxy", map[uint16]netip.AddrPort{
+	published := map[uint16]netip.AddrPort{
 		kubeletNodePort: netip.AddrPortFrom(nodeIP, kubeletNodePort),
 		tunnelNodePort:  netip.AddrPortFrom(nodeIP, tunnelNodePort),
-	}); err != nil {
+	}
+	for p := uint16(firstNodePort); p < firstNodePort+nodePorts; p++ {
+		published[p] = netip.AddrPortFrom(nodeIP, p)
+	}
+	if err := c.Host.Publish("proxy", published); err != nil {
 		return nil, err
 	}
 	// The gateway's UDP port too, where the working agent listens on the
@@ -171,6 +179,8 @@ func parentValues(ctx context.Context, c *launcher.Cluster, node string) ([]stri
 		"--set", "proxy.service.type=NodePort",
 		"--set", fmt.Sprintf("proxy.service.kubeletNodePort=%d", kubeletNodePort),
 		"--set", fmt.Sprintf("proxy.service.tunnelNodePort=%d", tunnelNodePort),
+		"--set", fmt.Sprintf("proxy.nodePorts.first=%d", firstNodePort),
+		"--set", fmt.Sprintf("proxy.nodePorts.count=%d", nodePorts),
 		"--set", "proxy.tls.secretName=" + proxyTLSSecret,
 	}, nil
 }

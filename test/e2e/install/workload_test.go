@@ -3,6 +3,7 @@ package install
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
@@ -145,6 +147,20 @@ func TestKubectlThroughTheProxy(t *testing.T) {
 	out, errOut, err := framework.Kubectl(t.Context(), env, root, "", "-n", ns, "exec", pod.Name, "--", "/demo-app", "echo", "through", "the", "proxy")
 	require.NoError(t, err, errOut)
 	require.Equal(t, "through the proxy\n", out)
+
+	// The pod's virtual node advertises a port of the chart's
+	// proxy.nodePorts, where the node-level routes are served too.
+	at, err := root.Client.CoreV1().Pods(ns).Get(t.Context(), pod.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	node, err := root.Client.CoreV1().Nodes().Get(t.Context(), at.Spec.NodeName, metav1.GetOptions{})
+	require.NoError(t, err)
+	port := node.Status.DaemonEndpoints.KubeletEndpoint.Port
+	require.True(t, port >= firstNodePort && port < firstNodePort+nodePorts, "node %s advertises port %d", node.Name, port)
+	raw, err := root.Client.CoreV1().RESTClient().Get().Resource("nodes").Name(node.Name).SubResource("proxy").Suffix("stats/summary").DoRaw(t.Context())
+	require.NoError(t, err, "stats/summary of %s at the root: %s", node.Name, raw)
+	var sum statsv1alpha1.Summary
+	require.NoError(t, json.Unmarshal(raw, &sum), "%s", raw)
+	require.Equal(t, node.Name, sum.Node.NodeName)
 
 	// logs -f: the port-forwarded request's line arrives on the open
 	// stream.

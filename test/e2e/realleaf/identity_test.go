@@ -1,14 +1,20 @@
 package realleaf
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/launcher"
 )
 
 // TestPodCallsTheRootAsItself: a pod made at the root, running two levels
@@ -39,4 +45,90 @@ func TestPodCallsTheRootAsItself(t *testing.T) {
 	require.Error(t, err, "listing secrets was allowed: %s", out)
 	require.True(t, strings.HasPrefix(out, "403\n"), out)
 	require.Contains(t, out, fmt.Sprintf("system:serviceaccount:%s:default", ns))
+}
+
+// TestPodTokenRotated: a pod made at the root with a 10-minute service
+// account token (its own projected volume, in place of the 1-hour one
+// admission adds) gets a new token from the root while it runs, in the
+// file its container reads, and keeps calling the root with it. The
+// token is issued again by mid's agent, which speaks to the root for the
+// pods it forwards: at half the token's life, and for every pod at its
+// first scan after a restart, which is how this test rotates it without
+// waiting five minutes (the half-life schedule itself is unit-tested in
+// provider/forward).
+func TestPodTokenRotated(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := t.Context()
+	root := env.Cluster("root").Client
+	_, err := root.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "pod-reader"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = root.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "pod-reader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "pod-reader"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "default", Namespace: ns}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	const dir = "/var/run/secrets/kubernetes.io/serviceaccount"
+	pod := appPod("rotating")
+	pod.Spec.AutomountServiceAccountToken = ptr.To(false)
+	pod.Spec.Volumes = []corev1.Volume{{Name: "api", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+		{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To(int64(600))}},
+		{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+	}}}}}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "api", MountPath: dir, ReadOnly: true}}
+	createAt(t, ns, pod)
+	waitRoot(t, ns, "rotating", "Ready", podReady)
+
+	token := func() string {
+		out, _, err := kubectl(ctx, "", "-n", ns, "exec", "rotating", "--", "/demo-app", "cat", dir+"/token")
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(out)
+	}
+	calls := func() (bool, string) {
+		out, errOut, err := kubectl(ctx, "", "-n", ns, "exec", "rotating", "--", "/demo-app", "kube", "/api/v1/namespaces/"+ns+"/pods")
+		return err == nil && strings.HasPrefix(out, "200\n"), fmt.Sprintf("%q %q %v", out, errOut, err)
+	}
+	eventually(t, time.Minute, "the pod lists its namespace's pods at the root", calls)
+	first := token()
+	require.NotEmpty(t, first)
+	_, exp := claims(t, first)
+	require.InDelta(t, 600, time.Until(exp).Seconds(), 60, "a 10-minute token")
+
+	var mid *launcher.Process
+	for _, p := range env.Processes() {
+		if p.Name == "mid-nestlet" && p.Alive() {
+			mid = p
+		}
+	}
+	require.NotNil(t, mid, "mid's agent")
+	mid.Stop(10 * time.Second)
+	restarted := time.Now()
+	require.NoError(t, mid.Restart())
+	var second string
+	eventually(t, 3*time.Minute, "a new token in the running container", func() (bool, string) {
+		second = token()
+		return second != "" && second != first, "still the first token"
+	})
+	// Issued after the restart (the claims count whole seconds).
+	issued, _ := claims(t, second)
+	require.False(t, issued.Before(restarted.Truncate(time.Second)), "the new token was issued at %s, before mid's agent restarted at %s", issued, restarted)
+	t.Logf("the new token was in the container %s after mid's agent restarted", time.Since(restarted).Round(time.Millisecond))
+	eventually(t, time.Minute, "the pod lists its namespace's pods at the root with the new token", calls)
+}
+
+// claims reads the iat and exp claims of a JWT (not verified: the API
+// server does).
+func claims(t *testing.T, jwt string) (issued, expires time.Time) {
+	t.Helper()
+	parts := strings.Split(jwt, ".")
+	require.Len(t, parts, 3, "a JWT")
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	require.NoError(t, err)
+	var c struct {
+		Iat int64 `json:"iat"`
+		Exp int64 `json:"exp"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &c))
+	return time.Unix(c.Iat, 0), time.Unix(c.Exp, 0)
 }

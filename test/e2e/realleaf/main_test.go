@@ -69,7 +69,12 @@ func run(m *testing.M) int {
 		// Pods call the API server of the cluster they were made in (the
 		// root's for the tests' pods), with its tokens.
 		AgentArgs: []string{"--kubelet-api=direct", "--kubelet-direct-address=" + framework.ClusterAddress, "--pod-api=origin"},
-		// Direct mode: each parent reaches its child's agent, whose host
+		// Both ways of reaching a child's kubelet API on one path: mid
+		// holds a tunnel to the root's nestlet-proxy, which serves its
+		// virtual node on a port of its own (stats and metrics included);
+		// the leaf serves mid directly.
+		ClusterAgentArgs: map[string][]string{"mid": {"--kubelet-api=tunnel"}},
+		// Direct mode: the parent reaches its child's agent, whose host
 		// admits it (as an operator makes a child reachable). The root's
 		// API server admits the leaf's pods, as a public one would.
 		Reachable: [][2]string{{"root", "mid"}, {"mid", "leaf"}, {"leaf", "root"}},

@@ -3,6 +3,7 @@ package realleaf
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -27,6 +28,19 @@ func TestTopAndAutoscaling(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := t.Context()
 	root := env.Cluster("root").Client
+	// mid is behind the root's nestlet-proxy, on a port of its own there.
+	eventually(t, time.Minute, "mid advertises its own port on the root's proxy", func() (bool, string) {
+		ports, err := root.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, "nestlet-proxy-ports", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		n, err := root.CoreV1().Nodes().Get(ctx, "mid", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		port := strconv.Itoa(int(n.Status.DaemonEndpoints.KubeletEndpoint.Port))
+		return ports.Data["mid"] == port, fmt.Sprintf("mid advertises port %s; the proxy's ports: %v", port, ports.Data)
+	})
 	labels := map[string]string{"app": "busy"}
 	spec := appPodSpec()
 	spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}

@@ -1,0 +1,271 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+)
+
+// PortRange is an inclusive range of TCP ports.
+type PortRange struct{ First, Last int }
+
+// ParsePortRange reads "FIRST-LAST" (empty: no range).
+func ParsePortRange(s string) (PortRange, error) {
+	if s == "" {
+		return PortRange{}, nil
+	}
+	a, b, ok := strings.Cut(s, "-")
+	first, err1 := strconv.Atoi(a)
+	last, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || first < 1 || last > 65535 || first > last {
+		return PortRange{}, fmt.Errorf("port range %q: want FIRST-LAST, e.g. 10300-10399", s)
+	}
+	return PortRange{First: first, Last: last}, nil
+}
+
+// Size is how many ports the range holds (0 for the zero range).
+func (r PortRange) Size() int {
+	if r.First == 0 {
+		return 0
+	}
+	return r.Last - r.First + 1
+}
+
+func (r PortRange) contains(port int) bool { return port >= r.First && port <= r.Last }
+
+// nodePorts gives each child's virtual node a kubelet port of its own on
+// the proxy. The shared kubelet port serves the routes that name a pod,
+// which say which tunnel to take; a node-level route (/stats/summary,
+// /metrics/resource: what metrics-server and `kubectl top` read) names no
+// node, and the API server and metrics-server call every node behind one
+// proxy at the same address. On a port of its own a request is the node's
+// whatever its path.
+//
+// The ports are recorded, node name to port, in kube-public/
+// nestlet-proxy-ports, so that every replica of the proxy listens on the
+// same ones and a restart keeps them. A child's agent asks for its port
+// (GET /kubelet-endpoint on the tunnel port, with its node certificate)
+// before its node registers, and advertises it.
+type nodePorts struct {
+	ports     PortRange
+	client    kubernetes.Interface
+	bind      string
+	advertise string
+	tlsCfg    *tls.Config
+	handler   func(node string) http.Handler
+
+	mu        sync.Mutex
+	nodeOf    map[int]string // port -> node, as recorded
+	listening map[int]*http.Server
+	bindErr   map[int]error
+}
+
+// nodePortsConfigMap records the ports given, in kube-public.
+const nodePortsConfigMap = "nestlet-proxy-ports"
+
+// endpointOf returns the host:port node's kubelet API is served at,
+// giving it a free port of the range if it has none yet.
+func (np *nodePorts) endpointOf(ctx context.Context, node string) (string, error) {
+	port, err := np.allocate(ctx, node)
+	if err != nil {
+		return "", err
+	}
+	np.listen(ctx, port, node)
+	np.mu.Lock()
+	err = np.bindErr[port]
+	np.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(np.advertise, strconv.Itoa(port)), nil
+}
+
+// errNoFreePort: every port of the range is some live node's.
+var errNoFreePort = errors.New("no free node port")
+
+// allocate returns node's recorded port, or records a free one. Ports of
+// nodes that no longer exist are taken back when the range is full.
+func (np *nodePorts) allocate(ctx context.Context, node string) (int, error) {
+	cms := np.client.CoreV1().ConfigMaps(metav1.NamespacePublic)
+	var port int
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := cms.Get(ctx, nodePortsConfigMap, metav1.GetOptions{})
+		missing := apierrors.IsNotFound(err)
+		if missing {
+			cur = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: nodePortsConfigMap, Namespace: metav1.NamespacePublic}}
+		} else if err != nil {
+			return err
+		}
+		if p, err := strconv.Atoi(cur.Data[node]); err == nil && np.ports.contains(p) {
+			port = p
+			return nil
+		}
+		next := cur.DeepCopy()
+		if next.Data == nil {
+			next.Data = map[string]string{}
+		}
+		if port = freePort(np.ports, next.Data); port == 0 {
+			np.release(ctx, next.Data)
+			if port = freePort(np.ports, next.Data); port == 0 {
+				return fmt.Errorf("%w: all %d ports of %d-%d are given to nodes that exist; widen --node-ports", errNoFreePort, np.ports.Size(), np.ports.First, np.ports.Last)
+			}
+		}
+		next.Data[node] = strconv.Itoa(port)
+		if missing {
+			_, err = cms.Create(ctx, next, metav1.CreateOptions{FieldManager: FieldManager})
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(corev1.Resource("configmaps"), nodePortsConfigMap, err)
+			}
+			return err
+		}
+		_, err = cms.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("recording the kubelet port of node %s in kube-public/%s: %w", node, nodePortsConfigMap, err)
+	}
+	return port, nil
+}
+
+// freePort returns the lowest port of r that data does not give, or 0.
+func freePort(r PortRange, data map[string]string) int {
+	used := map[int]bool{}
+	for _, v := range data {
+		if p, err := strconv.Atoi(v); err == nil {
+			used[p] = true
+		}
+	}
+	for p := r.First; p <= r.Last; p++ {
+		if !used[p] {
+			return p
+		}
+	}
+	return 0
+}
+
+// release drops from data the nodes that no longer exist.
+func (np *nodePorts) release(ctx context.Context, data map[string]string) {
+	for node := range data {
+		if _, err := np.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			delete(data, node)
+		}
+	}
+}
+
+// listen serves port for node (a port recorded for another node before
+// serves node from now on).
+func (np *nodePorts) listen(ctx context.Context, port int, node string) {
+	np.mu.Lock()
+	defer np.mu.Unlock()
+	np.nodeOf[port] = node
+	if np.listening[port] != nil {
+		return
+	}
+	l, err := tls.Listen("tcp", net.JoinHostPort(np.bind, strconv.Itoa(port)), np.tlsCfg)
+	if err != nil {
+		np.bindErr[port] = fmt.Errorf("listening on node port %d for node %s: %w", port, node, err)
+		klog.FromContext(ctx).Error(err, "Cannot serve a node's kubelet port", "port", port, "node", node)
+		return
+	}
+	delete(np.bindErr, port)
+	srv := &http.Server{Handler: np.serve(port), ReadHeaderTimeout: 30 * time.Second}
+	np.listening[port] = srv
+	go func() { _ = srv.Serve(l) }()
+}
+
+// serve answers a node port: the node recorded for it, every route.
+func (np *nodePorts) serve(port int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		np.mu.Lock()
+		node := np.nodeOf[port]
+		np.mu.Unlock()
+		if node == "" {
+			http.Error(w, fmt.Sprintf("port %d of nestlet-proxy serves no node now", port), http.StatusNotFound)
+			return
+		}
+		np.handler(node).ServeHTTP(w, r)
+	})
+}
+
+// sync serves the ports recorded in data (the ConfigMap, as another
+// replica may have written it). A port is given back only to be given to
+// another node, so none is closed here: an event older than this
+// replica's own write must not close the port it just opened.
+func (np *nodePorts) sync(ctx context.Context, data map[string]string) {
+	for node, v := range data {
+		if p, err := strconv.Atoi(v); err == nil && np.ports.contains(p) {
+			np.listen(ctx, p, node)
+		}
+	}
+}
+
+// run keeps the listeners in step with kube-public/nestlet-proxy-ports
+// until ctx ends, then closes them.
+func (np *nodePorts) run(ctx context.Context) {
+	factory := informers.NewSharedInformerFactoryWithOptions(np.client, 10*time.Minute,
+		informers.WithNamespace(metav1.NamespacePublic),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector(metav1.ObjectNameField, nodePortsConfigMap).String()
+		}))
+	inf := factory.Core().V1().ConfigMaps().Informer()
+	onChange := func(obj any) {
+		if cm, ok := obj.(*corev1.ConfigMap); ok {
+			np.sync(ctx, cm.Data)
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    onChange,
+		UpdateFunc: func(_, obj any) { onChange(obj) },
+	})
+	factory.Start(ctx.Done())
+	<-ctx.Done()
+	factory.Shutdown()
+	np.mu.Lock()
+	defer np.mu.Unlock()
+	for p, srv := range np.listening {
+		_ = srv.Close()
+		delete(np.listening, p)
+	}
+}
+
+// serveKubeletEndpoint answers a child's agent, authenticated by its node
+// certificate, with the host:port its virtual node advertises: 404 when
+// the proxy gives no node ports (the agent then advertises the shared
+// port, which serves the pod routes).
+func (p *Proxy) serveKubeletEndpoint(w http.ResponseWriter, r *http.Request) {
+	node, ok, _ := p.authorizeTunnel(r)
+	if !ok {
+		http.Error(w, "a node client certificate is required", http.StatusUnauthorized)
+		return
+	}
+	if p.nodePorts == nil {
+		http.Error(w, "this nestlet-proxy gives no node ports (--node-ports): advertise "+p.KubeletEndpoint(), http.StatusNotFound)
+		return
+	}
+	ep, err := p.nodePorts.endpointOf(r.Context(), node)
+	switch {
+	case errors.Is(err, errNoFreePort):
+		http.Error(w, err.Error()+": advertise "+p.KubeletEndpoint(), http.StatusNotFound)
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	default:
+		_, _ = w.Write([]byte(ep))
+	}
+}

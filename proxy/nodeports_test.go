@@ -1,0 +1,134 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nestlet/nestlet/pkg/tunnel"
+)
+
+func TestParsePortRange(t *testing.T) {
+	for in, want := range map[string]PortRange{"": {}, "10300-10399": {10300, 10399}, "7-7": {7, 7}} {
+		got, err := ParsePortRange(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"10300", "10399-10300", "0-5", "1-70000", "a-b", "-"} {
+		_, err := ParsePortRange(in)
+		require.Error(t, err, in)
+	}
+	require.Equal(t, 100, PortRange{10300, 10399}.Size())
+	require.Zero(t, PortRange{}.Size())
+}
+
+// Each node keeps its port, across replicas (they read the same record);
+// a full range takes back only the ports of nodes that no longer exist.
+func TestNodePortsAllocate(t *testing.T) {
+	ctx := t.Context()
+	client := fake.NewClientset()
+	replica := func() *nodePorts { return &nodePorts{ports: PortRange{100, 102}, client: client} }
+	a, b := replica(), replica()
+	for _, n := range []string{"east", "west", "north", "south"} {
+		_, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	for _, tt := range []struct {
+		np   *nodePorts
+		node string
+		want int
+	}{{a, "east", 100}, {a, "east", 100}, {b, "east", 100}, {b, "west", 101}, {a, "north", 102}, {a, "west", 101}} {
+		got, err := tt.np.allocate(ctx, tt.node)
+		require.NoError(t, err)
+		require.Equal(t, tt.want, got, tt.node)
+	}
+	_, err := a.allocate(ctx, "south")
+	require.ErrorIs(t, err, errNoFreePort, "every port is a live node's")
+	require.NoError(t, client.CoreV1().Nodes().Delete(ctx, "west", metav1.DeleteOptions{}))
+	got, err := b.allocate(ctx, "south")
+	require.NoError(t, err)
+	require.Equal(t, 101, got, "west is gone: its port goes to south")
+	cm, err := client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, nodePortsConfigMap, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"east": "100", "south": "101", "north": "102"}, cm.Data)
+}
+
+// A child's agent asks the proxy for its port with its node certificate
+// (pkg/tunnel.NodeEndpoint), and the proxy serves that port at once, for
+// that node, behind the kubelet API's authentication. A proxy without
+// --node-ports says so (tunnel.ErrNoNodePort).
+func TestNodeEndpoint(t *testing.T) {
+	clientCA := newTestCA(t, "parent-client-ca")
+	servingCA := newTestCA(t, "proxy-ca")
+	serving := servingCA.issue(t, "proxy", nil, x509.ExtKeyUsageServerAuth, "127.0.0.1")
+	nodeCert := clientCA.issue(t, "system:node:east", []string{"system:nodes"}, x509.ExtKeyUsageClientAuth)
+	start := func(ports PortRange) *Proxy {
+		p, err := New(Config{Client: fake.NewClientset(), ClientCA: clientCA.pem, ServingCert: serving, ServingCA: servingCA.pem,
+			BindAddress: "127.0.0.1", AdvertiseAddress: "127.0.0.1", NodePorts: ports})
+		require.NoError(t, err)
+		go func() { _ = p.Run(t.Context()) }()
+		return p
+	}
+	ask := func(p *Proxy) (string, error) {
+		return tunnel.NodeEndpoint(t.Context(), tunnel.ClientConfig{URL: p.TunnelURL(), CA: servingCA.pem, Certificate: nodeCert})
+	}
+
+	_, err := ask(start(PortRange{}))
+	require.ErrorIs(t, err, tunnel.ErrNoNodePort)
+
+	window := freeWindow(t, 2)
+	p := start(window)
+	ep, err := ask(p)
+	require.NoError(t, err)
+	require.Equal(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(window.First)), ep)
+	again, err := ask(p)
+	require.NoError(t, err)
+	require.Equal(t, ep, again, "the same node, the same port")
+
+	// The port is served: an anonymous caller is refused by the kubelet
+	// API's authentication (not a 404 of the shared port).
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(servingCA.pem)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	resp, err := client.Get("https://" + ep + "/stats/summary")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+
+	// Without a node certificate, no port.
+	resp, err = client.Get("https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(p.tunnelLn.Addr().(*net.TCPAddr).Port)) + "/kubelet-endpoint")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+}
+
+// freeWindow finds n consecutive loopback ports nothing listens on.
+func freeWindow(t *testing.T, n int) PortRange {
+	t.Helper()
+	for base := 41000; base < 49000; base += n {
+		free := true
+		for p := base; p < base+n && free; p++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				free = false
+				continue
+			}
+			_ = l.Close()
+		}
+		if free {
+			return PortRange{First: base, Last: base + n - 1}
+		}
+	}
+	t.Fatal("no free ports")
+	return PortRange{}
+}

@@ -1,0 +1,56 @@
+package kubelet
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+// Behind the root's nestlet-proxy, east's virtual node advertises a port
+// of its own (recorded in kube-public/nestlet-proxy-ports), not the
+// proxy's shared one, and there the node-level routes that name no pod
+// are served through east's tunnel: the root's API server answers
+// nodes/east/proxy/stats/summary with east's summary, and
+// /metrics/resource, where the shared port answers 404. West serves the
+// root directly and has no port on the proxy.
+func TestNodeLevelRoutesThroughTheProxy(t *testing.T) {
+	ctx := t.Context()
+	root := env.Cluster("root").Client
+	info, err := root.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
+	require.NoError(t, err)
+	shared := info.Data[api.ClusterInfoProxyKubeletEndpoint]
+	host, _, err := net.SplitHostPort(shared)
+	require.NoError(t, err)
+
+	var ports map[string]string
+	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		cm, err := root.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, "nestlet-proxy-ports", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		ports = cm.Data
+		return kubeletEndpoint(t, "root", "east") == net.JoinHostPort(host, cm.Data["east"]), nil
+	})
+	require.NoError(t, err, "east advertises %s; the proxy's ports: %v, shared %s", kubeletEndpoint(t, "root", "east"), ports, shared)
+	require.NotContains(t, ports, "west", "west serves its kubelet API directly")
+
+	raw, err := root.CoreV1().RESTClient().Get().Resource("nodes").Name("east").SubResource("proxy").Suffix("stats/summary").DoRaw(ctx)
+	require.NoError(t, err, "stats/summary of east at the root: %s", raw)
+	var sum statsv1alpha1.Summary
+	require.NoError(t, json.Unmarshal(raw, &sum), "%s", raw)
+	require.Equal(t, "east", sum.Node.NodeName)
+	raw, err = root.CoreV1().RESTClient().Get().Resource("nodes").Name("east").SubResource("proxy").Suffix("metrics/resource").DoRaw(ctx)
+	require.NoError(t, err, "metrics/resource of east at the root: %s", raw)
+
+	// The shared port still refuses them, saying where they are served.
+	require.Equal(t, 404, get(t, shared, "/stats/summary", env.Cluster("root").Config))
+}
