@@ -18,6 +18,8 @@ package treespread
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -141,7 +143,17 @@ type spreadState struct {
 	tolerant *corev1.Pod
 }
 
-func (s *spreadState) Clone() fwk.StateData { return s }
+// Clone copies the counts, which preemption's what-ifs change (AddPod,
+// RemovePod) on its copy.
+func (s *spreadState) Clone() fwk.StateData {
+	c := *s
+	c.counts = make([]map[string]int, len(s.counts))
+	for i, m := range s.counts {
+		c.counts[i] = maps.Clone(m)
+	}
+	c.mins = slices.Clone(s.mins)
+	return &c
+}
 
 // PreFilter counts, for each constraint, the matching pods of the pod's
 // namespace in every domain of the tree this level sees.
@@ -177,8 +189,38 @@ func (pl *TreeSpread) PreFilter(_ context.Context, state fwk.CycleState, pod *co
 	return nil, nil
 }
 
-// PreFilterExtensions returns nil: preemption's what-ifs are not refined.
-func (*TreeSpread) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+// PreFilterExtensions lets preemption ask what removing its victims (and
+// adding the nominated pods) changes: the counts are updated as PreFilter
+// would have counted those pods.
+func (pl *TreeSpread) PreFilterExtensions() fwk.PreFilterExtensions { return pl }
+
+// AddPod counts p on node ni in the cycle's state, as PreFilter would.
+func (pl *TreeSpread) AddPod(_ context.Context, state fwk.CycleState, pod *corev1.Pod, p fwk.PodInfo, ni fwk.NodeInfo) *fwk.Status {
+	return pl.update(state, pod, p.GetPod(), ni, 1)
+}
+
+// RemovePod takes p on node ni out of the cycle's counts.
+func (pl *TreeSpread) RemovePod(_ context.Context, state fwk.CycleState, pod *corev1.Pod, p fwk.PodInfo, ni fwk.NodeInfo) *fwk.Status {
+	return pl.update(state, pod, p.GetPod(), ni, -1)
+}
+
+func (pl *TreeSpread) update(state fwk.CycleState, pod, p *corev1.Pod, ni fwk.NodeInfo, delta int) *fwk.Status {
+	s, err := readState(state)
+	if err != nil {
+		return nil // PreFilter skipped: nothing is counted
+	}
+	n := ni.Node()
+	if n == nil {
+		return nil
+	}
+	changed := pl.add(s, pod, p, n, pl.countedDomains(s, pod, n), delta)
+	if changed {
+		for i, c := range s.constraints {
+			s.mins[i] = minCount(s.counts[i], c.minDomains)
+		}
+	}
+	return nil
+}
 
 // count adds node ni's domains and its matching pods to s.
 func (pl *TreeSpread) count(s *spreadState, pod *corev1.Pod, ni fwk.NodeInfo) {
@@ -193,27 +235,35 @@ func (pl *TreeSpread) count(s *spreadState, pod *corev1.Pod, ni fwk.NodeInfo) {
 		}
 	}
 	for _, pi := range ni.GetPods() {
-		p := pi.GetPod()
-		if p.Namespace != pod.Namespace || p.DeletionTimestamp != nil {
+		pl.add(s, pod, pi.GetPod(), n, eligible, 1)
+	}
+}
+
+// add counts p, on node n whose domains eligible the constraints count,
+// delta times in the domains it is in; it reports whether a count changed.
+func (pl *TreeSpread) add(s *spreadState, pod, p *corev1.Pod, n *corev1.Node, eligible []map[string]bool, delta int) bool {
+	if p.Namespace != pod.Namespace || p.DeletionTimestamp != nil {
+		return false
+	}
+	var chosen map[string]string
+	changed := false
+	for i, c := range s.constraints {
+		if !c.selector.Matches(labels.Set(p.Labels)) {
 			continue
 		}
-		var chosen map[string]string
-		for i, c := range s.constraints {
-			if !c.selector.Matches(labels.Set(p.Labels)) {
-				continue
-			}
-			if chosen == nil {
-				chosen = pl.domainsOf(p)
-			}
-			v, ok := chosen[c.key]
-			if !ok {
-				v = n.Labels[c.key]
-			}
-			if v != "" && eligible[i][v] {
-				s.counts[i][v]++
-			}
+		if chosen == nil {
+			chosen = pl.domainsOf(p)
+		}
+		v, ok := chosen[c.key]
+		if !ok {
+			v = n.Labels[c.key]
+		}
+		if v != "" && eligible[i][v] {
+			s.counts[i][v] += delta
+			changed = true
 		}
 	}
+	return changed
 }
 
 // minCount is the least count among the domains, or 0 when there are

@@ -301,3 +301,51 @@ func TestScheduleAnywayChoosesTheLeastLoaded(t *testing.T) {
 	require.True(t, pl.Reserve(context.Background(), state, pod, "east").IsSuccess())
 	require.Equal(t, map[string]string{zoneKey: "east-b"}, pl.domainsOf(pod))
 }
+
+// TestPreemptionWhatIfs: preemption asks what removing a victim (or adding
+// a nominated pod) changes, on a copy of the cycle's state. Zone east-a
+// (inside the child east) holds two replicas and west-a (a real node) one:
+// east, offering only east-a, does not fit the next one (skew 2). Without
+// one of east-a's replicas it does; with one more in west-a it does too;
+// the state the copies came from is left as it was.
+func TestPreemptionWhatIfs(t *testing.T) {
+	east, west := virtualNode(t, "east", "east-a"), realNode("west-1", "west-a")
+	nodes := []fwk.NodeInfo{east, west}
+	var inEast []*corev1.Pod
+	for i := range 2 {
+		p := spreadPod(10+i, corev1.DoNotSchedule)
+		p.Spec.NodeName = "east"
+		p.Annotations = map[string]string{api.AnnotationDomains: api.FormatDomains(map[string]string{zoneKey: "east-a"})}
+		east.AddPod(p)
+		inEast = append(inEast, p)
+	}
+	inWest := spreadPod(20, corev1.DoNotSchedule)
+	inWest.Spec.NodeName = "west-1"
+	west.AddPod(inWest)
+	pl := newPlugin(t, nodes, fake.NewClientset())
+	ext := pl.PreFilterExtensions()
+	require.NotNil(t, ext)
+	pod := spreadPod(0, corev1.DoNotSchedule)
+	state := framework.NewCycleState()
+	require.Equal(t, []string{"west-1"}, feasible(t, pl, state, pod, nodes))
+	fitsEast := func(state fwk.CycleState) bool { return pl.Filter(context.Background(), state, pod, east).IsSuccess() }
+
+	without := state.Clone()
+	victim, err := framework.NewPodInfo(inEast[0])
+	require.NoError(t, err)
+	require.True(t, ext.RemovePod(context.Background(), without, pod, victim, east).IsSuccess())
+	require.True(t, fitsEast(without), "east fits once one of east-a's replicas is gone")
+
+	with := state.Clone()
+	nominated, err := framework.NewPodInfo(spreadPod(21, corev1.DoNotSchedule))
+	require.NoError(t, err)
+	require.True(t, ext.AddPod(context.Background(), with, pod, nominated, west).IsSuccess())
+	require.True(t, fitsEast(with), "east fits once west-a holds two")
+
+	other, err := framework.NewPodInfo(st.MakePod().Namespace("other").Name("web-x").Label("app", "web").Obj())
+	require.NoError(t, err)
+	elsewhere := state.Clone()
+	require.True(t, ext.AddPod(context.Background(), elsewhere, pod, other, west).IsSuccess())
+	require.False(t, fitsEast(elsewhere), "a pod of another namespace counts for nothing")
+	require.False(t, fitsEast(state), "the original state is unchanged")
+}
