@@ -42,6 +42,9 @@ STATE_DIR="${ROOT}/_output/kind"
 # NodePorts of the proxy, equal to the ports it listens on.
 PROXY_KUBELET_PORT=30250
 PROXY_TUNNEL_PORT=30443
+# A kubelet port of its own for each child's virtual node (kubectl top).
+PROXY_FIRST_NODE_PORT=30300
+PROXY_NODE_PORTS=8
 
 # The tree: "name parent region", parents before children; the root has
 # parent "-", and only leaves (clusters without children) have a region.
@@ -141,6 +144,9 @@ proxy:
     type: NodePort
     kubeletNodePort: ${PROXY_KUBELET_PORT}
     tunnelNodePort: ${PROXY_TUNNEL_PORT}
+  nodePorts:
+    first: ${PROXY_FIRST_NODE_PORT}
+    count: ${PROXY_NODE_PORTS}
 EOF
   else
     cat <<EOF

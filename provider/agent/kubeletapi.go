@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -64,6 +65,9 @@ type kubeletAPI struct {
 	advertised func()
 	// tunnel is the proxy's tunnel (tunnel mode, Handler unset).
 	tunnel tunnel.ClientConfig
+	// tunnelDown is signalled when the tunnel drops: the proxy may have
+	// moved, so watchProxy looks at once rather than at its next tick.
+	tunnelDown chan struct{}
 	// listener and auth serve direct mode.
 	listener net.Listener
 	auth     *kubeletapi.Auth
@@ -168,7 +172,7 @@ func chooseKubeletAPI(ctx context.Context, nodeClient kubernetes.Interface, id *
 			mode = KubeletAPIOff
 		}
 	}
-	k := &kubeletAPI{mode: mode, follow: follow, proxy: proxy}
+	k := &kubeletAPI{mode: mode, follow: follow, proxy: proxy, tunnelDown: make(chan struct{}, 1)}
 	switch mode {
 	case KubeletAPIOff:
 	case KubeletAPITunnel:
@@ -222,13 +226,19 @@ func (k *kubeletAPI) serve(ctx context.Context, cfg kubeletapi.Config) error {
 		asking := make(chan struct{}, 1)
 		tc.Connected = func(up bool) {
 			if !up {
+				select {
+				case k.tunnelDown <- struct{}{}:
+				default: // a look is due already
+				}
 				return
 			}
 			select {
 			case asking <- struct{}{}:
 				go func() {
 					defer func() { <-asking }()
-					_ = wait.PollUntilContextCancel(ctx, 5*time.Second, true, func(ctx context.Context) (bool, error) {
+					// Every 5 s at first, backing off to every 2 minutes.
+					backoff := wait.Backoff{Duration: 5 * time.Second, Factor: 2, Cap: 2 * time.Minute, Steps: math.MaxInt32}
+					_ = wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
 						return k.askNodePort(ctx), nil
 					})
 				}()
@@ -304,7 +314,8 @@ const proxyCheckPeriod = 30 * time.Second
 // published in kube-public/nestlet-info, is no longer what the kubelet API
 // was set up with: a proxy installed after the join, removed, or restarted
 // with another certificate or address. Only in the modes that follow the
-// proxy (auto, tunnel); a read that fails changes nothing.
+// proxy (auto, tunnel); a read that fails changes nothing. It looks every
+// proxyCheckPeriod, and at once when the tunnel drops.
 func (k *kubeletAPI) watchProxy(ctx context.Context, clk clock.WithTicker, nodeClient kubernetes.Interface) <-chan struct{} {
 	changed := make(chan struct{})
 	if !k.follow {
@@ -318,6 +329,7 @@ func (k *kubeletAPI) watchProxy(ctx context.Context, clk clock.WithTicker, nodeC
 			case <-ctx.Done():
 				return
 			case <-tick.C():
+			case <-k.tunnelDown:
 			}
 			cm, err := nodeClient.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
 			if err != nil && !apierrors.IsNotFound(err) {

@@ -59,6 +59,9 @@ func groupPlacements(s *spreadState, n *corev1.Node, g *api.Group) []placement {
 	inside := make([]bool, len(s.constraints))
 	for i, c := range s.constraints {
 		switch {
+		case perNode(c.key):
+			// One of the least loaded nodes inside, chosen below.
+			choices[i] = []string{s.hostFor(i, n.Name, 1)}
 		case g.Labels[c.key] != "":
 			choices[i], inside[i] = []string{g.Labels[c.key]}, true
 		case len(g.Values[c.key]) > 0:
@@ -127,17 +130,26 @@ func (pl *TreeSpread) countedDomains(s *spreadState, pod *corev1.Pod, n *corev1.
 	if !ok {
 		return out
 	}
+	// The virtual node's own taints (a child lost: unreachable) but the
+	// one every virtual node has, and its groups' taints.
+	_, nodeUntolerated := virtualnode.UntoleratedTaint(pod, n.Spec.Taints, true)
 	for gi := range sum.Groups {
 		g := &sum.Groups[gi]
 		labelsMatch := virtualnode.GroupMatches(s.tolerant, n, g, s.affinity)
 		_, untolerated := virtualnode.UntoleratedTaint(pod, g.Taints, false)
+		untolerated = untolerated || nodeUntolerated
 		for _, p := range groupPlacements(s, n, g) {
 			for i, c := range s.constraints {
-				if p.values[i] == "" || (c.honorAffinity && !labelsMatch) || (c.honorTaints && untolerated) {
+				if p.values[i] == "" || perNode(c.key) || (c.honorAffinity && !labelsMatch) || (c.honorTaints && untolerated) {
 					continue
 				}
 				out[i][p.values[i]] = true
 			}
+		}
+	}
+	for i, hosts := range hostDomains(s, pod, n, sum) {
+		for _, h := range hosts {
+			out[i][h] = true
 		}
 	}
 	return out

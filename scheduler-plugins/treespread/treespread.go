@@ -135,8 +135,11 @@ type spreadState struct {
 	constraints []constraint
 	// counts holds, per constraint, the matching pods in each domain the
 	// constraint counts (every one of them, with 0 for none).
-	counts   []map[string]int
-	mins     []int
+	counts []map[string]int
+	mins   []int
+	// hosts holds, per constraint on the hostname, the hostname domains
+	// each virtual node stands for (hosts.go).
+	hosts    []map[string][]string
 	affinity nodeaffinity.RequiredNodeAffinity
 	// tolerant is the pod tolerating every taint, to match a group's
 	// labels alone.
@@ -168,8 +171,10 @@ func (pl *TreeSpread) PreFilter(_ context.Context, state fwk.CycleState, pod *co
 	s := &spreadState{constraints: cs, affinity: nodeaffinity.GetRequiredNodeAffinity(pod), tolerant: pod.DeepCopy()}
 	s.tolerant.Spec.Tolerations = append(s.tolerant.Spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists})
 	s.counts = make([]map[string]int, len(cs))
+	s.hosts = make([]map[string][]string, len(cs))
 	for i := range cs {
 		s.counts[i] = map[string]int{}
+		s.hosts[i] = map[string][]string{}
 	}
 	for _, ni := range nodes {
 		pl.count(s, pod, ni)
@@ -234,6 +239,11 @@ func (pl *TreeSpread) count(s *spreadState, pod *corev1.Pod, ni fwk.NodeInfo) {
 			s.counts[i][v] += 0
 		}
 	}
+	for i := range s.constraints {
+		if perNode(s.constraints[i].key) && virtualnode.IsVirtual(n) {
+			s.hosts[i][n.Name] = slices.Sorted(maps.Keys(eligible[i]))
+		}
+	}
 	for _, pi := range ni.GetPods() {
 		pl.add(s, pod, pi.GetPod(), n, eligible, 1)
 	}
@@ -249,6 +259,13 @@ func (pl *TreeSpread) add(s *spreadState, pod, p *corev1.Pod, n *corev1.Node, el
 	changed := false
 	for i, c := range s.constraints {
 		if !c.selector.Matches(labels.Set(p.Labels)) {
+			continue
+		}
+		if perNode(c.key) && virtualnode.IsVirtual(n) {
+			if v := s.hostFor(i, n.Name, delta); v != "" {
+				s.counts[i][v] += delta
+				changed = true
+			}
 			continue
 		}
 		if chosen == nil {

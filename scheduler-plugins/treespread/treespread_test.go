@@ -65,13 +65,20 @@ func group(zone string, nodes int) api.Group {
 }
 
 // virtualNode is the virtual node of cluster name, whose subtree holds the
-// zones given.
+// zones given, a node in each.
 func virtualNode(t *testing.T, name string, zones ...string) *framework.NodeInfo {
 	t.Helper()
 	var groups []api.Group
 	for _, z := range zones {
 		groups = append(groups, group(z, 1))
 	}
+	return virtualNodeWith(t, name, groups...)
+}
+
+// virtualNodeWith is the virtual node of cluster name whose summary has
+// the groups given.
+func virtualNodeWith(t *testing.T, name string, groups ...api.Group) *framework.NodeInfo {
+	t.Helper()
 	raw, err := json.Marshal(api.Summary{Cluster: name, Covered: []string{name}, GroupKeys: api.DefaultGroupKeys,
 		Groups: groups, Time: "2030-01-01T00:00:00Z"})
 	require.NoError(t, err)
@@ -348,4 +355,66 @@ func TestPreemptionWhatIfs(t *testing.T) {
 	require.True(t, ext.AddPod(context.Background(), elsewhere, pod, other, west).IsSuccess())
 	require.False(t, fitsEast(elsewhere), "a pod of another namespace counts for nothing")
 	require.False(t, fitsEast(state), "the original state is unchanged")
+}
+
+// hostSpreadPod is replica i of an app spread over nodes with maxSkew 1,
+// counting only the nodes whose taints it tolerates.
+func hostSpreadPod(i int) *corev1.Pod {
+	p := spreadPod(i, corev1.DoNotSchedule)
+	p.Spec.TopologySpreadConstraints[0].TopologyKey = corev1.LabelHostname
+	p.Spec.TopologySpreadConstraints[0].NodeTaintsPolicy = ptr.To(corev1.NodeInclusionPolicyHonor)
+	return p
+}
+
+// TestSpreadOverHostsOfUnequalChildren: ten replicas spread with
+// maxSkew 1 over the hostname, east holding three nodes, west one, and a
+// real node beside them; east always offered first. Each node of the tree
+// is a domain: east gets three times west's share (what its child then
+// spreads over its three nodes), where seeing each child as one host would
+// give each child the same and put three replicas on west's one node. A
+// lost child (its virtual node tainted unreachable) is no domain for
+// nodeTaintsPolicy Honor, else its empty nodes would hold every other
+// node to one replica.
+func TestSpreadOverHostsOfUnequalChildren(t *testing.T) {
+	east, west, real := virtualNodeWith(t, "east", group("east-a", 3)), virtualNodeWith(t, "west", group("west-a", 1)), realNode("root-1", "")
+	lost := virtualNodeWith(t, "lost", group("lost-a", 2))
+	lostNode := lost.Node().DeepCopy()
+	lostNode.Spec.Taints = []corev1.Taint{{Key: api.TaintKeyProvider, Value: "nestlet", Effect: corev1.TaintEffectNoSchedule},
+		{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule}}
+	lost.SetNode(lostNode)
+	nodes := []fwk.NodeInfo{east, west, real, lost}
+	pl := newPlugin(t, nodes, fake.NewClientset())
+	placed := map[string]int{}
+	for i := range 10 {
+		pod := hostSpreadPod(i)
+		state := framework.NewCycleState()
+		fits := feasible(t, pl, state, pod, nodes)
+		require.NotEmpty(t, fits, "replica %d fits nowhere", i)
+		node := fits[0]
+		require.True(t, pl.Reserve(context.Background(), state, pod, node).IsSuccess())
+		pl.mu.Lock()
+		_, written := pl.chosen[pod.UID]
+		pl.mu.Unlock()
+		require.False(t, written, "a node inside a child is the child's to choose: nothing is written on the binding")
+		pod.Spec.NodeName = node
+		for _, ni := range nodes {
+			if ni.Node().Name == node {
+				ni.(*framework.NodeInfo).AddPod(pod)
+			}
+		}
+		placed[node]++
+	}
+	require.Equal(t, map[string]int{"east": 6, "west": 2, "root-1": 2}, placed)
+
+	// Without east's replicas but one, east's three hosts hold 1, 0, 0:
+	// the next replica may go only there.
+	state := framework.NewCycleState()
+	pod := hostSpreadPod(99)
+	feasible(t, pl, state, pod, nodes)
+	for _, p := range east.GetPods()[1:] {
+		require.True(t, pl.RemovePod(context.Background(), state, pod, p, east).IsSuccess())
+	}
+	require.True(t, pl.Filter(context.Background(), state, pod, east).IsSuccess())
+	require.False(t, pl.Filter(context.Background(), state, pod, west).IsSuccess())
+	require.False(t, pl.Filter(context.Background(), state, pod, real).IsSuccess())
 }

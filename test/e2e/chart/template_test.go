@@ -237,10 +237,15 @@ func TestTemplateAll(t *testing.T) {
 	into(t, find(t, objs, "Deployment", "nestlet-proxy"), &proxy)
 	c := proxy.Spec.Template.Spec.Containers[0]
 	require.Equal(t, []string{"/usr/local/bin/nestlet-proxy"}, c.Command)
-	for _, arg := range []string{"--advertise-address=192.0.2.10", "--kubelet-port=30250", "--tunnel-port=30443",
+	for _, arg := range []string{"--advertise-address=192.0.2.10", "--kubelet-port=30250", "--tunnel-port=30443", "--node-ports=30300-30301",
 		"--tls-cert-file=/etc/nestlet-proxy/tls/tls.crt", "--tls-private-key-file=/etc/nestlet-proxy/tls/tls.key"} {
 		require.Contains(t, c.Args, arg)
 	}
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	require.Equal(t, map[string]int32{"kubelet": 30250, "tunnel": 30443, "node-0": 30300, "node-1": 30301, "webhook": 9443}, ports)
 	var svc corev1.Service
 	into(t, find(t, objs, "Service", "nestlet-proxy"), &svc)
 	require.Equal(t, corev1.ServiceTypeNodePort, svc.Spec.Type)
@@ -248,7 +253,7 @@ func TestTemplateAll(t *testing.T) {
 	for _, p := range svc.Spec.Ports {
 		got[p.Name] = [2]int32{p.Port, p.NodePort}
 	}
-	require.Equal(t, map[string][2]int32{"kubelet": {30250, 30250}, "tunnel": {30443, 30443}}, got)
+	require.Equal(t, map[string][2]int32{"kubelet": {30250, 30250}, "tunnel": {30443, 30443}, "node-0": {30300, 30300}, "node-1": {30301, 30301}}, got)
 
 	var sched appsv1.Deployment
 	into(t, find(t, objs, "Deployment", "nestlet-scheduler"), &sched)

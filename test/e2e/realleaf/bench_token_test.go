@@ -1,0 +1,127 @@
+package realleaf
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
+)
+
+// BenchmarkTokenRefresh measures what keeping a pod's API identity from
+// the cluster it was made in costs (agents with --pod-api=origin): 10 pods
+// made at the root, running two levels down, each with a 10-minute token,
+// are watched through the scheduled refresh at half its life (no restart,
+// no shortcut): the API requests it makes at the root (TokenRequests) and
+// the writes of the pods' identity Secrets in mid and the leaf, from a
+// reading after every pod runs to a reading after every pod's Secret in
+// the leaf changed. Reported per pod and refresh, and per pod and hour for
+// the 1-hour token admission gives a pod by default (refreshed every half
+// hour). The run lasts the token's half life, some 5 minutes.
+//
+//	go test ./test/e2e/realleaf -run '^$' -bench TokenRefresh -benchtime 1x
+func BenchmarkTokenRefresh(b *testing.B) {
+	framework.NeedRealNodes(b)
+	const pods, seconds = 10, 600
+	ctx := b.Context()
+	for b.Loop() {
+		ns := fmt.Sprintf("bench-token-%d", time.Now().UnixNano()%1_000_000)
+		root := env.Cluster("root")
+		if err := root.EnsureNamespace(ctx, ns); err != nil {
+			b.Fatal(err)
+		}
+		for i := range pods {
+			pod := appPod(fmt.Sprintf("token-%d", i))
+			pod.Spec.AutomountServiceAccountToken = ptr.To(false)
+			pod.Spec.Volumes = []corev1.Volume{{Name: "api", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To(int64(seconds))}}}}}}}
+			pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "api", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}}
+			if _, err := root.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for i := range pods {
+			if err := waitReady(ctx, root.Client, ns, fmt.Sprintf("token-%d", i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		leafSecrets := identitySecrets(ctx, b, env.Cluster("leaf"), ns)
+		if len(leafSecrets) != pods {
+			b.Fatalf("%d identity Secrets in the leaf, want %d", len(leafSecrets), pods)
+		}
+		clusters := []*launcher.Cluster{root, env.Cluster("mid"), env.Cluster("leaf")}
+		before := requestsOf(ctx, b, clusters)
+		start := time.Now()
+		b.StopTimer()
+		err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 2*seconds*time.Second, false, func(ctx context.Context) (bool, error) {
+			now := identitySecrets(ctx, b, env.Cluster("leaf"), ns)
+			for name, rv := range leafSecrets {
+				if now[name] == rv {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		if err != nil {
+			b.Fatalf("the identity Secrets in the leaf did not all change within %ds", 2*seconds)
+		}
+		after := requestsOf(ctx, b, clusters)
+		b.StartTimer()
+		tokens := after[0]["serviceaccounts/token-POST"] - before[0]["serviceaccounts/token-POST"]
+		writes := func(i int) float64 {
+			n := 0.0
+			for k, v := range after[i] {
+				if strings.HasPrefix(k, "secrets-") && framework.IsWrite(k) {
+					n += v - before[i][k]
+				}
+			}
+			return n
+		}
+		perHour := 3600 / (0.5 * 3607) // admission's token, refreshed at half its life
+		b.ReportMetric(tokens/pods, "token-requests-per-pod-refresh")
+		b.ReportMetric((writes(1)+writes(2))/pods, "identity-secret-writes-per-pod-refresh")
+		b.ReportMetric((tokens+writes(1)+writes(2))/pods*perHour, "token-refresh-requests-per-pod-hour")
+		b.ReportMetric(time.Since(start).Seconds(), "token-refresh-seen-after-s")
+		removeNamespace(b, ns)
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// identitySecrets returns the resource versions of the identity Secrets of
+// ns in c, by name.
+func identitySecrets(ctx context.Context, b *testing.B, c *launcher.Cluster, ns string) map[string]string {
+	b.Helper()
+	list, err := c.Client.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, s := range list.Items {
+		if strings.HasPrefix(s.Name, "nestlet-identity-") { // the Secret and its copies below
+			out[s.Name] = s.ResourceVersion
+		}
+	}
+	return out
+}
+
+// requestsOf reads each cluster's API request counts, in order.
+func requestsOf(ctx context.Context, b *testing.B, clusters []*launcher.Cluster) []map[string]float64 {
+	b.Helper()
+	out := make([]map[string]float64, len(clusters))
+	for i, c := range clusters {
+		r, err := framework.Requests(ctx, c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[i] = r
+	}
+	return out
+}
