@@ -262,6 +262,13 @@ func (ids *identities) refresh(ctx context.Context) {
 		if err != nil || parent.UID != originUID(d) || parent.DeletionTimestamp != nil {
 			continue
 		}
+		// A level below the one that issued the identity sees the
+		// annotation copied down with the rest of the delegate, naming the
+		// Secret of the level above (copied down too); its parent pod has
+		// no token of its own to request.
+		if d.Annotations[api.AnnotationIdentity] != identitySecretName(parent) || len(tokenSources(parent)) == 0 {
+			continue
+		}
 		ids.mu.Lock()
 		due, known := ids.due[parent.UID]
 		ids.mu.Unlock()

@@ -126,6 +126,42 @@ func TestPodIdentityFromTheParent(t *testing.T) {
 	require.EqualValues(t, 3, issued.Load())
 }
 
+// A level below the one that issued a pod's identity: the parent pod (the
+// delegate above) reads its tokens from the Secret the level above keeps,
+// and carries its annotation. This level issues nothing, at creation or at
+// any refresh (the Secret is copied down as any other the pod reads).
+func TestPodIdentityIssuedAboveIsLeftAlone(t *testing.T) {
+	atRoot := apiPod()
+	above := atRoot.DeepCopy() // its delegate in mid, as mid's agent made it
+	above.UID, above.Annotations = "u1-in-mid", map[string]string{}
+	require.NoError(t, withIdentity(above, atRoot, &OriginAPI{URL: "https://10.250.0.2:6443", CA: []byte("root CA")}))
+	require.Empty(t, tokenSources(above))
+	parentPods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	require.NoError(t, parentPods.Add(above))
+	clk := clocktesting.NewFakeClock(time.Now())
+	parent := fake.NewClientset(above)
+	child := fake.NewClientset()
+	p, err := New(Config{TargetName: "to-mid", TargetUID: testTargetUID, ClusterName: "leaf", ParentName: "mid",
+		Parent: parent, ParentPods: corelisters.NewPodLister(parentPods), Child: child, Clock: clk,
+		OriginAPI: &OriginAPI{URL: "https://10.250.0.3:6443", CA: []byte("mid CA")}})
+	require.NoError(t, err)
+	require.NoError(t, p.CreatePod(t.Context(), above.DeepCopy()))
+	d, err := child.CoreV1().Pods("app").Get(t.Context(), "job-1", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, above.Annotations[api.AnnotationIdentity], d.Annotations[api.AnnotationIdentity], "the annotation as it came")
+	require.NoError(t, p.delegates.GetStore().Add(d))
+	for range 3 {
+		p.ids.refresh(t.Context())
+		clk.Step(identityScan)
+	}
+	for _, a := range append(parent.Actions(), child.Actions()...) {
+		token := a.GetResource().Resource == "serviceaccounts" && a.GetSubresource() == "token"
+		secretWrite := a.GetResource().Resource == "secrets" && a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch"
+		require.False(t, token || secretWrite,
+			"%s %s/%s at this level", a.GetVerb(), a.GetResource().Resource, a.GetSubresource())
+	}
+}
+
 // Without OriginAPI, or for a pod without projected tokens, the delegate
 // keeps the spec as it is.
 func TestPodIdentityLocal(t *testing.T) {
