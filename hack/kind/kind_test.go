@@ -49,6 +49,10 @@ type values struct {
 			KubeletNodePort int    `json:"kubeletNodePort"`
 			TunnelNodePort  int    `json:"tunnelNodePort"`
 		} `json:"service"`
+		NodePorts struct {
+			First int `json:"first"`
+			Count int `json:"count"`
+		} `json:"nodePorts"`
 	} `json:"proxy,omitempty"`
 }
 
@@ -123,9 +127,15 @@ func TestKindChartValues(t *testing.T) {
 			// the address it advertises (the node's) is right as is.
 			require.Equal(t, v.Proxy.KubeletPort, v.Proxy.Service.KubeletNodePort)
 			require.Equal(t, v.Proxy.TunnelPort, v.Proxy.Service.TunnelNodePort)
-			for _, p := range []int{v.Proxy.KubeletPort, v.Proxy.TunnelPort} {
+			// Each child's virtual node has a kubelet port of its own
+			// (kubectl top), each its own nodePort too.
+			require.Positive(t, v.Proxy.NodePorts.Count)
+			last := v.Proxy.NodePorts.First + v.Proxy.NodePorts.Count - 1
+			for _, p := range []int{v.Proxy.KubeletPort, v.Proxy.TunnelPort, v.Proxy.NodePorts.First, last} {
 				require.True(t, p >= 30000 && p <= 32767, "NodePort %d outside the default range", p)
 			}
+			require.False(t, v.Proxy.KubeletPort >= v.Proxy.NodePorts.First && v.Proxy.KubeletPort <= last, "the kubelet port among the node ports")
+			require.False(t, v.Proxy.TunnelPort >= v.Proxy.NodePorts.First && v.Proxy.TunnelPort <= last, "the tunnel port among the node ports")
 		})
 	}
 }
