@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
@@ -39,11 +37,7 @@ func BenchmarkTokenRefresh(b *testing.B) {
 			b.Fatal(err)
 		}
 		for i := range pods {
-			pod := appPod(fmt.Sprintf("token-%d", i))
-			pod.Spec.AutomountServiceAccountToken = ptr.To(false)
-			pod.Spec.Volumes = []corev1.Volume{{Name: "api", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To(int64(seconds))}}}}}}}
-			pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "api", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}}
+			pod := withToken(appPod(fmt.Sprintf("token-%d", i)), seconds)
 			if _, err := root.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 				b.Fatal(err)
 			}

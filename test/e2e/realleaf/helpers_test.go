@@ -150,3 +150,19 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func() (
 	})
 	require.NoError(t, err, "%s; last: %s", what, last)
 }
+
+// tokenDir is where a pod reads its service account token and CA.
+const tokenDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// withToken gives pod a service account token of the given lifetime (its
+// own projected volume, with the CA, in place of the 1-hour one admission
+// adds) and returns it.
+func withToken(pod *corev1.Pod, seconds int64) *corev1.Pod {
+	pod.Spec.AutomountServiceAccountToken = ptr.To(false)
+	pod.Spec.Volumes = []corev1.Volume{{Name: "api", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+		{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To(seconds)}},
+		{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+	}}}}}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "api", MountPath: tokenDir, ReadOnly: true}}
+	return pod
+}

@@ -9,10 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/launcher"
 )
@@ -60,26 +58,12 @@ func TestPodTokenRotated(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := t.Context()
 	root := env.Cluster("root").Client
-	_, err := root.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "pod-reader"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = root.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "pod-reader"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "pod-reader"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "default", Namespace: ns}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	const dir = "/var/run/secrets/kubernetes.io/serviceaccount"
-	pod := appPod("rotating")
-	pod.Spec.AutomountServiceAccountToken = ptr.To(false)
-	pod.Spec.Volumes = []corev1.Volume{{Name: "api", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
-		{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To(int64(600))}},
-		{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
-	}}}}}
-	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "api", MountPath: dir, ReadOnly: true}}
-	createAt(t, ns, pod)
+	require.NoError(t, grantPodReader(ctx, root, ns))
+	createAt(t, ns, withToken(appPod("rotating"), 600))
 	waitRoot(t, ns, "rotating", "Ready", podReady)
 
 	token := func() string {
-		out, _, err := kubectl(ctx, "", "-n", ns, "exec", "rotating", "--", "/demo-app", "cat", dir+"/token")
+		out, _, err := kubectl(ctx, "", "-n", ns, "exec", "rotating", "--", "/demo-app", "cat", tokenDir+"/token")
 		if err != nil {
 			return ""
 		}
