@@ -21,6 +21,11 @@ type GatewayParent struct {
 	// another's). A child that rotated its key opens the tunnel again at
 	// once when it reads its new key here.
 	PeerKey string `json:"peerKey,omitempty"`
+	// APIAddress is ip:port where pods anywhere below reach the parent's
+	// API server through the tunnels (the parent's gateway relays it; one
+	// of Routes holds the address); empty when the parent offers none.
+	// Pods made in the parent call it there (--pod-api=origin).
+	APIAddress string `json:"apiAddress,omitempty"`
 }
 
 // TunnelStats is what a child tells its parent of the tunnel between

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -65,7 +66,21 @@ func (c *Cluster) GatewayArgs() []string {
 	if c.Host == nil {
 		return nil
 	}
-	return []string{"--gateway", fmt.Sprintf("--gateway-endpoint=%s:%d", c.Host.IP, GatewayPort), fmt.Sprintf("--gateway-listen-port=%d", GatewayPort)}
+	return []string{"--gateway", fmt.Sprintf("--gateway-endpoint=%s:%d", c.Host.IP, GatewayPort), fmt.Sprintf("--gateway-listen-port=%d", GatewayPort),
+		"--gateway-api-address=" + c.Host.APIAddress()}
+}
+
+// GatewayAPIRange holds the addresses where the hosts' gateways relay
+// their clusters' API servers to the pods of the clusters below
+// (--gateway-api-address): host i's is the address of this range with the
+// host part of its WAN address, outside every pod CIDR of the launcher.
+const GatewayAPIRange = "10.251.0.0/16"
+
+// APIAddress is where h's gateway relays its cluster's API server
+// (GatewayAPIRange), port 443.
+func (h *Host) APIAddress() string {
+	wan, rng := netip.MustParseAddr(h.IP).As4(), netip.MustParsePrefix(GatewayAPIRange).Addr().As4()
+	return netip.AddrFrom4([4]byte{rng[0], rng[1], wan[2], wan[3]}).String()
 }
 
 // StartProxy starts a nestlet-proxy for c on free ports of its host's

@@ -186,6 +186,11 @@ func New(cfg Config) (*Agent, error) {
 	default:
 		return nil, fmt.Errorf("agent: unknown pod API %q: use %s or %s", cfg.PodAPI, PodAPILocal, PodAPIOrigin)
 	}
+	if g := cfg.Gateway; g != nil && g.APIAddress != "" {
+		if _, err := parseAPIAddress(g.APIAddress); err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+	}
 	if cfg.GroupKeys == nil {
 		cfg.GroupKeys = api.DefaultGroupKeys
 	}
@@ -257,7 +262,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 
 	if a.cfg.Gateway != nil {
-		if a.tunnels, err = startTunnels(a.cfg.Gateway, a.nodes); err != nil {
+		if a.tunnels, err = startTunnels(a.cfg.Gateway, a.nodes, a.cfg.RESTConfig.Host); err != nil {
 			return fmt.Errorf("starting the gateway: %w", err)
 		}
 		defer a.tunnels.close()

@@ -177,8 +177,13 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 	kapi.mu.Unlock()
 	fc := r.forwardConfig(parentName(id, t), prov)
 	fc.StorageClasses = t.Spec.StorageClasses
+	var relay parentRelay
 	if r.a.cfg.PodAPI == PodAPIOrigin {
 		fc.OriginAPI = &forward.OriginAPI{URL: id.ParentURL, CA: id.CAData}
+		if r.a.tunnels != nil {
+			relay.set(existing)
+			fc.OriginAPI.Relay = relay.get
+		}
 	}
 	pods, err := newForwarding(runCtx, nodeClient, fc)
 	r.started = true
@@ -199,6 +204,7 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 	if err != nil {
 		return err
 	}
+	relay.set(initial)
 	nc, err := reg.nodeController(prov, initial)
 	if err != nil {
 		return err
@@ -229,6 +235,7 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 		compat := onNode
 		onNode = func(n *corev1.Node) {
 			tun.watchParent(runCtx, t.Name, n, prov.PodCIDRs)
+			relay.set(n)
 			compat(n)
 		}
 		defer tun.setParent(ctx, t.Name, nil, nil)

@@ -44,6 +44,13 @@ type GatewayConfig struct {
 	// (default: the kernel's where the host has it, else wireguard-go),
 	// ImplementationKernel or ImplementationUserspace.
 	Implementation string
+	// APIAddress (IP, or IP:port; port 443 by default) is where the pods
+	// of the clusters below reach this cluster's API server through the
+	// tunnels: the interface holds it, this cluster routes it to its
+	// children as one of its own, and the agent relays it to its API
+	// server (tunnels_api.go). Empty: none, and the pods made here that
+	// run below call the URL their cluster joined with.
+	APIAddress string
 }
 
 // tunnels holds this cluster's gateway and its peers: each child whose
@@ -58,8 +65,11 @@ type GatewayConfig struct {
 // address claimed twice goes where it was claimed first, in that order
 // (by address: a parent's prefix that covers a child's keeps the rest).
 type tunnels struct {
-	gw        gatewayDevice
-	endpoint  string
+	gw       gatewayDevice
+	endpoint string
+	// apiAddr is GatewayConfig.APIAddress (invalid: none), relayed by api.
+	apiAddr   netip.AddrPort
+	api       *apiRelay
 	keepalive time.Duration
 	nodes     corelisters.NodeLister
 	// changed is called when what this cluster carries (its children's
@@ -87,7 +97,7 @@ type gatewayDevice interface {
 	Close()
 }
 
-func startTunnels(cfg *GatewayConfig, nodes corelisters.NodeLister) (*tunnels, error) {
+func startTunnels(cfg *GatewayConfig, nodes corelisters.NodeLister, restHost string) (*tunnels, error) {
 	if cfg.Interface == "" {
 		cfg.Interface = "nestlet0"
 	}
@@ -99,6 +109,13 @@ func startTunnels(cfg *GatewayConfig, nodes corelisters.NodeLister) (*tunnels, e
 	}
 	opts := gateway.Options{Interface: cfg.Interface, ListenPort: cfg.ListenPort, Implementation: cfg.Implementation,
 		Logf: func(f string, args ...any) { klog.Background().Info("Gateway: " + fmt.Sprintf(f, args...)) }}
+	if cfg.APIAddress != "" {
+		a, err := parseAPIAddress(cfg.APIAddress)
+		if err != nil {
+			return nil, err
+		}
+		opts.Addresses = []netip.Prefix{netip.PrefixFrom(a.Addr(), a.Addr().BitLen())}
+	}
 	gw, err := gateway.Start(opts)
 	// A replica that has just been elected may find the interface or the
 	// port still held by the one it replaces, on the same node (the chart
@@ -118,7 +135,12 @@ func startTunnels(cfg *GatewayConfig, nodes corelisters.NodeLister) (*tunnels, e
 	} else {
 		klog.Background().Info("Gateway runs", "interface", cfg.Interface, "implementation", impl)
 	}
-	return newTunnels(gw, cfg.Endpoint, cfg.Keepalive, nodes), nil
+	t := newTunnels(gw, cfg.Endpoint, cfg.Keepalive, nodes)
+	if t.apiAddr, t.api, err = startAPIRelay(cfg, restHost); err != nil {
+		gw.Close()
+		return nil, err
+	}
+	return t, nil
 }
 
 // gatewayStartPatience is how long startTunnels retries a gateway that
@@ -290,9 +312,9 @@ func subtract(ps, minus []netip.Prefix) []netip.Prefix {
 }
 
 // carriedLocked is what this cluster carries for its children: its own
-// nodes' pod CIDRs and every claimed route.
+// nodes' pod CIDRs, its API address and every claimed route.
 func (t *tunnels) carriedLocked(claimed map[netip.Prefix]bool) []string {
-	var out []string
+	out := t.apiPrefix()
 	for p := range claimed {
 		out = append(out, p.String())
 	}
@@ -327,7 +349,8 @@ func (t *tunnels) parentAnnotation(name string) string {
 		peerKey = p.PublicKey.String()
 	}
 	t.mu.Unlock()
-	raw, _ := json.Marshal(api.GatewayParent{PublicKey: t.publicKey(), Endpoint: t.endpoint, Routes: routes, PeerKey: peerKey})
+	raw, _ := json.Marshal(api.GatewayParent{PublicKey: t.publicKey(), Endpoint: t.endpoint, Routes: routes, PeerKey: peerKey,
+		APIAddress: t.apiAddressString()})
 	return string(raw)
 }
 
@@ -352,7 +375,12 @@ func (t *tunnels) watchParent(ctx context.Context, target string, n *corev1.Node
 	t.acknowledged(ctx, target, gp.PeerKey)
 }
 
-func (t *tunnels) close() { t.gw.Close() }
+func (t *tunnels) close() {
+	if t.api != nil {
+		t.api.close()
+	}
+	t.gw.Close()
+}
 
 // ownNodeEvents refreshes what this cluster carries when a node of its own
 // (not a child's virtual node) comes, goes or changes its pod CIDRs.

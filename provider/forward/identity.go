@@ -5,7 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"net/url"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -26,9 +29,10 @@ import (
 // kubelet would have mounted there. The delegate gets, in place of each
 // projected service account token, the same file from a Secret the agent
 // keeps here (and in place of kube-root-ca.crt, the parent's CA), and the
-// parent's address in KUBERNETES_SERVICE_HOST and _PORT. Levels below copy
-// that Secret as any other a pod uses, so a pod keeps the identity of the
-// cluster it was made in however deep it runs. The tokens are requested
+// parent's address in KUBERNETES_SERVICE_HOST and _PORT (its gateway's
+// relay through the tunnels where it offers one: OriginAPI.Relay). Levels
+// below copy that Secret as any other a pod uses, so a pod keeps the
+// identity of the cluster it was made in however deep it runs. The tokens are requested
 // again before half their life has passed (the kubelet does at 80%; the
 // copies below and the kubelet's refresh of Secret volumes take time).
 
@@ -38,7 +42,16 @@ type OriginAPI struct {
 	URL string
 	// CA is the parent API server's CA bundle (PEM).
 	CA []byte
+	// Relay, when set, returns where pods reach the parent's API server
+	// through the gateways' tunnels (ip:port, api.GatewayParent.APIAddress),
+	// "" while the parent offers none: pods made then call URL.
+	Relay func() string
 }
+
+// apiServerNames are the names in-cluster clients know an API server by,
+// which its serving certificate holds (kube-apiserver's own and
+// kubeadm's do): a delegate resolves them to the parent's relay.
+var apiServerNames = []string{"kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "kubernetes.default", "kubernetes"}
 
 // Keys of the identity Secret.
 const (
@@ -90,6 +103,10 @@ func withIdentity(d, pod *corev1.Pod, origin *OriginAPI) error {
 	if port == "" {
 		port = "443"
 	}
+	if alias, relayPort, ok := relayAlias(host, origin); ok {
+		d.Spec.HostAliases = append(d.Spec.HostAliases, alias)
+		host, port = alias.Hostnames[0], relayPort
+	}
 	name := identitySecretName(pod)
 	i := 0
 	for _, v := range d.Spec.Volumes {
@@ -127,6 +144,28 @@ func withIdentity(d, pod *corev1.Pod, origin *OriginAPI) error {
 	}
 	d.Annotations[api.AnnotationIdentity] = name
 	return nil
+}
+
+// relayAlias is the host alias that sends the delegate's calls to the
+// parent's API server to its relay, when the parent offers one: its names
+// (host first, when the URL names it: its certificate holds that name;
+// else kubernetes.default.svc) resolve to the relay's address. The server
+// name the client checks stays one the certificate holds, and the pod's
+// clients that resolve kubernetes.default.svc themselves reach the
+// parent too, as its token expects.
+func relayAlias(host string, origin *OriginAPI) (alias corev1.HostAlias, port string, ok bool) {
+	if origin.Relay == nil {
+		return corev1.HostAlias{}, "", false
+	}
+	ap, err := netip.ParseAddrPort(origin.Relay())
+	if err != nil {
+		return corev1.HostAlias{}, "", false
+	}
+	names := slices.Clone(apiServerNames)
+	if _, err := netip.ParseAddr(host); err != nil && host != "" && !slices.Contains(names, host) {
+		names = append([]string{host}, names...)
+	}
+	return corev1.HostAlias{IP: ap.Addr().String(), Hostnames: names}, strconv.Itoa(int(ap.Port())), true
 }
 
 // withEnv adds to env the variables it does not set itself.

@@ -174,3 +174,43 @@ func TestPodIdentityLocal(t *testing.T) {
 	require.NotContains(t, d.Annotations, api.AnnotationIdentity)
 	require.Empty(t, tokenSources(neverPod()))
 }
+
+// Where the parent's gateway relays its API server, the delegate calls it
+// there: a name its certificate holds (kubernetes.default.svc for a URL
+// by IP, else the URL's host first) resolved to the relay's address by a
+// host alias after the pod's own, and the relay's port; while the parent
+// offers no relay, its URL as before.
+func TestPodIdentityThroughTheRelay(t *testing.T) {
+	for _, c := range []struct {
+		name, url, relay string
+		wantHost         string
+		wantPort         string
+		wantNames        []string
+	}{
+		{"URL by IP", "https://10.250.0.2:6443", "10.251.0.2:443", "kubernetes.default.svc", "443", apiServerNames},
+		{"URL by name", "https://root.example.org:6443", "10.251.0.2:8443", "root.example.org", "8443",
+			append([]string{"root.example.org"}, apiServerNames...)},
+		{"no relay yet", "https://10.250.0.2:6443", "", "10.250.0.2", "6443", nil},
+		{"a bad relay", "https://10.250.0.2:6443", "nowhere", "10.250.0.2", "6443", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pod := apiPod()
+			pod.Spec.HostAliases = []corev1.HostAlias{{IP: "192.0.2.1", Hostnames: []string{"mine.example"}}}
+			pod.Spec.Containers[0].Env = nil
+			d := pod.DeepCopy()
+			d.Annotations = map[string]string{}
+			relay := c.relay
+			require.NoError(t, withIdentity(d, pod, &OriginAPI{URL: c.url, CA: []byte("root CA"), Relay: func() string { return relay }}))
+			require.Equal(t, []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: c.wantHost}, {Name: "KUBERNETES_SERVICE_PORT", Value: c.wantPort},
+				{Name: "KUBERNETES_SERVICE_PORT_HTTPS", Value: c.wantPort}}, d.Spec.Containers[0].Env)
+			require.Equal(t, pod.Spec.HostAliases[0], d.Spec.HostAliases[0], "the pod's own alias first")
+			if c.wantNames == nil {
+				require.Len(t, d.Spec.HostAliases, 1)
+				return
+			}
+			require.Len(t, d.Spec.HostAliases, 2)
+			require.Equal(t, "10.251.0.2", d.Spec.HostAliases[1].IP)
+			require.Equal(t, c.wantNames, d.Spec.HostAliases[1].Hostnames)
+		})
+	}
+}

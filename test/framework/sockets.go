@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,7 +17,9 @@ import (
 
 // ListeningTCPPorts returns the TCP ports (IPv4 and IPv6) the process
 // listens on: the sockets among its open files that /proc/net/tcp{,6}
-// shows in the LISTEN state.
+// shows in the LISTEN state. A gateway's API relay is left out: it listens
+// on an address of the pod network (launcher.GatewayAPIRange), reached
+// only through the tunnels.
 func ListeningTCPPorts(p *launcher.Process) ([]int, error) {
 	pid := p.PID()
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
@@ -44,8 +47,8 @@ func ListeningTCPPorts(p *launcher.Process) ([]int, error) {
 			if len(fields) < 10 || fields[3] != "0A" || !inodes[fields[9]] {
 				continue
 			}
-			_, portHex, ok := strings.Cut(fields[1], ":")
-			if !ok {
+			addrHex, portHex, ok := strings.Cut(fields[1], ":")
+			if !ok || table == "tcp" && inAPIRange(addrHex) {
 				continue
 			}
 			port, err := strconv.ParseInt(portHex, 16, 32)
@@ -59,6 +62,17 @@ func ListeningTCPPorts(p *launcher.Process) ([]int, error) {
 		}
 	}
 	return ports, nil
+}
+
+// inAPIRange reports whether the IPv4 address of /proc/net/tcp (hex, in
+// the host's byte order: little-endian here) is in launcher.GatewayAPIRange.
+func inAPIRange(addrHex string) bool {
+	v, err := strconv.ParseUint(addrHex, 16, 32)
+	if err != nil {
+		return false
+	}
+	addr := netip.AddrFrom4([4]byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)})
+	return netip.MustParsePrefix(launcher.GatewayAPIRange).Contains(addr)
 }
 
 // DialFrom opens a TCP connection to addr from network namespace netns

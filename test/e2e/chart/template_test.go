@@ -368,8 +368,16 @@ func TestAgentGateway(t *testing.T) {
 	require.Equal(t, "/dev/net/tun", spec.Volumes[0].HostPath.Path)
 	require.Empty(t, c.Ports, "on the node's network a declared port would keep a second replica off the node")
 
+	require.NotContains(t, strings.Join(c.Args, " "), "--gateway-api-address", "no relay unless asked for")
+
 	d = render(t, "agent.gateway.enabled=true", "agent.gateway.implementation=userspace")
 	require.Contains(t, d.Spec.Template.Spec.Containers[0].Args, "--gateway-implementation=userspace")
+
+	// The API relay: its address, and the capability to bind port 443.
+	d = render(t, "agent.gateway.enabled=true", "agent.gateway.apiAddress=10.251.0.2")
+	c = d.Spec.Template.Spec.Containers[0]
+	require.Contains(t, c.Args, "--gateway-api-address=10.251.0.2")
+	require.Equal(t, []corev1.Capability{"NET_ADMIN", "NET_BIND_SERVICE"}, c.SecurityContext.Capabilities.Add)
 
 	d = render(t)
 	require.False(t, d.Spec.Template.Spec.HostNetwork)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -33,13 +34,27 @@ func TestPodCallsTheRootAsItself(t *testing.T) {
 	require.NoError(t, err)
 	createAt(t, ns, appPod("caller"))
 	pod := waitRoot(t, ns, "caller", "Ready", podReady)
-	require.NotEqual(t, pod.UID, leafPod(t, pod).UID)
+	inLeaf := leafPod(t, pod)
+	require.NotEqual(t, pod.UID, inLeaf.UID)
+
+	// The root's API server through the tunnels: the name its certificate
+	// holds, resolved in the pod to the address the root's gateway relays
+	// (the leaf's host may not open connections to the root's).
+	relay := env.Cluster("root").Host.APIAddress()
+	require.Contains(t, inLeaf.Spec.Containers[0].Env, corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: "kubernetes.default.svc"})
+	require.Contains(t, inLeaf.Spec.Containers[0].Env, corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: "443"})
+	out, errOut, err := kubectl(ctx, "", "-n", ns, "exec", "caller", "--", "/demo-app", "resolve", "kubernetes.default.svc")
+	require.NoError(t, err, errOut)
+	require.Equal(t, relay, strings.TrimSpace(out))
+	out, errOut, err = kubectl(ctx, "", "-n", ns, "exec", "caller", "--", "/demo-app", "get", env.Cluster("root").URL+"/version")
+	require.Error(t, err, "the leaf's pod reached the root's URL: %s", out)
+	require.Contains(t, errOut, "Client.Timeout exceeded", "dropped by the root's host, not refused by the API server")
 
 	eventually(t, time.Minute, "the pod lists its namespace's pods at the root", func() (bool, string) {
 		out, errOut, err := kubectl(ctx, "", "-n", ns, "exec", "caller", "--", "/demo-app", "kube", "/api/v1/namespaces/"+ns+"/pods")
 		return err == nil && strings.HasPrefix(out, "200\n") && strings.Contains(out, string(pod.UID)), fmt.Sprintf("%q %q %v", out, errOut, err)
 	})
-	out, _, err := kubectl(ctx, "", "-n", ns, "exec", "caller", "--", "/demo-app", "kube", "/api/v1/namespaces/"+ns+"/secrets")
+	out, _, err = kubectl(ctx, "", "-n", ns, "exec", "caller", "--", "/demo-app", "kube", "/api/v1/namespaces/"+ns+"/secrets")
 	require.Error(t, err, "listing secrets was allowed: %s", out)
 	require.True(t, strings.HasPrefix(out, "403\n"), out)
 	require.Contains(t, out, fmt.Sprintf("system:serviceaccount:%s:default", ns))

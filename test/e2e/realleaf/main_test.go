@@ -75,8 +75,11 @@ func run(m *testing.M) int {
 		// the leaf serves mid directly.
 		ClusterAgentArgs: map[string][]string{"mid": {"--kubelet-api=tunnel"}},
 		// Direct mode: the parent reaches its child's agent, whose host
-		// admits it (as an operator makes a child reachable). The root's
-		// API server admits the leaf's pods, as a public one would.
-		Reachable: [][2]string{{"root", "mid"}, {"mid", "leaf"}, {"leaf", "root"}},
+		// admits it (as an operator makes a child reachable). Nothing
+		// admits the leaf at the root's host: its pods reach the root's API
+		// server through the gateways' tunnels, at the address the root's
+		// gateway relays (launcher.Cluster.GatewayArgs).
+		Reachable: [][2]string{{"root", "mid"}, {"mid", "leaf"}},
+		Gateways:  true,
 	}, func(te *framework.TreeEnv) { env = te.Environment })
 }

@@ -88,9 +88,10 @@ func webAtRoot(t *testing.T, ns string, replicas int32) *corev1.Service {
 
 // TestClientInLeafResolvesNames: the leaf runs cluster DNS as any cluster
 // does, so a client pod made at the root and running in the leaf resolves
-// the leaf's own names (its API server's Service, the copy of a Service
-// made at the root, by its full name and by the short name of its search
-// path) and reaches the replicas by name.
+// the leaf's own names (the copy of a Service made at the root, by its
+// full name and by the short name of its search path) and reaches the
+// replicas by name; the API server's name is the root's, whose token the
+// pod holds.
 func TestClientInLeafResolvesNames(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := t.Context()
@@ -107,15 +108,15 @@ func TestClientInLeafResolvesNames(t *testing.T) {
 		copyIP = svc.Spec.ClusterIP
 		return true, ""
 	})
-	api, err := leaf.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
-	require.NoError(t, err)
 
 	createAt(t, ns, appPod("client"))
 	waitRoot(t, ns, "client", "Ready", podReady)
 	resolve := func(name string) string {
 		return mustKubectl(t, "", "-n", ns, "exec", "client", "--", "/demo-app", "resolve", name)
 	}
-	require.Equal(t, api.Spec.ClusterIP+"\n", resolve("kubernetes.default.svc.cluster.local"), "the leaf's API server Service")
+	// The agents run with --pod-api=origin: the API server's name is the
+	// cluster's the pod was made in, the root's relay through the tunnels.
+	require.Equal(t, env.Cluster("root").Host.APIAddress()+"\n", resolve("kubernetes.default.svc.cluster.local"), "the root's API server")
 	require.Equal(t, copyIP+"\n", resolve("web."+ns+".svc.cluster.local"), "the leaf's copy of web, by its full name")
 	require.Equal(t, copyIP+"\n", resolve("web"), "the leaf's copy of web, by the short name")
 

@@ -1,0 +1,129 @@
+package agent
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+func TestParseAPIAddress(t *testing.T) {
+	for in, want := range map[string]string{"10.251.0.2": "10.251.0.2:443", "10.251.0.2:6443": "10.251.0.2:6443",
+		"fd00::1": "[fd00::1]:443", "[fd00::1]:8443": "[fd00::1]:8443"} {
+		got, err := parseAPIAddress(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got.String(), in)
+	}
+	for _, bad := range []string{"api.example.org", "10.251.0.2:", "10.251.0.0/16"} {
+		_, err := parseAPIAddress(bad)
+		require.ErrorContains(t, err, "want an IP or IP:port", bad)
+	}
+	_, err := New(Config{RESTConfig: &rest.Config{Host: "https://127.0.0.1:6443"}, Gateway: &GatewayConfig{APIAddress: "api.example.org"}})
+	require.ErrorContains(t, err, `gateway API address "api.example.org": want an IP or IP:port`, "refused before anything starts")
+}
+
+func TestAPIUpstream(t *testing.T) {
+	for in, want := range map[string]string{"https://10.250.0.2:6443": "10.250.0.2:6443", "https://api.example.org": "api.example.org:443",
+		"http://127.0.0.1": "127.0.0.1:80", "10.96.0.1:443": "10.96.0.1:443", "https://[fd00::1]:6443/": "[fd00::1]:6443"} {
+		got, err := apiUpstream(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+}
+
+// The relay copies bytes both ways and passes a half-close on (a client
+// that has sent everything still reads the answer); closing it ends the
+// connections it holds.
+func TestAPIRelay(t *testing.T) {
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() { _ = up.Close() }()
+	go func() {
+		for {
+			c, err := up.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer func() { _ = c.Close() }()
+				b, _ := io.ReadAll(c) // until the client's half-close
+				_, _ = c.Write(append([]byte("echo "), b...))
+			}()
+		}
+	}()
+	r, err := relayAPI(netip.MustParseAddrPort("127.0.0.1:0"), up.Addr().String())
+	require.NoError(t, err)
+	relayed := r.ln.Addr().String()
+
+	c, err := net.Dial("tcp", relayed)
+	require.NoError(t, err)
+	_, err = c.Write([]byte("GET /version"))
+	require.NoError(t, err)
+	require.NoError(t, c.(*net.TCPConn).CloseWrite())
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	got, err := io.ReadAll(c)
+	require.NoError(t, err)
+	require.Equal(t, "echo GET /version", string(got))
+	_ = c.Close()
+
+	// A connection held open (the upstream waits for more) ends with the
+	// relay.
+	held, err := net.Dial("tcp", relayed)
+	require.NoError(t, err)
+	_, err = held.Write([]byte("watch"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.open) == 2
+	}, 10*time.Second, 10*time.Millisecond, "the relay holds the connection and its upstream")
+	r.close()
+	require.NoError(t, held.SetReadDeadline(time.Now().Add(10*time.Second)))
+	_, err = bufio.NewReader(held).ReadByte()
+	require.ErrorIs(t, err, io.EOF, "closed by the relay, not by the deadline")
+	_, err = net.Dial("tcp", relayed)
+	require.Error(t, err, "nothing listens after close")
+}
+
+// A cluster with an API address carries it to its children as one of its
+// routes and tells them where its API server is; a child reads it from its
+// virtual node and routes it to that parent.
+func TestTunnelsCarryTheAPIAddress(t *testing.T) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, indexer.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "local"}, Spec: corev1.NodeSpec{PodCIDRs: []string{"10.1.0.0/24"}}}))
+	gw := &fakeGateway{key: pubKey(t)}
+	parent := newTunnels(gw, "10.250.0.2:51820", 0, corelisters.NewNodeLister(indexer))
+	parent.apiAddr = netip.MustParseAddrPort("10.251.0.2:443")
+	parent.refresh(t.Context())
+	var gp api.GatewayParent
+	require.NoError(t, json.Unmarshal([]byte(parent.parentAnnotation("child")), &gp))
+	require.Equal(t, "10.251.0.2:443", gp.APIAddress)
+	require.Equal(t, []string{"10.1.0.0/24", "10.251.0.2/32"}, gp.Routes)
+
+	peer, err := parentPeer(&gp, []string{"10.2.0.0/24"}, 0)
+	require.NoError(t, err)
+	require.Equal(t, pfx("10.1.0.0/24", "10.251.0.2/32"), peer.AllowedIPs, "the child routes the address to its parent")
+
+	var relay parentRelay
+	require.Empty(t, relay.get(), "nothing before the node is read")
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "child", Annotations: map[string]string{
+		api.AnnotationGatewayParent: parent.parentAnnotation("child")}}}
+	relay.set(node)
+	require.Equal(t, "10.251.0.2:443", relay.get())
+	relay.set(nil)
+	require.Equal(t, "10.251.0.2:443", relay.get(), "no node read: unchanged")
+	relay.set(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "child"}})
+	require.Empty(t, relay.get(), "the parent no longer offers one")
+}
