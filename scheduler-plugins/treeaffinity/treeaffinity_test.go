@@ -134,3 +134,98 @@ func TestOtherKeysAsTheBuiltInFilter(t *testing.T) {
 	first.Spec.NodeName = "east"
 	require.Equal(t, []string{"west"}, fits(t, apart(1, zoneKey), nodes, []*corev1.Pod{first}))
 }
+
+// spanning is the virtual node of cluster name whose subtree spans the
+// groups given (so its node carries no zone label).
+func spanning(t *testing.T, name string, groups ...api.Group) *corev1.Node {
+	t.Helper()
+	free := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourcePods: resource.MustParse("110")}
+	for i := range groups {
+		groups[i].Allocatable, groups[i].Free, groups[i].Shapes = free, free, []corev1.ResourceList{free}
+	}
+	raw, err := json.Marshal(api.Summary{Cluster: name, Covered: []string{name}, GroupKeys: api.DefaultGroupKeys,
+		Groups: groups, Time: "2030-01-01T00:00:00Z"})
+	require.NoError(t, err)
+	return st.MakeNode().Name(name).Label(api.LabelCluster, name).Label(api.LabelNodeType, api.NodeTypeVirtualKubelet).
+		Label(corev1.LabelHostname, name).Annotation(api.AnnotationSummary, string(raw)).Obj()
+}
+
+// TestAntiAffinityOverTheZonesOfChildren: replicas that may not share a
+// zone, on children that span zones: east has two (three nodes), west has
+// three, two of them listed in a folded key and one node whose value is
+// not listed. Each child takes as many as it has zones, whatever its node
+// count (the built-in filter, the virtual node lacking the zone label, let
+// every replica in); a child with nodes that have no zone takes any
+// number.
+func TestAntiAffinityOverTheZonesOfChildren(t *testing.T) {
+	east := spanning(t, "east", api.Group{Labels: map[string]string{zoneKey: "east-a"}, Nodes: 1},
+		api.Group{Labels: map[string]string{zoneKey: "east-b"}, Nodes: 2})
+	west := spanning(t, "west", api.Group{Labels: map[string]string{}, Nodes: 4,
+		Values: map[string]map[string]int{zoneKey: {"west-a": 2, "west-b": 1}}, Others: map[string]int{zoneKey: 1}})
+	nodes := []*corev1.Node{east, west}
+	var bound []*corev1.Pod
+	for i, want := range [][]string{{"east", "west"}, {"east", "west"}, {"west"}, {"west"}, {"west"}, nil} {
+		pod := apart(i, zoneKey)
+		got := fits(t, pod, nodes, bound)
+		require.Equal(t, want, got, "replica %d", i)
+		if len(got) > 0 {
+			pod.Spec.NodeName = got[0]
+			bound = append(bound, pod)
+		}
+	}
+	intruder := st.MakePod().Namespace("ns").Name("intruder").UID("intruder").Label("app", "db").Obj()
+	require.Empty(t, fits(t, intruder, nodes, bound), "their anti-affinity keeps it out of every zone")
+
+	// Nodes without a zone below: anti-affinity on the zone holds no pod
+	// off them.
+	open := spanning(t, "open", api.Group{Labels: map[string]string{zoneKey: "open-a"}, Nodes: 1},
+		api.Group{Labels: map[string]string{}, Nodes: 1})
+	bound = nil
+	for i := range 3 {
+		pod := apart(i, zoneKey)
+		require.Equal(t, []string{"open"}, fits(t, pod, []*corev1.Node{open}, bound), "replica %d", i)
+		pod.Spec.NodeName = "open"
+		bound = append(bound, pod)
+	}
+}
+
+// together is a pod with required affinity on the zone to the pods of app
+// "anchor", itself of app app.
+func together(name, app string) *corev1.Pod {
+	p := st.MakePod().Namespace("ns").Name(name).UID(name).Label("app", app).Obj()
+	p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			TopologyKey:   zoneKey,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "anchor"}},
+		}},
+	}}
+	return p
+}
+
+// TestAffinityToAZoneInsideAChild: a pod that must share a zone with an
+// anchor goes to the child the anchor runs in, though that child spans
+// zones and its node has no zone label (the built-in filter refused every
+// such child); to a child carrying the anchor's zone label as the built-in
+// filter does; and nowhere while no anchor runs, unless it is an anchor
+// itself (the first of its group).
+func TestAffinityToAZoneInsideAChild(t *testing.T) {
+	east := spanning(t, "east", api.Group{Labels: map[string]string{zoneKey: "east-a"}, Nodes: 1},
+		api.Group{Labels: map[string]string{zoneKey: "east-b"}, Nodes: 1})
+	west := spanning(t, "west", api.Group{Labels: map[string]string{zoneKey: "west-a"}, Nodes: 1},
+		api.Group{Labels: map[string]string{zoneKey: "west-b"}, Nodes: 1})
+	solo := virtualNode(t, "solo", "solo-a", 1)
+	nodes := []*corev1.Node{east, west, solo}
+
+	require.Empty(t, fits(t, together("follower", "follower"), nodes, nil), "no anchor runs")
+	require.Equal(t, []string{"east", "solo", "west"}, fits(t, together("first", "anchor"), nodes, nil),
+		"the first of a group that keeps together goes anywhere")
+
+	anchor := st.MakePod().Namespace("ns").Name("anchor").UID("anchor").Label("app", "anchor").Node("west").Obj()
+	require.Equal(t, []string{"west"}, fits(t, together("follower", "follower"), nodes, []*corev1.Pod{anchor}))
+	require.Equal(t, []string{"west"}, fits(t, together("second", "anchor"), nodes, []*corev1.Pod{anchor}),
+		"a second anchor joins the first")
+
+	anchor.Spec.NodeName = "solo"
+	require.Equal(t, []string{"solo"}, fits(t, together("follower", "follower"), nodes, []*corev1.Pod{anchor}),
+		"a child with the zone's label, as the built-in filter judges it")
+}

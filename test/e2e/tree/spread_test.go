@@ -3,6 +3,7 @@ package tree
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,4 +146,68 @@ func TestAntiAffinityOverRealNodes(t *testing.T) {
 		_, c := podutil.GetPodCondition(&p.Status, corev1.PodScheduled)
 		return p.Spec.NodeName == "" && c != nil && c.Reason == corev1.PodReasonUnschedulable, fmt.Sprintf("node %q, %+v", p.Spec.NodeName, c)
 	})
+}
+
+// TestAntiAffinityOverZonesInsideChildren: a Deployment of 5 replicas that
+// may not share a zone, made at the root, where each child spans two zones
+// (a leaf each) and so has no zone label of its own: 4 run, one per zone,
+// and the fifth stays Pending at the root, saying why, instead of going
+// down to a child that has no zone left for it.
+func TestAntiAffinityOverZonesInsideChildren(t *testing.T) {
+	ns := namespace(t)
+	deployment(t, ns, "zones-apart", 5, func(s *corev1.PodSpec) {
+		s.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				TopologyKey:   zoneKey,
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "zones-apart"}},
+			}},
+		}}
+	})
+	pods, leaves, _ := placed(t, ns, "zones-apart", 4)
+	require.Len(t, pods, 5)
+	seen := map[string]string{}
+	var pending *corev1.Pod
+	for i := range pods {
+		if leaves[i] == "" {
+			pending = &pods[i]
+			continue
+		}
+		// A leaf's node is in the zone of the leaf's name.
+		require.NotContains(t, seen, leaves[i], "%s and %s in one zone", pods[i].Name, seen[leaves[i]])
+		seen[leaves[i]] = pods[i].Name
+	}
+	require.Len(t, seen, 4)
+	require.NotNil(t, pending)
+	eventually(t, time.Minute, "the fifth replica unschedulable at the root", func() (bool, string) {
+		p, err := env.Cluster("root").Client.CoreV1().Pods(ns).Get(t.Context(), pending.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		_, c := podutil.GetPodCondition(&p.Status, corev1.PodScheduled)
+		return p.Spec.NodeName == "" && c != nil && c.Reason == corev1.PodReasonUnschedulable &&
+			strings.Contains(c.Message, "anti-affinity"), fmt.Sprintf("node %q, %+v", p.Spec.NodeName, c)
+	})
+}
+
+// TestAffinityToAZoneInsideAChild: replicas that must share a zone with an
+// anchor pod (required affinity on the zone), made at the root, where the
+// anchor runs in west-2, a zone inside west: they go down to west, which
+// has no zone label of its own, and run in west-2 beside it.
+func TestAffinityToAZoneInsideAChild(t *testing.T) {
+	ns := namespace(t)
+	deployment(t, ns, "anchor", 1, func(s *corev1.PodSpec) {
+		s.NodeSelector = map[string]string{zoneKey: "west-2"}
+	})
+	_, leaves, _ := placed(t, ns, "anchor", 1)
+	require.Equal(t, []string{"west-2"}, leaves)
+	deployment(t, ns, "beside", 2, func(s *corev1.PodSpec) {
+		s.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				TopologyKey:   zoneKey,
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "anchor"}},
+			}},
+		}}
+	})
+	_, leaves, _ = placed(t, ns, "beside", 2)
+	require.Equal(t, []string{"west-2", "west-2"}, leaves)
 }
