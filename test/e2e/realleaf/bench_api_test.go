@@ -30,10 +30,11 @@ const (
 // was made in costs it (agents with --pod-api=origin): the latency of GETs
 // on its API server (a list of one pod, 200 in a row on one connection)
 // from a pod made at the root, running two levels down and calling the
-// root, against a pod made in the leaf calling the leaf, on the same node,
-// alternated over 3 rounds. Reported: the median over the rounds of each
-// one's p50 and p99 and the spread of the p50s (max - min); the table
-// gives the ratio to the leaf's.
+// root (through two tunnels and the root's gateway relay), against a pod
+// made in the leaf calling the leaf, on the same node, alternated over 3
+// rounds. Reported: the median over the rounds of each one's p50 and p99
+// and the spread of the p50s (max - min); the table gives the ratio to the
+// leaf's.
 //
 //	go test ./test/e2e/realleaf -run '^$' -bench PodAPI -benchtime 1x
 func BenchmarkPodAPI(b *testing.B) {

@@ -115,37 +115,7 @@ func TestSpreadOverZonesInsideChildren(t *testing.T) {
 // the root over 4 real nodes in 2 children: 4 run, each on its own node,
 // and the fifth stays Pending at the root, saying why.
 func TestAntiAffinityOverRealNodes(t *testing.T) {
-	ns := namespace(t)
-	deployment(t, ns, "apart", 5, func(s *corev1.PodSpec) {
-		s.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-				TopologyKey:   corev1.LabelHostname,
-				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "apart"}},
-			}},
-		}}
-	})
-	pods, _, nodes := placed(t, ns, "apart", 4)
-	require.Len(t, pods, 5)
-	seen := map[string]string{}
-	var pending *corev1.Pod
-	for i := range pods {
-		if nodes[i] == "" {
-			pending = &pods[i]
-			continue
-		}
-		require.NotContains(t, seen, nodes[i], "%s and %s on one node", pods[i].Name, seen[nodes[i]])
-		seen[nodes[i]] = pods[i].Name
-	}
-	require.Len(t, seen, 4)
-	require.NotNil(t, pending)
-	eventually(t, time.Minute, "the fifth replica unschedulable at the root", func() (bool, string) {
-		p, err := env.Cluster("root").Client.CoreV1().Pods(ns).Get(t.Context(), pending.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		_, c := podutil.GetPodCondition(&p.Status, corev1.PodScheduled)
-		return p.Spec.NodeName == "" && c != nil && c.Reason == corev1.PodReasonUnschedulable, fmt.Sprintf("node %q, %+v", p.Spec.NodeName, c)
-	})
+	fourApartThenPending(t, "apart", corev1.LabelHostname)
 }
 
 // TestAntiAffinityOverZonesInsideChildren: a Deployment of 5 replicas that
@@ -154,27 +124,39 @@ func TestAntiAffinityOverRealNodes(t *testing.T) {
 // and the fifth stays Pending at the root, saying why, instead of going
 // down to a child that has no zone left for it.
 func TestAntiAffinityOverZonesInsideChildren(t *testing.T) {
+	fourApartThenPending(t, "zones-apart", zoneKey)
+}
+
+// fourApartThenPending makes at the root a Deployment app of 5 replicas
+// with required anti-affinity to each other on key (the hostname or the
+// zone, of which the tree has 4: a real node in each leaf, whose zone is
+// the leaf's name): 4 run, one in each domain, and the fifth is
+// unschedulable at the root for the anti-affinity.
+func fourApartThenPending(t *testing.T, app, key string) {
 	ns := namespace(t)
-	deployment(t, ns, "zones-apart", 5, func(s *corev1.PodSpec) {
+	deployment(t, ns, app, 5, func(s *corev1.PodSpec) {
 		s.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-				TopologyKey:   zoneKey,
-				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "zones-apart"}},
+				TopologyKey:   key,
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
 			}},
 		}}
 	})
-	pods, leaves, _ := placed(t, ns, "zones-apart", 4)
+	pods, leaves, nodes := placed(t, ns, app, 4)
 	require.Len(t, pods, 5)
+	domains := nodes
+	if key == zoneKey {
+		domains = leaves
+	}
 	seen := map[string]string{}
 	var pending *corev1.Pod
 	for i := range pods {
-		if leaves[i] == "" {
+		if domains[i] == "" {
 			pending = &pods[i]
 			continue
 		}
-		// A leaf's node is in the zone of the leaf's name.
-		require.NotContains(t, seen, leaves[i], "%s and %s in one zone", pods[i].Name, seen[leaves[i]])
-		seen[leaves[i]] = pods[i].Name
+		require.NotContains(t, seen, domains[i], "%s and %s in one domain of %s", pods[i].Name, seen[domains[i]], key)
+		seen[domains[i]] = pods[i].Name
 	}
 	require.Len(t, seen, 4)
 	require.NotNil(t, pending)
