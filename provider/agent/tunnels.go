@@ -109,12 +109,13 @@ func startTunnels(cfg *GatewayConfig, nodes corelisters.NodeLister, restHost str
 	}
 	opts := gateway.Options{Interface: cfg.Interface, ListenPort: cfg.ListenPort, Implementation: cfg.Implementation,
 		Logf: func(f string, args ...any) { klog.Background().Info("Gateway: " + fmt.Sprintf(f, args...)) }}
+	var apiAddr netip.AddrPort
 	if cfg.APIAddress != "" {
-		a, err := parseAPIAddress(cfg.APIAddress)
-		if err != nil {
+		var err error
+		if apiAddr, err = parseAPIAddress(cfg.APIAddress); err != nil {
 			return nil, err
 		}
-		opts.Addresses = []netip.Prefix{netip.PrefixFrom(a.Addr(), a.Addr().BitLen())}
+		opts.Addresses = []netip.Prefix{netip.PrefixFrom(apiAddr.Addr(), apiAddr.Addr().BitLen())}
 	}
 	gw, err := gateway.Start(opts)
 	// A replica that has just been elected may find the interface or the
@@ -136,9 +137,12 @@ func startTunnels(cfg *GatewayConfig, nodes corelisters.NodeLister, restHost str
 		klog.Background().Info("Gateway runs", "interface", cfg.Interface, "implementation", impl)
 	}
 	t := newTunnels(gw, cfg.Endpoint, cfg.Keepalive, nodes)
-	if t.apiAddr, t.api, err = startAPIRelay(cfg, restHost); err != nil {
-		gw.Close()
-		return nil, err
+	if apiAddr.IsValid() {
+		if t.api, err = startAPIRelay(apiAddr, restHost); err != nil {
+			gw.Close()
+			return nil, err
+		}
+		t.apiAddr = apiAddr
 	}
 	return t, nil
 }

@@ -195,25 +195,14 @@ func (t *tunnels) apiPrefix() []string {
 	return []string{netip.PrefixFrom(a, a.BitLen()).String()}
 }
 
-// startAPIRelay gives the gateway's interface cfg.APIAddress and relays
-// it to the API server at restHost (nothing without an address).
-func startAPIRelay(cfg *GatewayConfig, restHost string) (netip.AddrPort, *apiRelay, error) {
-	if cfg.APIAddress == "" {
-		return netip.AddrPort{}, nil, nil
-	}
-	addr, err := parseAPIAddress(cfg.APIAddress)
-	if err != nil {
-		return netip.AddrPort{}, nil, err
-	}
+// startAPIRelay relays addr, which the gateway's interface holds, to the
+// API server at restHost (rest.Config.Host).
+func startAPIRelay(addr netip.AddrPort, restHost string) (*apiRelay, error) {
 	up, err := apiUpstream(restHost)
 	if err != nil {
-		return netip.AddrPort{}, nil, err
+		return nil, err
 	}
-	r, err := relayAPI(addr, up)
-	if err != nil {
-		return netip.AddrPort{}, nil, err
-	}
-	return addr, r, nil
+	return relayAPI(addr, up)
 }
 
 // parentRelay is where the parent's gateway relays its API server

@@ -147,27 +147,27 @@ func (pl *TreeAffinity) PreFilterExtensions() fwk.PreFilterExtensions {
 type extensions struct{ inner fwk.PreFilterExtensions }
 
 func (e extensions) AddPod(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, add fwk.PodInfo, ni fwk.NodeInfo) *fwk.Status {
-	if a := readInsideAffinity(state); a != nil && !a.skipped {
-		if s := e.inner.AddPod(ctx, a.state, a.pod, add, ni); !s.IsSuccess() {
-			return s
-		}
-	}
-	if skippedInner(state) {
-		return nil
-	}
-	return e.inner.AddPod(ctx, state, pod, add, ni)
+	return e.update(ctx, state, pod, add, ni, e.inner.AddPod)
 }
 
 func (e extensions) RemovePod(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, remove fwk.PodInfo, ni fwk.NodeInfo) *fwk.Status {
+	return e.update(ctx, state, pod, remove, ni, e.inner.RemovePod)
+}
+
+// update applies one of the built-in extensions (AddPod or RemovePod) to
+// each built-in state of the cycle: the run without the terms set aside
+// (inside.go), and the main one unless it skipped.
+func (e extensions) update(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, pi fwk.PodInfo, ni fwk.NodeInfo,
+	op func(context.Context, fwk.CycleState, *corev1.Pod, fwk.PodInfo, fwk.NodeInfo) *fwk.Status) *fwk.Status {
 	if a := readInsideAffinity(state); a != nil && !a.skipped {
-		if s := e.inner.RemovePod(ctx, a.state, a.pod, remove, ni); !s.IsSuccess() {
+		if s := op(ctx, a.state, a.pod, pi, ni); !s.IsSuccess() {
 			return s
 		}
 	}
 	if skippedInner(state) {
 		return nil
 	}
-	return e.inner.RemovePod(ctx, state, pod, remove, ni)
+	return op(ctx, state, pod, pi, ni)
 }
 
 // Filter judges a real node as the built-in filter does, and a virtual node
