@@ -48,6 +48,7 @@ var Rules = []Rule{
 		Why: "the launcher starts clusters and runs our programs as processes: it links the CRDs and the scheduler profile it writes, never the components' code"},
 	{From: "cmd", Allow: []string{"pkg/kubeclient"}, Why: "cmd/ holds flags and wiring: each command imports the one package it runs"},
 	{From: "cmd/nestlet", Allow: []string{"api", "pkg/kubeclient", "pkg/permissions", "provider/agent"}, Why: "cmd/nestlet wires the agent (and prints its permissions)"},
+	{From: "cmd/nestlet-routes", Allow: []string{"api", "pkg/kubeclient", "pkg/permissions", "provider/noderoutes"}, Why: "cmd/nestlet-routes wires the route agent (and prints its permissions)"},
 	{From: "cmd/nestlet-proxy", Allow: []string{"pkg/kubeclient", "pkg/permissions", "proxy"}, Why: "cmd/nestlet-proxy wires the proxy (and prints its permissions)"},
 	{From: "cmd/nestlet-scheduler", Allow: []string{"scheduler-plugins"}, Why: "cmd/nestlet-scheduler registers the plugins"},
 	{From: "cmd/nestctl", Allow: []string{"api", "pkg/kubeclient", "cmd/nestctl", "nestctl", "launcher"}, Why: "cmd/nestctl wires nestctl's operations and, for the playground, the launcher"},

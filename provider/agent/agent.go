@@ -35,7 +35,9 @@
 //   - volumes.go: the provisioner of the "nestlet" StorageClass, whose
 //     volumes are pinned to a child's virtual node.
 //   - tunnels.go, tunnels_status.go: the gateway (Config.Gateway), its
-//     peers and routes, and the tunnels' state (tunnels).
+//     peers and routes, and the tunnels' state (tunnels); tunnels_api.go
+//     its relay to this cluster's API server; tunnels_nodes.go its node
+//     and routes published for the other nodes' route agents.
 //   - ownnode.go, secrets.go, changes.go, validate.go: helpers of the
 //     above.
 package agent
@@ -266,6 +268,12 @@ func (a *Agent) Run(ctx context.Context) error {
 			return fmt.Errorf("starting the gateway: %w", err)
 		}
 		defer a.tunnels.close()
+		if node := a.cfg.Gateway.NodeName; node != "" {
+			nr := newNodeRoutes(a.client, a.cfg.Namespace, node)
+			a.tunnels.routed = nr.set
+			nr.set(nil)
+			go nr.run(ctx)
+		}
 		if a.cfg.Metrics != nil {
 			if err := a.cfg.Metrics.Register(newTunnelMetrics(a.tunnels)); err != nil {
 				return err

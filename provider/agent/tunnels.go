@@ -51,6 +51,11 @@ type GatewayConfig struct {
 	// server (tunnels_api.go). Empty: none, and the pods made here that
 	// run below call the URL their cluster joined with.
 	APIAddress string
+	// NodeName is the node the agent runs on, on its network (the chart's
+	// agent): the gateway's node, published with what it routes into the
+	// tunnels for the route agents of the cluster's other nodes
+	// (tunnels_nodes.go). Empty: not published.
+	NodeName string
 }
 
 // tunnels holds this cluster's gateway and its peers: each child whose
@@ -75,11 +80,15 @@ type tunnels struct {
 	// changed is called when what this cluster carries (its children's
 	// routes) changed: every child's virtual node is decorated again.
 	changed func()
+	// routed, when set, is told the CIDRs routed into the tunnels each
+	// time they change (tunnels_nodes.go).
+	routed func([]netip.Prefix)
 
 	mu       sync.Mutex
 	children map[string]gateway.Peer // by virtual node
 	parents  map[string]gateway.Peer // by Target, AllowedIPs: all they carry
 	carried  []string
+	routes   []netip.Prefix
 	// acked is, by Target, the key of this gateway its parent last said
 	// it knows (api.GatewayParent.PeerKey); keyListeners are told when the
 	// key changes (each run's virtual node publishes it).
@@ -253,6 +262,10 @@ func (t *tunnels) applyLocked(ctx context.Context) {
 	peers, claimed := planPeers(t.children, t.parents)
 	if err := t.gw.SetPeers(peers); err != nil {
 		klog.FromContext(ctx).Error(err, "Configuring the gateway's peers")
+	}
+	if routes := sortedPrefixes(claimed); t.routed != nil && !slices.Equal(routes, t.routes) {
+		t.routes = routes
+		t.routed(routes)
 	}
 	carried := t.carriedLocked(claimed)
 	if !slices.Equal(carried, t.carried) {

@@ -177,6 +177,8 @@ func TestDecoratorGatewayRoutes(t *testing.T) {
 	client := fake.NewClientset(objs...)
 	gw := &fakeGateway{key: pubKey(t)}
 	tun := newTunnels(gw, "10.250.0.2:51820", 0, corelisters.NewNodeLister(indexer))
+	var routed []netip.Prefix
+	tun.routed = func(r []netip.Prefix) { routed = r }
 	// This cluster's own parent carries 10.50.0.0/16 (and this cluster's
 	// own CIDRs, which are never routed up).
 	tun.setParent(t.Context(), "up", &api.GatewayParent{PublicKey: kp.String(), Endpoint: "10.250.0.9:51820",
@@ -191,6 +193,11 @@ func TestDecoratorGatewayRoutes(t *testing.T) {
 		gw.allowed(kb), "b's /16 but c's /24 in it")
 	require.Equal(t, pfx("10.60.0.0/24"), gw.allowed(kc), "c's CIDR that overlaps b's gets no route, its other one does")
 	require.Equal(t, pfx("10.50.0.0/16"), gw.allowed(kp))
+	var all []netip.Prefix
+	for _, k := range []wgtypes.Key{ka, kb, kc, kp} {
+		all = append(all, gw.allowed(k)...)
+	}
+	require.ElementsMatch(t, all, routed, "the route agents are told every CIDR routed into the tunnels")
 
 	n, err := client.CoreV1().Nodes().Get(t.Context(), "a", metav1.GetOptions{})
 	require.NoError(t, err)

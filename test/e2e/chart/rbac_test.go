@@ -11,6 +11,7 @@ import (
 	"github.com/nestlet/nestlet/nestctl"
 	"github.com/nestlet/nestlet/pkg/permissions"
 	"github.com/nestlet/nestlet/provider/agent"
+	"github.com/nestlet/nestlet/provider/noderoutes"
 	"github.com/nestlet/nestlet/proxy"
 	"github.com/nestlet/nestlet/scheduler-plugins/profile"
 )
@@ -25,6 +26,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		"proxy":     proxy.Permissions,
 		"scheduler": withLease(profile.Permissions, profile.LeaseNamePlaceholder, release+"-scheduler"),
 		"leave":     nestctl.LeavePermissions,
+		"routes":    noderoutes.Permissions,
 	}
 	for component, needed := range want {
 		t.Run(component, func(t *testing.T) {

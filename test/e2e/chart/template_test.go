@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/scheduler-plugins/profile"
@@ -109,6 +110,17 @@ func TestTemplateObjects(t *testing.T) {
 		"Service nestlet-system/nestlet-webhook",
 		"MutatingWebhookConfiguration nestlet-webhook",
 	}
+	// With the gateway: where the agent publishes its node, and a route
+	// agent on every node.
+	routes := []string{
+		"ConfigMap nestlet-system/nestlet-gateway",
+		"ServiceAccount nestlet-system/nestlet-routes",
+		"Role nestlet-system/nestlet-routes",
+		"RoleBinding nestlet-system/nestlet-routes",
+		"ClusterRole nestlet-routes",
+		"ClusterRoleBinding nestlet-routes",
+		"DaemonSet nestlet-system/nestlet-routes",
+	}
 	targets := []string{
 		"Secret nestlet-system/nestlet-token-parent-root-example-com-6443",
 		"Target parent-root-example-com-6443",
@@ -121,7 +133,7 @@ func TestTemplateObjects(t *testing.T) {
 		want   [][]string
 	}{
 		{name: "defaults: agent and scheduler", want: [][]string{agent, scheduler}},
-		{name: "every component and two targets", values: []string{testdata("values-all.yaml")}, want: [][]string{agent, scheduler, proxy, webhook, targets}},
+		{name: "every component and two targets", values: []string{testdata("values-all.yaml")}, want: [][]string{agent, scheduler, proxy, webhook, routes, targets}},
 		{name: "a leaf: agent only", set: []string{"scheduler.enabled=false"}, want: [][]string{agent}},
 		{name: "an API server without admission policies", set: []string{"scheduler.enabled=false", "agent.restrictWrites=false"}, want: [][]string{except(agent, "ValidatingAdmissionPolicy nestlet-agent-writes", "ValidatingAdmissionPolicyBinding nestlet-agent-writes")}},
 		{name: "no leader election", set: []string{"scheduler.leaderElect=false", "agent.leaderElect=false", "agent.replicas=1"}, want: [][]string{
@@ -379,13 +391,37 @@ func TestAgentGateway(t *testing.T) {
 	require.Contains(t, c.Args, "--gateway-api-address=10.251.0.2")
 	require.Equal(t, []corev1.Capability{"NET_ADMIN", "NET_BIND_SERVICE"}, c.SecurityContext.Capabilities.Add)
 
+	// The route agents: on every node's network, NET_ADMIN only; the
+	// agent publishes its node for them.
+	out, err := helm(t, nil, append(templateArgs(t), "--set", "agent.gateway.enabled=true")...)
+	require.NoError(t, err)
+	objs := objects(t, out)
+	var ds appsv1.DaemonSet
+	into(t, find(t, objs, "DaemonSet", "nestlet-routes"), &ds)
+	rs := ds.Spec.Template.Spec
+	require.True(t, rs.HostNetwork)
+	require.Equal(t, []corev1.Toleration{{Operator: corev1.TolerationOpExists}}, rs.Tolerations, "on every node")
+	require.Equal(t, []corev1.NodeSelectorRequirement{{Key: api.LabelCluster, Operator: corev1.NodeSelectorOpDoesNotExist}},
+		rs.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions, "on no virtual node")
+	rc := rs.Containers[0]
+	require.Equal(t, []string{"/usr/local/bin/nestlet-routes"}, rc.Command)
+	require.Contains(t, rc.Args, "--vxlan-port=4799")
+	require.Equal(t, []corev1.Capability{"NET_ADMIN"}, rc.SecurityContext.Capabilities.Add)
+	require.Nil(t, rc.SecurityContext.Privileged)
+	require.Equal(t, "spec.nodeName", rc.Env[0].ValueFrom.FieldRef.FieldPath)
+	into(t, find(t, objs, "Deployment", "nestlet-agent"), &d)
+	require.Contains(t, d.Spec.Template.Spec.Containers[0].Args, "--gateway-node-name=$(NODE_NAME)")
+	out, err = helm(t, nil, append(templateArgs(t), "--set", "agent.gateway.enabled=true", "--set", "agent.gateway.nodeRoutes.enabled=false")...)
+	require.NoError(t, err)
+	require.NotContains(t, out, "kind: DaemonSet", "route agents turned off")
+
 	d = render(t)
 	require.False(t, d.Spec.Template.Spec.HostNetwork)
 	require.NotContains(t, d.Spec.Template.Spec.Containers[0].Args, "--gateway")
 	require.Empty(t, d.Spec.Template.Spec.Volumes)
 
 	args := append(templateArgs(t), "--set", "agent.gateway.enabled=true", "--set", "agent.gateway.implementation=fast")
-	_, err := helm(t, nil, args...)
+	_, err = helm(t, nil, args...)
 	require.ErrorContains(t, err, `agent.gateway.implementation must be auto, kernel or userspace, not "fast"`)
 }
 
@@ -398,6 +434,7 @@ func TestFlagsExist(t *testing.T) {
 		"/usr/local/bin/nestlet":           bins.Nestlet,
 		"/usr/local/bin/nestlet-scheduler": bins.Scheduler,
 		"/usr/local/bin/nestlet-proxy":     bins.Proxy,
+		"/usr/local/bin/nestlet-routes":    filepath.Join(bins.Dir, "nestlet-routes"),
 	}
 	help := map[string]string{}
 	flag := regexp.MustCompile(`^--[a-z0-9-]+`)
@@ -406,6 +443,7 @@ func TestFlagsExist(t *testing.T) {
 		{"agent.kubeletAPI=direct", "agent.metrics.enabled=true", "agent.groupKeys={a,b}"},
 		{"proxy.enabled=true", "proxy.advertiseAddress=192.0.2.1", "proxy.tunnelURL=wss://lb:443/connect",
 			"proxy.tls.secretName=s", "proxy.clientCA.configMapName=c", "webhook.enabled=true"},
+		{"agent.gateway.enabled=true", "agent.gateway.apiAddress=10.251.0.1", "agent.gateway.endpoint=192.0.2.1:51820"},
 	} {
 		args := templateArgs(t)
 		for _, s := range set {
@@ -414,11 +452,17 @@ func TestFlagsExist(t *testing.T) {
 		out, err := helm(t, nil, args...)
 		require.NoError(t, err)
 		for _, o := range objects(t, out) {
-			if o.GetKind() != "Deployment" {
+			var d appsv1.Deployment
+			switch o.GetKind() {
+			case "Deployment":
+				into(t, o, &d)
+			case "DaemonSet":
+				var ds appsv1.DaemonSet
+				into(t, o, &ds)
+				d.Name, d.Spec.Template = ds.Name, ds.Spec.Template
+			default:
 				continue
 			}
-			var d appsv1.Deployment
-			into(t, o, &d)
 			c := d.Spec.Template.Spec.Containers[0]
 			require.Len(t, c.Command, 1)
 			bin, ok := binary[c.Command[0]]

@@ -56,7 +56,9 @@ var tree = []struct{ name, parent, node string }{
 func installTree(ctx context.Context) error {
 	for _, c := range tree {
 		// Every cluster runs the gateway: one pod network across the tree.
-		values := []string{"--set", "agent.gateway.enabled=true"}
+		// The agent on its node: the gateway's UDP port is published there
+		// (parentValues), and the root's other node is routed to it.
+		values := []string{"--set", "agent.gateway.enabled=true", "--set", `agent.nodeSelector.kubernetes\.io/hostname=` + c.node}
 		if hasChildren(c.name) {
 			v, err := parentValues(ctx, env.Cluster(c.name), c.node)
 			if err != nil {

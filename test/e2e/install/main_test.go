@@ -44,8 +44,11 @@ var (
 const (
 	region   = "east"
 	rootNode = "root-node-1"
-	eastNode = "east-node-1"
-	leafNode = "east-1-node-1"
+	// rootNode2 is the root's second node, where its agent does not run:
+	// its pods reach the tree through the route agents.
+	rootNode2 = "root-node-2"
+	eastNode  = "east-node-1"
+	leafNode  = "east-1-node-1"
 )
 
 func TestMain(m *testing.M) {
@@ -71,7 +74,8 @@ func start() (teardown func(failed bool), err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	env, err = launcher.Start(ctx, launcher.Config{Network: launcher.NetworkHosts}, launcher.Spec{Clusters: []launcher.ClusterOptions{
-		{Name: "root", StockScheduler: true, RealNodes: []launcher.RealNodeOptions{{Name: rootNode, KubeProxy: true, Images: images}}},
+		{Name: "root", StockScheduler: true, RealNodes: []launcher.RealNodeOptions{{Name: rootNode, KubeProxy: true, Images: images},
+			{Name: rootNode2, KubeProxy: true, Images: images}}},
 		{Name: "east", Region: region, StockScheduler: true, RealNodes: []launcher.RealNodeOptions{{Name: eastNode, KubeProxy: true, Images: images}}},
 		{Name: "east-1", Region: region, StockScheduler: true, RealNodes: []launcher.RealNodeOptions{{Name: leafNode, KubeProxy: true, Images: images,
 			Labels: map[string]string{"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": region + "-a"}}}},

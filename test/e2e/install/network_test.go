@@ -16,6 +16,7 @@ import (
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/provider/noderoutes"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -24,23 +25,19 @@ import (
 // their hosts as an operator forwards a port). A pod on the root's own node
 // and a pod made at the root that runs in east-1, two levels down behind
 // two NATs, reach each other by pod IP, both ways, through the tunnels
-// east-1 and east opened; each server sees the client's own pod IP.
+// east-1 and east opened; each server sees the client's own pod IP. So does
+// a pod on the root's other node, where no agent runs: its route agent
+// sends the tree's CIDRs to the agent's node through VXLAN.
 func TestOnePodNetwork(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := t.Context()
 	root := env.Cluster("root")
-	_, err := root.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "at-root"},
-		Spec: corev1.PodSpec{NodeName: rootNode, TerminationGracePeriodSeconds: ptr.To(int64(2)),
-			Containers: []corev1.Container{{Name: "app", Image: launcher.DemoAppImage, ImagePullPolicy: corev1.PullIfNotPresent}}},
-	}, metav1.CreateOptions{})
+	atRoot := podOnNode(t, root, ns, "at-root", rootNode)
+	atRoot2 := podOnNode(t, root, ns, "at-root-2", rootNode2)
+	// The root's agent published its node for the route agents.
+	cm, err := root.Client.CoreV1().ConfigMaps(chartNamespace).Get(ctx, noderoutes.ConfigMapName, metav1.GetOptions{})
 	require.NoError(t, err)
-	var atRoot *corev1.Pod
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		atRoot, err = root.Client.CoreV1().Pods(ns).Get(ctx, "at-root", metav1.GetOptions{})
-		return err == nil && podutil.IsPodReady(atRoot) && atRoot.Status.PodIP != "", nil
-	})
-	require.NoError(t, err, "the pod on the root's own node is not ready")
+	require.Equal(t, rootNode, cm.Data[noderoutes.KeyNode])
 	inLeaf := webDeployment(t, ns, "in-east-1", 1)[0]
 
 	// Each child's Targets say its tunnel is up.
@@ -63,7 +60,7 @@ func TestOnePodNetwork(t *testing.T) {
 		})
 		require.NoError(t, err, "%s's tunnel to its parent is not up: %+v", c, last)
 	}
-	for _, pair := range []struct{ client, server *corev1.Pod }{{&inLeaf, atRoot}, {atRoot, &inLeaf}} {
+	for _, pair := range []struct{ client, server *corev1.Pod }{{&inLeaf, atRoot}, {atRoot, &inLeaf}, {&inLeaf, atRoot2}, {atRoot2, &inLeaf}} {
 		path := fmt.Sprintf("/from-%s-%d", pair.client.Name, time.Now().UnixNano())
 		url := "http://" + pair.server.Status.PodIP + ":8080" + path
 		out, errOut, err := framework.Kubectl(ctx, env, root, "", "-n", ns, "exec", pair.client.Name, "--", "/demo-app", "until", url, "60")
@@ -73,4 +70,24 @@ func TestOnePodNetwork(t *testing.T) {
 		want := "GET " + path + " from " + pair.client.Status.PodIP + ":"
 		require.True(t, strings.Contains(logs, want), "%s's logs do not show the request from %s's own IP (%q): %s", pair.server.Name, pair.client.Name, want, logs)
 	}
+}
+
+// podOnNode runs the demo app in a pod on node of c and returns it once it
+// is ready.
+func podOnNode(t *testing.T, c *launcher.Cluster, ns, name, node string) *corev1.Pod {
+	t.Helper()
+	ctx := t.Context()
+	_, err := c.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{NodeName: node, TerminationGracePeriodSeconds: ptr.To(int64(2)),
+			Containers: []corev1.Container{{Name: "app", Image: launcher.DemoAppImage, ImagePullPolicy: corev1.PullIfNotPresent}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	var pod *corev1.Pod
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pod, err = c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && podutil.IsPodReady(pod) && pod.Status.PodIP != "", nil
+	})
+	require.NoError(t, err, "the pod on %s is not ready", node)
+	return pod
 }

@@ -1,0 +1,85 @@
+// Command nestlet-routes runs on every node of a cluster whose agent runs a
+// gateway (the chart's DaemonSet): it routes the rest of the tree's pod
+// CIDRs from its node to the node the gateway runs on, through a VXLAN
+// interface (provider/noderoutes), so that the pods of every node, not only
+// those of the gateway's, reach the other clusters.
+package main
+
+import (
+	"context"
+	goflag "flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/vishvananda/netlink"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/kubeclient"
+	"github.com/nestlet/nestlet/pkg/permissions"
+	"github.com/nestlet/nestlet/provider/noderoutes"
+)
+
+type options struct {
+	kubeconfig       string
+	namespace        string
+	nodeName         string
+	port, vni        int
+	resync           time.Duration
+	printPermissions bool
+}
+
+func main() {
+	var o options
+	fs := pflag.CommandLine
+	fs.BoolVar(&o.printPermissions, "print-permissions", false, "print, as JSON, what the route agent does with the API of its cluster (what the chart grants its ServiceAccount) and exit")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of this cluster (default: in-cluster config, or $KUBECONFIG)")
+	fs.StringVar(&o.namespace, "namespace", api.DefaultNamespace, "the agent's namespace, where it publishes its gateway (ConfigMap "+noderoutes.ConfigMapName+")")
+	fs.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default: $NODE_NAME)")
+	fs.IntVar(&o.port, "vxlan-port", noderoutes.DefaultPort, "UDP port of the VXLAN between the nodes and the gateway's node (the same on every node)")
+	fs.IntVar(&o.vni, "vxlan-vni", noderoutes.DefaultVNI, "VXLAN network identifier (the same on every node)")
+	fs.DurationVar(&o.resync, "resync", 30*time.Second, "how often the interface and the routes are set again without a change")
+	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
+	klog.InitFlags(klogFlags)
+	fs.AddGoFlagSet(klogFlags)
+	pflag.Parse()
+	if o.printPermissions {
+		if err := permissions.Write(os.Stdout, noderoutes.Permissions); err != nil {
+			fmt.Fprintln(os.Stderr, "nestlet-routes:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx = klog.NewContext(ctx, klog.Background())
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "nestlet-routes:", err)
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+func run(ctx context.Context, o options) error {
+	cfg, err := kubeclient.RESTConfig(o.kubeconfig, "")
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	h, err := netlink.NewHandle()
+	if err != nil {
+		return fmt.Errorf("netlink: %w", err)
+	}
+	defer h.Close()
+	a := &noderoutes.Applier{Handle: h, Port: o.port, VNI: o.vni}
+	return noderoutes.Run(ctx, client, a, noderoutes.Options{Namespace: o.namespace, NodeName: o.nodeName, Resync: o.resync})
+}

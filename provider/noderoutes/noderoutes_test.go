@@ -1,0 +1,222 @@
+package noderoutes
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+func TestPlanFor(t *testing.T) {
+	nodes := map[string]*corev1.Node{
+		"gw": {Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+			{Type: corev1.NodeHostName, Address: "gw"}, {Type: corev1.NodeInternalIP, Address: "fd00::1"},
+			{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}}}},
+		"bare": {},
+	}
+	lookup := func(name string) (*corev1.Node, error) {
+		if n, ok := nodes[name]; ok {
+			return n, nil
+		}
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, name)
+	}
+	cm := func(node, routes string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{Data: map[string]string{KeyNode: node, KeyRoutes: routes}}
+	}
+	routes := []netip.Prefix{netip.MustParsePrefix("10.3.0.0/16"), netip.MustParsePrefix("10.251.0.1/32")}
+	require.Equal(t, cm("gw", "10.251.0.1/32,10.3.0.0/16").Data, Data("gw", routes), "published in order")
+
+	p, err := PlanFor(nil, "a", lookup)
+	require.NoError(t, err)
+	require.Equal(t, RoleNone, p.Role, "nothing published")
+	p, err = PlanFor(cm("gw", ""), "a", lookup)
+	require.NoError(t, err)
+	require.Equal(t, RoleNone, p.Role, "a gateway that routes nothing yet")
+	p, err = PlanFor(cm("gw", ""), "gw", lookup)
+	require.NoError(t, err)
+	require.Equal(t, RoleHub, p.Role, "the gateway's node receives even before there are routes")
+
+	p, err = PlanFor(cm("gw", "10.3.1.7/16, fd00:1::/64,10.251.0.1/32"), "a", lookup)
+	require.NoError(t, err)
+	require.Equal(t, Plan{Role: RoleSpoke, GatewayNode: "gw", Gateway: netip.MustParseAddr("10.0.0.1"),
+		Routes: []netip.Prefix{netip.MustParsePrefix("10.3.0.0/16"), netip.MustParsePrefix("10.251.0.1/32")}}, p,
+		"IPv4 routes, masked, to the node's IPv4 InternalIP")
+
+	_, err = PlanFor(cm("gw", "10.3.0.0/33"), "a", lookup)
+	require.ErrorContains(t, err, `route "10.3.0.0/33"`)
+	_, err = PlanFor(cm("gone", "10.3.0.0/16"), "a", lookup)
+	require.ErrorContains(t, err, "the gateway's node gone")
+	_, err = PlanFor(cm("bare", "10.3.0.0/16"), "a", lookup)
+	require.ErrorContains(t, err, "no IPv4 InternalIP")
+}
+
+// Three network namespaces: a node ("spoke"), the gateway's node ("hub")
+// on the same link, and behind the hub another cluster's pod ("remote",
+// 10.99.0.1, standing for what the tunnels reach). The spoke has no route
+// to the remote but its link: before the plan its packets cannot leave;
+// with it they reach the remote through the VXLAN, the hub forwarding them
+// as the gateway's node forwards them into the tunnels; the answers come
+// back on the link. The plans apply again without change, drop a route
+// no longer published, and go away with the role.
+func TestApplyCarriesANodesPodsToTheGateway(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: it creates network namespaces and interfaces")
+	}
+	id := fmt.Sprint(os.Getpid())
+	spoke, hub, remote := "nrt-s-"+id, "nrt-h-"+id, "nrt-r-"+id
+	for _, ns := range []string{spoke, hub, remote} {
+		ip(t, "netns", "add", ns)
+		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+		ip(t, "-n", ns, "link", "set", "lo", "up")
+	}
+	link := func(a, aAddr, b, bAddr string) {
+		ip(t, "link", "add", "nrt0", "netns", a, "type", "veth", "peer", "name", "nrt1", "netns", b)
+		ip(t, "-n", a, "link", "set", "nrt0", "name", "to-"+b[:5])
+		ip(t, "-n", b, "link", "set", "nrt1", "name", "to-"+a[:5])
+		ip(t, "-n", a, "addr", "add", aAddr, "dev", "to-"+b[:5])
+		ip(t, "-n", b, "addr", "add", bAddr, "dev", "to-"+a[:5])
+		ip(t, "-n", a, "link", "set", "to-"+b[:5], "up")
+		ip(t, "-n", b, "link", "set", "to-"+a[:5], "up")
+	}
+	link(spoke, "10.200.0.2/24", hub, "10.200.0.1/24")
+	link(hub, "10.201.0.1/24", remote, "10.201.0.2/24")
+	ip(t, "-n", remote, "addr", "add", "10.99.0.1/32", "dev", "lo")
+	ip(t, "-n", remote, "route", "add", "default", "via", "10.201.0.1")
+	ip(t, "-n", hub, "route", "add", "10.99.0.0/24", "via", "10.201.0.2")
+	require.NoError(t, exec.Command("ip", "netns", "exec", hub, "sysctl", "-qw", "net.ipv4.ip_forward=1").Run())
+
+	echo := listenUDP(t, remote, "10.99.0.1:7")
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			_, from, err := echo.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = echo.WriteTo([]byte(from.String()), from)
+		}
+	}()
+
+	_, err := exchange(t, spoke, "10.99.0.1:7")
+	require.ErrorContains(t, err, "network is unreachable", "the spoke reaches the remote without a plan")
+
+	spokeA, hubA := applier(t, spoke), applier(t, hub)
+	routes := []netip.Prefix{netip.MustParsePrefix("10.99.0.0/24"), netip.MustParsePrefix("10.98.0.0/16")}
+	plan := Plan{Role: RoleSpoke, GatewayNode: "hub", Gateway: netip.MustParseAddr("10.200.0.1"), Routes: routes}
+	_, err = spokeA.Apply(plan)
+	require.NoError(t, err)
+	_, err = hubA.Apply(Plan{Role: RoleHub, GatewayNode: "hub"})
+	require.NoError(t, err)
+
+	answer, err := exchange(t, spoke, "10.99.0.1:7")
+	require.NoError(t, err, "the spoke does not reach the remote through the VXLAN")
+	require.True(t, strings.HasPrefix(answer, "10.200.0.2:"), "the remote sees %s, not the spoke's own address", answer)
+	hubLink, err := hubA.Handle.LinkByName(Device)
+	require.NoError(t, err)
+	require.NotZero(t, hubLink.Attrs().Statistics.RxPackets, "the packet did not arrive on the hub's VXLAN")
+	require.Equal(t, HubMAC.String(), hubLink.Attrs().HardwareAddr.String())
+
+	before, err := spokeA.Handle.LinkByName(Device)
+	require.NoError(t, err)
+	plan.Routes = routes[:1]
+	_, err = spokeA.Apply(plan)
+	require.NoError(t, err)
+	after, err := spokeA.Handle.LinkByName(Device)
+	require.NoError(t, err)
+	require.Equal(t, before.Attrs().Index, after.Attrs().Index, "the interface was made again for the same gateway")
+	have, err := spokeA.Handle.RouteList(after, netlink.FAMILY_V4)
+	require.NoError(t, err)
+	require.Len(t, have, 1, "the route no longer published is still there: %v", have)
+	require.Equal(t, "10.99.0.0/24", have[0].Dst.String())
+	_, err = exchange(t, spoke, "10.99.0.1:7")
+	require.NoError(t, err)
+
+	// The gateway moves to the spoke: it now receives, and routes nothing.
+	_, err = spokeA.Apply(Plan{Role: RoleHub, GatewayNode: "spoke"})
+	require.NoError(t, err)
+	_, err = exchange(t, spoke, "10.99.0.1:7")
+	require.ErrorContains(t, err, "network is unreachable")
+	l, err := spokeA.Handle.LinkByName(Device)
+	require.NoError(t, err)
+	require.Equal(t, HubMAC.String(), l.Attrs().HardwareAddr.String())
+
+	_, err = spokeA.Apply(Plan{})
+	require.NoError(t, err)
+	_, err = spokeA.Handle.LinkByName(Device)
+	require.Error(t, err, "the interface is left without a gateway")
+	require.NoError(t, spokeA.Remove(), "removing what is not there")
+}
+
+func ip(t *testing.T, args ...string) {
+	t.Helper()
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	require.NoError(t, err, "ip %s: %s", strings.Join(args, " "), out)
+}
+
+func applier(t *testing.T, ns string) *Applier {
+	h, err := netns.GetFromName(ns)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Close() })
+	handle, err := netlink.NewHandleAt(h)
+	require.NoError(t, err)
+	t.Cleanup(handle.Close)
+	// The test's namespaces filter no reverse path; their sysctls are not
+	// this process's /proc/sys.
+	return &Applier{Handle: handle, ProcSys: t.TempDir()}
+}
+
+// inNetns runs f on a thread in the named namespace: the sockets it opens
+// stay there.
+func inNetns(t *testing.T, ns string, f func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	require.NoError(t, err)
+	defer func() { require.NoError(t, netns.Set(orig)); _ = orig.Close() }()
+	h, err := netns.GetFromName(ns)
+	require.NoError(t, err)
+	defer func() { _ = h.Close() }()
+	require.NoError(t, netns.Set(h))
+	f()
+}
+
+func listenUDP(t *testing.T, ns, addr string) net.PacketConn {
+	var c net.PacketConn
+	inNetns(t, ns, func() {
+		var err error
+		c, err = net.ListenPacket("udp4", addr)
+		require.NoError(t, err)
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// exchange sends a datagram from ns to addr and returns the answer.
+func exchange(t *testing.T, ns, addr string) (string, error) {
+	var c net.Conn
+	var err error
+	inNetns(t, ns, func() { c, err = net.Dial("udp4", addr) })
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = c.Close() }()
+	if _, err := c.Write([]byte("hello")); err != nil {
+		return "", err
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 64)
+	n, err := c.Read(buf)
+	return string(buf[:n]), err
+}
