@@ -258,15 +258,32 @@ func (ids *identities) write(ctx context.Context, pod, owner *corev1.Pod, data m
 		owners = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: owner.Name, UID: owner.UID, BlockOwnerDeletion: ptr.To(false)}}
 	}
 	meta.OwnerReferences = owners
-	// Created, else patched if it is ours (the label test), as copies are.
-	err := p.deps.create(ctx, &corev1.Secret{ObjectMeta: meta, Data: data})
+	ops := []jsonOp{p.deps.testOurs(), {Op: "add", Path: "/data", Value: data}, {Op: "add", Path: "/metadata/ownerReferences", Value: owners}}
+	// A refresh (written before by this process) patches, one request;
+	// else created, and patched if it exists and is ours (the label test),
+	// as copies are.
+	ids.mu.Lock()
+	_, written := ids.due[pod.UID]
+	ids.mu.Unlock()
+	var err error
+	if written {
+		if _, err = p.deps.patch(ctx, identityKey(pod), ops); !apierrors.IsNotFound(err) {
+			return ids.explain(err, pod, meta.Name)
+		}
+	}
+	err = p.deps.create(ctx, &corev1.Secret{ObjectMeta: meta, Data: data})
 	if !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	ops := []jsonOp{p.deps.testOurs(), {Op: "add", Path: "/data", Value: data}, {Op: "add", Path: "/metadata/ownerReferences", Value: owners}}
 	_, err = p.deps.patch(ctx, identityKey(pod), ops)
+	return ids.explain(err, pod, meta.Name)
+}
+
+// explain says what is wrong when the identity Secret's name is taken by
+// a Secret that is not Nestlet's.
+func (ids *identities) explain(err error, pod *corev1.Pod, name string) error {
 	if notOurs(err) {
-		return fmt.Errorf("secret %s/%s exists and is not Nestlet's identity Secret of pod %s: delete or rename it", pod.Namespace, meta.Name, pod.Name)
+		return fmt.Errorf("secret %s/%s exists and is not Nestlet's identity Secret of pod %s: delete or rename it", pod.Namespace, name, pod.Name)
 	}
 	return err
 }

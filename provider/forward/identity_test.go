@@ -114,16 +114,39 @@ func TestPodIdentityFromTheParent(t *testing.T) {
 	p.ids.refresh(t.Context())
 	require.EqualValues(t, 1, issued.Load())
 	clk.Step(2 * time.Minute)
+	child.ClearActions()
 	p.ids.refresh(t.Context())
 	require.EqualValues(t, 2, issued.Load())
+	require.Equal(t, []string{"patch"}, secretVerbs(child), "a refresh writes the Secret it wrote before in one request")
 	secret, err = child.CoreV1().Secrets("app").Get(t.Context(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "token-2", string(secret.Data["token-0"]))
 
-	// A restarted agent knows no due time: it issues at once.
+	// A restarted agent knows no due time: it issues at once, and finds
+	// the Secret there.
 	p.ids.due = map[types.UID]time.Time{}
+	child.ClearActions()
 	p.ids.refresh(t.Context())
 	require.EqualValues(t, 3, issued.Load())
+	require.Equal(t, []string{"create", "patch"}, secretVerbs(child))
+	// A Secret deleted meanwhile is made again.
+	require.NoError(t, child.CoreV1().Secrets("app").Delete(t.Context(), name, metav1.DeleteOptions{}))
+	clk.Step(6 * time.Minute)
+	p.ids.refresh(t.Context())
+	secret, err = child.CoreV1().Secrets("app").Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "token-4", string(secret.Data["token-0"]))
+}
+
+// secretVerbs are the verbs of the client's requests on Secrets.
+func secretVerbs(c *fake.Clientset) []string {
+	var out []string
+	for _, a := range c.Actions() {
+		if a.GetResource().Resource == "secrets" {
+			out = append(out, a.GetVerb())
+		}
+	}
+	return out
 }
 
 // A level below the one that issued a pod's identity: the parent pod (the
