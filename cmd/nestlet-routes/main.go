@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/nftables"
 	"github.com/spf13/pflag"
 	"github.com/vishvananda/netlink"
 	"k8s.io/client-go/kubernetes"
@@ -80,6 +81,10 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("netlink: %w", err)
 	}
 	defer h.Close()
-	a := &noderoutes.Applier{Handle: h, Port: o.port, VNI: o.vni}
+	nat, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("nftables: %w", err)
+	}
+	a := &noderoutes.Applier{Handle: h, Port: o.port, VNI: o.vni, NAT: nat}
 	return noderoutes.Run(ctx, client, a, noderoutes.Options{Namespace: o.namespace, NodeName: o.nodeName, Resync: o.resync})
 }

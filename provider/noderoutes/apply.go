@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 )
 
@@ -22,6 +23,9 @@ type Applier struct {
 	// ProcSys is where the namespace's sysctls are ("/proc/sys" when
 	// empty): reverse path filtering is read and set there.
 	ProcSys string
+	// NAT, when set, is the namespace's nftables connection: the pods'
+	// traffic to the routes keeps its source address (keepSources).
+	NAT *nftables.Conn
 }
 
 // Apply makes the namespace's interface and routes those of p. It returns
@@ -30,16 +34,26 @@ type Applier struct {
 func (a *Applier) Apply(p Plan) (warnings []string, err error) {
 	switch p.Role {
 	case RoleHub:
-		return a.hub()
+		warnings, err = a.hub()
 	case RoleSpoke:
-		return a.spoke(p)
+		warnings, err = a.spoke(p)
 	default:
 		return nil, a.Remove()
 	}
+	if err == nil && a.NAT != nil {
+		err = keepSources(a.NAT, p.Routes)
+	}
+	return warnings, err
 }
 
-// Remove deletes the interface, and its routes with it.
+// Remove deletes the interface, and its routes with it, and lets the
+// network plugin's source NAT be.
 func (a *Applier) Remove() error {
+	if a.NAT != nil {
+		if err := keepSources(a.NAT, nil); err != nil {
+			return err
+		}
+	}
 	l, err := a.Handle.LinkByName(Device)
 	if err != nil {
 		var notFound netlink.LinkNotFoundError

@@ -23,9 +23,10 @@
 // every pod of its cluster), so the path is asymmetric: the route agent
 // sets reverse path filtering to loose where it is strict.
 //
-// Pods keep their addresses: a packet leaves its node to another cluster's
-// pod CIDR unchanged, unless the cluster's network plugin masquerades it
-// (turn that off for the tree's pod CIDRs).
+// Pods keep their addresses: on every node, the route agent gives new
+// connections to the published CIDRs a source NAT to their own address
+// (nat.go), which keeps a network plugin's masquerade in netfilter from
+// applying to them.
 package noderoutes
 
 import (

@@ -11,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -71,44 +74,7 @@ func TestPlanFor(t *testing.T) {
 // back on the link. The plans apply again without change, drop a route
 // no longer published, and go away with the role.
 func TestApplyCarriesANodesPodsToTheGateway(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: it creates network namespaces and interfaces")
-	}
-	id := fmt.Sprint(os.Getpid())
-	spoke, hub, remote := "nrt-s-"+id, "nrt-h-"+id, "nrt-r-"+id
-	for _, ns := range []string{spoke, hub, remote} {
-		ip(t, "netns", "add", ns)
-		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-		ip(t, "-n", ns, "link", "set", "lo", "up")
-	}
-	link := func(a, aAddr, b, bAddr string) {
-		ip(t, "link", "add", "nrt0", "netns", a, "type", "veth", "peer", "name", "nrt1", "netns", b)
-		ip(t, "-n", a, "link", "set", "nrt0", "name", "to-"+b[:5])
-		ip(t, "-n", b, "link", "set", "nrt1", "name", "to-"+a[:5])
-		ip(t, "-n", a, "addr", "add", aAddr, "dev", "to-"+b[:5])
-		ip(t, "-n", b, "addr", "add", bAddr, "dev", "to-"+a[:5])
-		ip(t, "-n", a, "link", "set", "to-"+b[:5], "up")
-		ip(t, "-n", b, "link", "set", "to-"+a[:5], "up")
-	}
-	link(spoke, "10.200.0.2/24", hub, "10.200.0.1/24")
-	link(hub, "10.201.0.1/24", remote, "10.201.0.2/24")
-	ip(t, "-n", remote, "addr", "add", "10.99.0.1/32", "dev", "lo")
-	ip(t, "-n", remote, "route", "add", "default", "via", "10.201.0.1")
-	ip(t, "-n", hub, "route", "add", "10.99.0.0/24", "via", "10.201.0.2")
-	require.NoError(t, exec.Command("ip", "netns", "exec", hub, "sysctl", "-qw", "net.ipv4.ip_forward=1").Run())
-
-	echo := listenUDP(t, remote, "10.99.0.1:7")
-	go func() {
-		buf := make([]byte, 64)
-		for {
-			_, from, err := echo.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			_, _ = echo.WriteTo([]byte(from.String()), from)
-		}
-	}()
-
+	spoke, hub := threeNamespaces(t)
 	_, err := exchange(t, spoke, "10.99.0.1:7")
 	require.ErrorContains(t, err, "network is unreachable", "the spoke reaches the remote without a plan")
 
@@ -157,6 +123,108 @@ func TestApplyCarriesANodesPodsToTheGateway(t *testing.T) {
 	_, err = spokeA.Handle.LinkByName(Device)
 	require.Error(t, err, "the interface is left without a gateway")
 	require.NoError(t, spokeA.Remove(), "removing what is not there")
+}
+
+// A network plugin that masquerades what leaves the node (here a source
+// NAT of everything to 10.200.0.9, as a plugin's chain at srcnat does) would
+// hide the pod's address from the other cluster: the route agent's null
+// binding keeps it for the tree's CIDRs, and goes with the plan.
+func TestApplyKeepsSourcesFromAPluginsMasquerade(t *testing.T) {
+	spoke, hub := threeNamespaces(t)
+	ip(t, "-n", spoke, "addr", "add", "10.200.0.9/24", "dev", "to-"+hub[:5])
+	spokeNAT := nftConn(t, spoke)
+	plugin := spokeNAT.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: "plugin"})
+	chain := spokeNAT.AddChain(&nftables.Chain{Name: "postrouting", Table: plugin, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource})
+	spokeNAT.AddRule(&nftables.Rule{Table: plugin, Chain: chain, Exprs: []expr.Any{
+		&expr.Immediate{Register: 1, Data: []byte{10, 200, 0, 9}},
+		&expr.NAT{Type: expr.NATTypeSourceNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegAddrMax: 1},
+	}})
+	require.NoError(t, spokeNAT.Flush())
+
+	plan := Plan{Role: RoleSpoke, GatewayNode: "hub", Gateway: netip.MustParseAddr("10.200.0.1"),
+		Routes: []netip.Prefix{netip.MustParsePrefix("10.99.0.0/24")}}
+	_, err := applier(t, hub).Apply(Plan{Role: RoleHub, GatewayNode: "hub"})
+	require.NoError(t, err)
+	without := applier(t, spoke)
+	_, err = without.Apply(plan)
+	require.NoError(t, err)
+	answer, err := exchange(t, spoke, "10.99.0.1:7")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(answer, "10.200.0.9:"), "the plugin's NAT did not apply (the control): the remote sees %s", answer)
+
+	with := applier(t, spoke)
+	with.NAT = nftConn(t, spoke)
+	_, err = with.Apply(plan)
+	require.NoError(t, err)
+	answer, err = exchange(t, spoke, "10.99.0.1:7")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(answer, "10.200.0.2:"), "the remote sees %s, not the sender's own address", answer)
+	_, err = with.Apply(plan)
+	require.NoError(t, err, "applied again")
+
+	_, err = with.Apply(Plan{})
+	require.NoError(t, err)
+	tables, err := spokeNAT.ListTablesOfFamily(nftables.TableFamilyIPv4)
+	require.NoError(t, err)
+	for _, tb := range tables {
+		require.NotEqual(t, NATTable, tb.Name, "the table stays without a plan")
+	}
+}
+
+// nftConn is an nftables connection in the named namespace.
+func nftConn(t *testing.T, ns string) *nftables.Conn {
+	h, err := netns.GetFromName(ns)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Close() })
+	c, err := nftables.New(nftables.WithNetNSFd(int(h)))
+	require.NoError(t, err)
+	return c
+}
+
+// threeNamespaces makes the namespaces of the tests above, with an echo
+// server at 10.99.0.1:7 in the remote one, answering with the address it
+// sees; it returns the spoke's and the hub's.
+func threeNamespaces(t *testing.T) (spoke, hub string) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: it creates network namespaces and interfaces")
+	}
+	id := fmt.Sprint(os.Getpid())
+	spoke, hub, remote := "nrt-s-"+id, "nrt-h-"+id, "nrt-r-"+id
+	for _, ns := range []string{spoke, hub, remote} {
+		ip(t, "netns", "add", ns)
+		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+		ip(t, "-n", ns, "link", "set", "lo", "up")
+	}
+	link := func(a, aAddr, b, bAddr string) {
+		ip(t, "link", "add", "nrt0", "netns", a, "type", "veth", "peer", "name", "nrt1", "netns", b)
+		ip(t, "-n", a, "link", "set", "nrt0", "name", "to-"+b[:5])
+		ip(t, "-n", b, "link", "set", "nrt1", "name", "to-"+a[:5])
+		ip(t, "-n", a, "addr", "add", aAddr, "dev", "to-"+b[:5])
+		ip(t, "-n", b, "addr", "add", bAddr, "dev", "to-"+a[:5])
+		ip(t, "-n", a, "link", "set", "to-"+b[:5], "up")
+		ip(t, "-n", b, "link", "set", "to-"+a[:5], "up")
+	}
+	link(spoke, "10.200.0.2/24", hub, "10.200.0.1/24")
+	link(hub, "10.201.0.1/24", remote, "10.201.0.2/24")
+	ip(t, "-n", remote, "addr", "add", "10.99.0.1/32", "dev", "lo")
+	ip(t, "-n", remote, "route", "add", "default", "via", "10.201.0.1")
+	ip(t, "-n", hub, "route", "add", "10.99.0.0/24", "via", "10.201.0.2")
+	require.NoError(t, exec.Command("ip", "netns", "exec", hub, "sysctl", "-qw", "net.ipv4.ip_forward=1").Run())
+
+	echo := listenUDP(t, remote, "10.99.0.1:7")
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			_, from, err := echo.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = echo.WriteTo([]byte(from.String()), from)
+		}
+	}()
+
+	return spoke, hub
 }
 
 func ip(t *testing.T, args ...string) {
