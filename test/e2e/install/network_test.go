@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/nftables"
 	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -38,6 +41,7 @@ func TestOnePodNetwork(t *testing.T) {
 	cm, err := root.Client.CoreV1().ConfigMaps(chartNamespace).Get(ctx, noderoutes.ConfigMapName, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, rootNode, cm.Data[noderoutes.KeyNode])
+	routesOnNode(t, root.RealNode(rootNode2))
 	inLeaf := webDeployment(t, ns, "in-east-1", 1)[0]
 
 	// Each child's Targets say its tunnel is up.
@@ -90,4 +94,45 @@ func podOnNode(t *testing.T, c *launcher.Cluster, ns, name, node string) *corev1
 	})
 	require.NoError(t, err, "the pod on %s is not ready", node)
 	return pod
+}
+
+// routesOnNode waits until the route agent of node n holds its VXLAN
+// interface with routes and the nftables table that keeps the pods' source
+// addresses.
+func routesOnNode(t *testing.T, n *launcher.RealNode) {
+	t.Helper()
+	h, err := netns.GetFromName(n.Netns)
+	require.NoError(t, err)
+	defer func() { _ = h.Close() }()
+	nl, err := netlink.NewHandleAt(h)
+	require.NoError(t, err)
+	defer nl.Close()
+	nft, err := nftables.New(nftables.WithNetNSFd(int(h)))
+	require.NoError(t, err)
+	var state string
+	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		link, err := nl.LinkByName(noderoutes.Device)
+		if err != nil {
+			state = err.Error()
+			return false, nil
+		}
+		routes, err := nl.RouteList(link, netlink.FAMILY_V4)
+		if err != nil || len(routes) == 0 {
+			state = fmt.Sprintf("no route through %s (%v)", noderoutes.Device, err)
+			return false, nil
+		}
+		tables, err := nft.ListTablesOfFamily(nftables.TableFamilyIPv4)
+		if err != nil {
+			state = err.Error()
+			return false, nil
+		}
+		for _, tb := range tables {
+			if tb.Name == noderoutes.NATTable {
+				return true, nil
+			}
+		}
+		state = "no nftables table " + noderoutes.NATTable
+		return false, nil
+	})
+	require.NoError(t, err, "the route agent on %s: %s", n.Name, state)
 }
