@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds Nestlet's image without Docker: every command of cmd/ (nestlet,
-# nestlet-scheduler, nestlet-proxy, nestctl), static, under /usr/local/bin,
+# nestlet-scheduler, nestlet-proxy, nestlet-routes, nestctl), static, under /usr/local/bin,
 # run as the "nonroot" user 65532 with nothing else in the image (no shell,
 # no package manager), as an OCI docker-archive that `ctr images import`,
 # `docker load` and `kind load image-archive` read. The version (the

@@ -26,7 +26,7 @@ import (
 var nestletImage framework.Image
 
 // TestNestletImage: the image `make images` builds has the same digest when
-// built again, holds the four commands and nothing else, runs as user
+// built again, holds the five commands and nothing else, runs as user
 // 65532 with its version stamped, and runs on a real node two levels
 // below the root, where a pod made at the root requires a non-root user.
 func TestNestletImage(t *testing.T) {
@@ -45,7 +45,7 @@ func TestNestletImage(t *testing.T) {
 	require.NotEmpty(t, revision)
 	require.True(t, strings.HasSuffix(ref, ":"+version), ref)
 	require.Equal(t, []string{"usr/", "usr/local/", "usr/local/bin/", "usr/local/bin/nestctl", "usr/local/bin/nestlet",
-		"usr/local/bin/nestlet-proxy", "usr/local/bin/nestlet-scheduler"}, files, "the commands, and no shell or anything else")
+		"usr/local/bin/nestlet-proxy", "usr/local/bin/nestlet-routes", "usr/local/bin/nestlet-scheduler"}, files, "the commands, and no shell or anything else")
 
 	createAt(t, ns, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "nestctl-version"},
