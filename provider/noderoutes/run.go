@@ -49,7 +49,8 @@ func Run(ctx context.Context, client kubernetes.Interface, a *Applier, o Options
 		o.Resync = 30 * time.Second
 	}
 	logger := klog.FromContext(ctx)
-	factory := informers.NewSharedInformerFactoryWithOptions(client, o.Resync, informers.WithNamespace(o.Namespace),
+	// No informer resync: the ticker below is the one periodic pass.
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(o.Namespace),
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 			lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", ConfigMapName).String()
 		}))
