@@ -65,6 +65,9 @@ type ClusterOptions struct {
 	// Environment's shared one, so that a test can stop and restart this
 	// cluster's storage alone.
 	OwnEtcd bool
+	// Profiling serves kube-apiserver's /debug/pprof to the cluster's
+	// admins (off otherwise, as on a production control plane).
+	Profiling bool
 }
 
 // Cluster is a running control plane with kwok kubelets.
@@ -206,7 +209,7 @@ func startCluster(ctx context.Context, bins *Binaries, own *NestletBinaries, etc
 		c.own = append(c.own, own.process) // already in procs
 		etcd = own
 	}
-	if _, err := c.startAPIServer(ctx, bins, etcd, pki, ports[0]); err != nil {
+	if _, err := c.startAPIServer(ctx, bins, etcd, pki, ports[0], opts.Profiling); err != nil {
 		return nil, err
 	}
 	kcm, err := c.startControllerManager(bins, pki, opts)

@@ -18,7 +18,7 @@ import (
 )
 
 // startAPIServer starts the kube-apiserver on port and waits until it is ready.
-func (c *Cluster) startAPIServer(ctx context.Context, bins *Binaries, etcd *Etcd, pki *clusterPKI, port int) (*Process, error) {
+func (c *Cluster) startAPIServer(ctx context.Context, bins *Binaries, etcd *Etcd, pki *clusterPKI, port int, profiling bool) (*Process, error) {
 	// Pods reach their cluster's API server as in any cluster, through
 	// the kubernetes Service (10.96.0.1, in the serving certificate),
 	// whose endpoint is this machine's address: the API server listens
@@ -73,7 +73,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, bins *Binaries, etcd *Etcd
 		"--enable-bootstrap-token-auth=true",
 		"--allow-privileged=true",
 		"--endpoint-reconciler-type="+reconciler,
-		"--profiling=false",
+		"--profiling="+strconv.FormatBool(profiling),
 		"--v=1",
 	)
 	if err != nil {

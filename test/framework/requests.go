@@ -50,3 +50,28 @@ func Requests(ctx context.Context, c *launcher.Cluster) (map[string]float64, err
 func IsWrite(key string) bool {
 	return !slices.ContainsFunc([]string{"-GET", "-LIST", "-WATCH", "-CONNECT"}, func(v string) bool { return strings.Contains(key, v) })
 }
+
+// FlowControlWait returns, per priority level of the cluster's API priority
+// and fairness, the seconds requests have waited in its queues so far (the
+// sum of apiserver_flowcontrol_request_wait_duration_seconds, executed or
+// not): where a busy API server holds requests back before serving them.
+func FlowControlWait(ctx context.Context, c *launcher.Cluster) (map[string]float64, error) {
+	body, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, m := range fams["apiserver_flowcontrol_request_wait_duration_seconds"].GetMetric() {
+		for _, p := range m.GetLabel() {
+			if p.GetName() == "priority_level" {
+				out[p.GetValue()] += m.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	return out, nil
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,7 +27,9 @@ import (
 // (Running at one level -> Running at the level above), and end-to-end
 // latency (created at the root -> Running at the root, 2 hops), against the
 // same 200 pods created directly in a leaf, and created one level up (in
-// west: 1 hop), in the same run.
+// west: 1 hop), in the same run. Each of the three runs starts on a tree
+// with none of the others' pods, and reports the CPU each busy cluster
+// used.
 //
 //	go test ./test/e2e/forward -run '^$' -bench ForwardingLatency -benchtime 1x
 func BenchmarkForwardingLatency(b *testing.B) {
@@ -61,6 +64,10 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		leafCreated := framework.CreatePods(ctx, b, env.Cluster("east-1").Client, direct, "p", n, spec, 0)
 		leaf.WaitRunning(ctx, b, n)
 		directCPU := cpuSince(cpu0)
+		// Each run starts on an empty tree, as the baseline did: pods left
+		// running in east-1 would leave the 2-hop run one leaf with room,
+		// and deleting them meanwhile would take its CPU.
+		clearNamespace(ctx, b, direct, "east-1")
 
 		// One level: the same pods created in west (the other region, so
 		// that the east leaves keep room for the 2-hop run), forwarded once.
@@ -68,19 +75,24 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		westSpec.NodeSelector = map[string]string{"topology.kubernetes.io/region": "west"}
 		one := framework.NewPodTimes()
 		one.Follow(ctx, b, env.Cluster("west").Client, oneHop)
+		costs0 := measureCosts(b)
 		oneCreated := framework.CreatePods(ctx, b, env.Cluster("west").Client, oneHop, "p", n, westSpec, 0)
 		one.WaitRunning(ctx, b, n)
+		oneCosts := measureCosts(b).Sub(costs0)
+		clearNamespace(ctx, b, oneHop, "west")
 
 		root, mid, leaves := framework.NewPodTimes(), framework.NewPodTimes(), framework.NewPodTimes()
 		root.Follow(ctx, b, env.Cluster("root").Client, nested)
 		mid.Follow(ctx, b, env.Cluster("east").Client, nested)
 		leaves.Follow(ctx, b, env.Cluster("east-1").Client, nested)
 		leaves.Follow(ctx, b, env.Cluster("east-2").Client, nested)
-		profiled := profileAgents(b, []string{"east", "east-1", "east-2"}, 15*time.Second)
-		cpu0 = framework.CPUByKind(env)
+		profiled := profileAgents(b, []string{"root", "east", "east-1", "east-2"}, 15*time.Second)
+		cpu0, costs0 = framework.CPUByKind(env), measureCosts(b)
+		wait0 := flowControlWaits(b, "root", "east", "east-1", "east-2")
 		rootCreated := framework.CreatePods(ctx, b, env.Cluster("root").Client, nested, "p", n, spec, 0)
 		root.WaitRunning(ctx, b, n)
-		nestedCPU := cpuSince(cpu0)
+		nestedCPU, nestedCosts := cpuSince(cpu0), measureCosts(b).Sub(costs0)
+		waits := flowControlWaits(b, "root", "east", "east-1", "east-2")
 		profiled()
 
 		b.StopTimer()
@@ -90,6 +102,9 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		leaf.Lock()
 		hop1p50, hop1p99 := framework.Percentiles(framework.Diffs(root.Bound, mid.Added))
 		hop2p50, hop2p99 := framework.Percentiles(framework.Diffs(mid.Bound, leaves.Added))
+		midBind50, midBind99 := framework.Percentiles(framework.Diffs(mid.Added, mid.Bound))
+		leafBind50, leafBind99 := framework.Percentiles(framework.Diffs(leaves.Added, leaves.Bound))
+		leafRun50, leafRun99 := framework.Percentiles(framework.Diffs(leaves.Bound, leaves.Running))
 		up1p50, up1p99 := framework.Percentiles(framework.Diffs(leaves.Running, mid.Running))
 		up2p50, up2p99 := framework.Percentiles(framework.Diffs(mid.Running, root.Running))
 		sched50, sched99 := framework.Percentiles(framework.Diffs(rootCreated, root.Bound))
@@ -97,6 +112,7 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		flatp50, flatp99 := framework.Percentiles(framework.Diffs(leafCreated, leaf.Running))
 		one.Lock()
 		onep50, onep99 := framework.Percentiles(framework.Diffs(oneCreated, one.Running))
+		oneBind50, oneBind99 := framework.Percentiles(framework.Diffs(oneCreated, one.Bound))
 		one.Unlock()
 		leaf.Unlock()
 		leaves.Unlock()
@@ -106,6 +122,14 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		b.ReportMetric(hop1p99, "hop1-p99-ms")
 		b.ReportMetric(hop2p50, "hop2-p50-ms")
 		b.ReportMetric(hop2p99, "hop2-p99-ms")
+		// Every stage of the 2-hop path, in order: root-bind, hop1,
+		// east-bind, hop2, leaf-bind, leaf-run, status-up1, status-up2.
+		b.ReportMetric(midBind50, "east-bind-p50-ms")
+		b.ReportMetric(midBind99, "east-bind-p99-ms")
+		b.ReportMetric(leafBind50, "leaf-bind-p50-ms")
+		b.ReportMetric(leafBind99, "leaf-bind-p99-ms")
+		b.ReportMetric(leafRun50, "leaf-run-p50-ms")
+		b.ReportMetric(leafRun99, "leaf-run-p99-ms")
 		b.ReportMetric(sched50, "root-bind-p50-ms")
 		b.ReportMetric(sched99, "root-bind-p99-ms")
 		b.ReportMetric(up1p50, "status-up1-p50-ms")
@@ -116,8 +140,28 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		b.ReportMetric(e2ep99, "e2e-2hop-p99-ms")
 		b.ReportMetric(onep50, "e2e-1hop-p50-ms")
 		b.ReportMetric(onep99, "e2e-1hop-p99-ms")
+		b.ReportMetric(oneBind50, "west-bind-p50-ms")
+		b.ReportMetric(oneBind99, "west-bind-p99-ms")
+		// Which cluster does the work: each busy cluster's processes (its
+		// API server, controller manager, scheduler, kwok, agent).
+		for _, c := range []string{"west", "west-1", "west-2"} {
+			b.ReportMetric(oneCosts[c].TotalCPU().Seconds(), "e2e-1hop-cpu-s-in-"+c)
+		}
+		for _, c := range []string{"root", "east", "east-1", "east-2"} {
+			b.ReportMetric(nestedCosts[c].TotalCPU().Seconds(), "e2e-2hop-cpu-s-in-"+c)
+		}
 		b.ReportMetric(flatp50, "direct-leaf-p50-ms")
 		b.ReportMetric(flatp99, "direct-leaf-p99-ms")
+		// Scheduling attempts that found no node, at each level of the
+		// 2-hop path: each sends its pod to the back-off queue.
+		for _, c := range []string{"root", "east", "east-1", "east-2"} {
+			b.ReportMetric(failedScheduling(ctx, b, c, nested), "e2e-2hop-failed-scheduling-in-"+c)
+		}
+		// Seconds requests queued in each API server's priority and
+		// fairness during the 2-hop run, summed over its priority levels.
+		for c, w := range waits {
+			b.ReportMetric(w-wait0[c], "e2e-2hop-apf-wait-s-in-"+c)
+		}
 		reportCPU(b, "direct", directCPU)
 		reportCPU(b, "e2e-2hop", nestedCPU)
 		b.ReportMetric(e2ep50/flatp50, "e2e/direct-p50")
@@ -133,6 +177,50 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		waitNoPods(ctx, b, nested, direct, oneHop)
 		b.StartTimer()
 	}
+}
+
+// flowControlWaits reads each cluster's FlowControlWait, summed over its
+// priority levels.
+func flowControlWaits(b *testing.B, clusters ...string) map[string]float64 {
+	b.Helper()
+	out := map[string]float64{}
+	for _, c := range clusters {
+		byLevel, err := framework.FlowControlWait(b.Context(), env.Cluster(c))
+		require.NoError(b, err)
+		for _, s := range byLevel {
+			out[c] += s
+		}
+	}
+	return out
+}
+
+// failedScheduling counts the FailedScheduling events of namespace ns in
+// cluster c, and logs the first messages.
+func failedScheduling(ctx context.Context, b *testing.B, c, ns string) float64 {
+	b.Helper()
+	evs, err := env.Cluster(c).Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
+	require.NoError(b, err)
+	n := int32(0)
+	for _, e := range evs.Items {
+		n += max(e.Count, 1)
+		if n <= 3 {
+			b.Logf("%s: %s: %s", c, e.InvolvedObject.Name, e.Message)
+		}
+	}
+	return float64(n)
+}
+
+// clearNamespace deletes the pods of namespace ns in clusters, where they
+// were created (their delegates below follow), and waits until no cluster
+// holds one.
+func clearNamespace(ctx context.Context, b *testing.B, ns string, clusters ...string) {
+	b.Helper()
+	b.StopTimer()
+	defer b.StartTimer()
+	for _, c := range clusters {
+		require.NoError(b, env.Cluster(c).Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
+	}
+	waitNoPods(ctx, b, ns)
 }
 
 // waitNoPods waits until no cluster of the tree holds a pod in the
@@ -154,10 +242,11 @@ func waitNoPods(ctx context.Context, b *testing.B, namespaces ...string) {
 	}
 }
 
-// profileAgents, with NESTLET_PROFILE_DIR set, records a CPU profile of the
-// agents of clusters over the next d into that directory
-// (<cluster>-agent-cpu.pprof, for `go tool pprof`); the function it
-// returns waits for them. Without it, it does nothing.
+// profileAgents, with NESTLET_PROFILE_DIR set, records CPU profiles of the
+// agents and the API servers of clusters over the next d into that
+// directory (<cluster>-agent-cpu.pprof, <cluster>-apiserver-cpu.pprof, for
+// `go tool pprof`); the function it returns waits for them. Without it, it
+// does nothing.
 func profileAgents(b *testing.B, clusters []string, d time.Duration) func() {
 	b.Helper()
 	dir := os.Getenv("NESTLET_PROFILE_DIR")
@@ -165,13 +254,22 @@ func profileAgents(b *testing.B, clusters []string, d time.Duration) func() {
 		return func() {}
 	}
 	require.NoError(b, os.MkdirAll(dir, 0o755))
+	seconds := strconv.Itoa(int(d.Seconds()))
 	var wg sync.WaitGroup
+	save := func(file string, raw []byte, err error) {
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, file), raw, 0o644)
+		}
+		if err != nil {
+			b.Errorf("profile %s: %v", file, err)
+		}
+	}
 	for _, c := range clusters {
-		url := strings.TrimSuffix(metricsURL[c], "/metrics") + fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds()))
+		url := strings.TrimSuffix(metricsURL[c], "/metrics") + "/debug/pprof/profile?seconds=" + seconds
 		wg.Go(func() {
 			resp, err := http.Get(url) //nolint:gosec,noctx // the test's own agent
 			if err != nil {
-				b.Errorf("profiling %s's agent: %v", c, err)
+				save(c+"-agent-cpu.pprof", nil, err)
 				return
 			}
 			defer func() { _ = resp.Body.Close() }()
@@ -179,15 +277,25 @@ func profileAgents(b *testing.B, clusters []string, d time.Duration) func() {
 			if err == nil && resp.StatusCode != http.StatusOK {
 				err = fmt.Errorf("%s: %s", resp.Status, raw)
 			}
-			if err == nil {
-				err = os.WriteFile(filepath.Join(dir, c+"-agent-cpu.pprof"), raw, 0o644)
-			}
-			if err != nil {
-				b.Errorf("profiling %s's agent: %v", c, err)
-			}
+			save(c+"-agent-cpu.pprof", raw, err)
+		})
+		// kube-apiserver serves /debug/pprof to cluster admins (--profiling
+		// is on by default).
+		wg.Go(func() {
+			raw, err := env.Cluster(c).Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+				Param("seconds", seconds).Timeout(d + time.Minute).DoRaw(context.Background())
+			save(c+"-apiserver-cpu.pprof", raw, err)
 		})
 	}
 	return wg.Wait
+}
+
+// measureCosts reads every cluster's CPU and requests so far.
+func measureCosts(b *testing.B) framework.Costs {
+	b.Helper()
+	costs, err := framework.MeasureCosts(b.Context(), env)
+	require.NoError(b, err)
+	return costs
 }
 
 // cpuSince returns the CPU time every process of the environment used

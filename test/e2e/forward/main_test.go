@@ -38,11 +38,17 @@ func leaf(name, region string) launcher.ClusterOptions {
 }
 
 func TestMain(m *testing.M) {
+	clusters := []launcher.ClusterOptions{
+		{Name: "root", Nodes: []launcher.NodeOptions{{Name: "root-node"}}}, {Name: "east"}, {Name: "west"},
+		leaf("east-1", "east"), leaf("east-2", "east"), leaf("west-1", "west"), leaf("west-2", "west"),
+	}
+	// BenchmarkForwardingLatency records the API servers' CPU profiles
+	// too with NESTLET_PROFILE_DIR set.
+	for i := range clusters {
+		clusters[i].Profiling = os.Getenv("NESTLET_PROFILE_DIR") != ""
+	}
 	os.Exit(framework.RunTreeMain(m, framework.Tree{
-		Clusters: []launcher.ClusterOptions{
-			{Name: "root", Nodes: []launcher.NodeOptions{{Name: "root-node"}}}, {Name: "east"}, {Name: "west"},
-			leaf("east-1", "east"), leaf("east-2", "east"), leaf("west-1", "west"), leaf("west-2", "west"),
-		},
+		Clusters: clusters,
 		Edges: [][2]string{
 			{"east", "root"}, {"west", "root"},
 			{"east-1", "east"}, {"east-2", "east"}, {"west-1", "west"}, {"west-2", "west"},
