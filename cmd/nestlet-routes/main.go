@@ -30,6 +30,7 @@ type options struct {
 	kubeconfig       string
 	namespace        string
 	nodeName         string
+	daemonSet        string
 	port, vni        int
 	resync           time.Duration
 	printPermissions bool
@@ -42,6 +43,7 @@ func main() {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of this cluster (default: in-cluster config, or $KUBECONFIG)")
 	fs.StringVar(&o.namespace, "namespace", api.DefaultNamespace, "the agent's namespace, where it publishes its gateway (ConfigMap "+noderoutes.ConfigMapName+")")
 	fs.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default: $NODE_NAME)")
+	fs.StringVar(&o.daemonSet, "daemonset-name", "", "the DaemonSet this route agent is a pod of, in --namespace: on exit the node keeps its interface, routes and table for the next route agent while the DaemonSet exists (an update), and loses them once it is gone (uninstall); empty: always removed on exit")
 	fs.IntVar(&o.port, "vxlan-port", noderoutes.DefaultPort, "UDP port of the VXLAN between the nodes and the gateway's node (the same on every node)")
 	fs.IntVar(&o.vni, "vxlan-vni", noderoutes.DefaultVNI, "VXLAN network identifier (the same on every node)")
 	fs.DurationVar(&o.resync, "resync", 30*time.Second, "how often the interface and the routes are set again without a change")
@@ -86,5 +88,5 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("nftables: %w", err)
 	}
 	a := &noderoutes.Applier{Handle: h, Port: o.port, VNI: o.vni, NAT: nat}
-	return noderoutes.Run(ctx, client, a, noderoutes.Options{Namespace: o.namespace, NodeName: o.nodeName, Resync: o.resync})
+	return noderoutes.Run(ctx, client, a, noderoutes.Options{Namespace: o.namespace, NodeName: o.nodeName, Resync: o.resync, DaemonSet: o.daemonSet})
 }

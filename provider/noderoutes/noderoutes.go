@@ -131,9 +131,9 @@ func PlanFor(cm *corev1.ConfigMap, self string, node func(string) (*corev1.Node,
 		p.Role = RoleHub
 		return p, nil
 	}
-	if len(p.Routes) == 0 {
-		return Plan{}, nil
-	}
+	// A gateway that routes nothing (yet: its agent has just started) is
+	// still the remote end: the interface stays, with no route, and an
+	// agent's restart does not make it again.
 	n, err := node(p.GatewayNode)
 	if err != nil {
 		return Plan{}, fmt.Errorf("the gateway's node %s: %w", p.GatewayNode, err)

@@ -46,7 +46,8 @@ func TestPlanFor(t *testing.T) {
 	require.Equal(t, RoleNone, p.Role, "nothing published")
 	p, err = PlanFor(cm("gw", ""), "a", lookup)
 	require.NoError(t, err)
-	require.Equal(t, RoleNone, p.Role, "a gateway that routes nothing yet")
+	require.Equal(t, Plan{Role: RoleSpoke, GatewayNode: "gw", Gateway: netip.MustParseAddr("10.0.0.1")}, p,
+		"a gateway that routes nothing yet (its agent just started): the interface, no route")
 	p, err = PlanFor(cm("gw", ""), "gw", lookup)
 	require.NoError(t, err)
 	require.Equal(t, RoleHub, p.Role, "the gateway's node receives even before there are routes")

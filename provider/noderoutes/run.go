@@ -27,6 +27,14 @@ type Options struct {
 	// Resync is how often the interface and routes are set again even
 	// without a change (someone else removed them); 30s when 0.
 	Resync time.Duration
+	// DaemonSet names the DaemonSet (in Namespace) this route agent is a
+	// pod of. On exit the node keeps its interface, routes and table while
+	// that DaemonSet exists and is not being deleted: a rolling update or
+	// a deleted pod, whose successor on the node takes them over without
+	// a gap in the node's traffic to the tree. Once the DaemonSet is gone
+	// or going (helm uninstall, node routes turned off), or cannot be
+	// read, they are removed. Empty: always removed.
+	DaemonSet string
 }
 
 // Permissions are what the route agent does in its cluster; the chart
@@ -37,7 +45,14 @@ var Permissions = []permissions.Rule{
 		Why:   "the node the gateway runs on and the CIDRs it routes into the tunnels, published by the working agent"},
 	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"},
 		Why: "the gateway's node's address, the VXLAN's remote end"},
+	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, ResourceNames: []string{DaemonSetNamePlaceholder},
+		Verbs: []string{"get"},
+		Why:   "on exit, whether its own DaemonSet still exists: the node keeps its routes for the next route agent, unless the DaemonSet is gone (uninstall)"},
 }
+
+// DaemonSetNamePlaceholder in Permissions is the route agents' DaemonSet,
+// the release's "<fullname>-routes".
+const DaemonSetNamePlaceholder = "<fullname>-routes"
 
 // Run keeps a's namespace configured to what the gateway publishes until
 // ctx ends, then removes the interface.
@@ -105,6 +120,10 @@ func Run(ctx context.Context, client kubernetes.Interface, a *Applier, o Options
 		}
 		select {
 		case <-ctx.Done():
+			if keep, why := handOver(client, o); keep {
+				logger.Info("Leaving the interface, routes and table to the next route agent on this node", "interface", Device, "why", why)
+				return nil
+			}
 			if err := a.Remove(); err != nil {
 				return fmt.Errorf("removing %s: %w", Device, err)
 			}
@@ -114,6 +133,25 @@ func Run(ctx context.Context, client kubernetes.Interface, a *Applier, o Options
 		case <-tick.C:
 		}
 	}
+}
+
+// handOver tells whether a route agent that exits leaves the node as it is
+// for its successor, and why: while its DaemonSet (Options.DaemonSet)
+// exists and is not being deleted. Not when it is gone or going, or when
+// it cannot be read: an uninstall deletes the route agent's Role and
+// ServiceAccount too, and an agent that could not tell must not leave
+// routes behind.
+func handOver(client kubernetes.Interface, o Options) (bool, string) {
+	if o.DaemonSet == "" {
+		return false, ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ds, err := client.AppsV1().DaemonSets(o.Namespace).Get(ctx, o.DaemonSet, metav1.GetOptions{})
+	if err != nil || ds.DeletionTimestamp != nil {
+		return false, ""
+	}
+	return true, fmt.Sprintf("DaemonSet %s/%s still exists: its next pod on this node takes them over", o.Namespace, o.DaemonSet)
 }
 
 func samePlan(a, b Plan) bool {

@@ -26,7 +26,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		"proxy":     proxy.Permissions,
 		"scheduler": withLease(profile.Permissions, profile.LeaseNamePlaceholder, release+"-scheduler"),
 		"leave":     nestctl.LeavePermissions,
-		"routes":    noderoutes.Permissions,
+		"routes":    withLease(noderoutes.Permissions, noderoutes.DaemonSetNamePlaceholder, release+"-routes"),
 	}
 	for component, needed := range want {
 		t.Run(component, func(t *testing.T) {
@@ -39,7 +39,8 @@ func TestRBACLeastPrivilege(t *testing.T) {
 	}
 }
 
-// withLease returns perms with their Lease named.
+// withLease returns perms with their Lease (or another object named after
+// the release) named.
 func withLease(perms []permissions.Rule, placeholder, lease string) []permissions.Rule {
 	out := make([]permissions.Rule, len(perms))
 	for i, r := range perms {

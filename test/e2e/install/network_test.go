@@ -101,6 +101,14 @@ func podOnNode(t *testing.T, c *launcher.Cluster, ns, name, node string) *corev1
 // addresses.
 func routesOnNode(t *testing.T, n *launcher.RealNode) {
 	t.Helper()
+	_ = vxlanOnNode(t, n, true)
+}
+
+// vxlanOnNode waits until node n has the route agents' VXLAN interface
+// (with routes through it when routed) and their nftables table, and
+// returns the interface's index: another index later is another interface.
+func vxlanOnNode(t *testing.T, n *launcher.RealNode, routed bool) int {
+	t.Helper()
 	h, err := netns.GetFromName(n.Netns)
 	require.NoError(t, err)
 	defer func() { _ = h.Close() }()
@@ -110,14 +118,16 @@ func routesOnNode(t *testing.T, n *launcher.RealNode) {
 	nft, err := nftables.New(nftables.WithNetNSFd(int(h)))
 	require.NoError(t, err)
 	var state string
+	index := 0
 	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		link, err := nl.LinkByName(noderoutes.Device)
 		if err != nil {
 			state = err.Error()
 			return false, nil
 		}
+		index = link.Attrs().Index
 		routes, err := nl.RouteList(link, netlink.FAMILY_V4)
-		if err != nil || len(routes) == 0 {
+		if routed && (err != nil || len(routes) == 0) {
 			state = fmt.Sprintf("no route through %s (%v)", noderoutes.Device, err)
 			return false, nil
 		}
@@ -135,4 +145,5 @@ func routesOnNode(t *testing.T, n *launcher.RealNode) {
 		return false, nil
 	})
 	require.NoError(t, err, "the route agent on %s: %s", n.Name, state)
+	return index
 }

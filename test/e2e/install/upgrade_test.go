@@ -32,8 +32,9 @@ const upgradeReplicas = 30
 // pods made at the root run in east-1:
 // no pod at the root changes phase or readiness or goes away (a watch
 // kept on them for the whole upgrade), no delegate is made again in east
-// or east-1, and no container restarts in east-1's runtime. The upgraded
-// components then still forward a new pod.
+// or east-1, no container restarts in east-1's runtime, and the route
+// agents' interfaces on the root's nodes are the same ones after. The
+// upgraded components then still forward a new pod.
 func TestUpgrade(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := t.Context()
@@ -53,6 +54,14 @@ func TestUpgrade(t *testing.T) {
 	atRoot := watchStates(t, root.Client, ns, "app=steady")
 	atLeaf := watchStates(t, leaf.Client, ns, "app=steady")
 
+	// The route agents' interfaces on the root's nodes (the gateway's, and
+	// the other, which routes to it): a rolling update of the route agents
+	// hands them over, it does not make them again.
+	interfaces := map[string]int{}
+	for _, n := range root.RealNodes() {
+		interfaces[n.Name] = vxlanOnNode(t, n, false)
+	}
+
 	_, took := upgradeTree(t, "0.0.0-upgrade")
 	t.Logf("helm upgrade of %d clusters took %s", len(tree), took.Round(time.Millisecond))
 	// Every child's Target is Ready again with the new agents, and the
@@ -66,6 +75,10 @@ func TestUpgrade(t *testing.T) {
 	// Target finds their protocols met, naming both.
 	for _, at := range tree[1:] {
 		requireVersionsStated(t, at.name, at.parent, "0.0.0-upgrade")
+	}
+
+	for _, n := range root.RealNodes() {
+		require.Equal(t, interfaces[n.Name], vxlanOnNode(t, n, false), "the route agents' interface on %s was made again by the upgrade", n.Name)
 	}
 
 	rootChanges, leafChanges := atRoot(t), atLeaf(t)

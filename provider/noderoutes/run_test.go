@@ -1,0 +1,82 @@
+package noderoutes
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// A route agent that exits leaves the node's interface to its successor
+// while its DaemonSet exists (a rolling update: no gap in the node's
+// traffic), and removes it once the DaemonSet is gone or going (helm
+// uninstall), or when it runs outside a DaemonSet.
+func TestRunHandsOverWhileItsDaemonSetExists(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: it creates a network namespace and interfaces")
+	}
+	const ns, dsName = "nestlet-system", "nestlet-routes"
+	netnsName := fmt.Sprintf("nrt-run-%d", os.Getpid())
+	ip(t, "netns", "add", netnsName)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", netnsName).Run() })
+	a := applier(t, netnsName)
+	now := metav1.Now()
+	for _, c := range []struct {
+		name      string
+		daemonSet string
+		objects   []runtime.Object
+		kept      bool
+	}{
+		{name: "its DaemonSet exists", daemonSet: dsName, kept: true,
+			objects: []runtime.Object{&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: dsName, Namespace: ns}}}},
+		{name: "its DaemonSet is being deleted", daemonSet: dsName,
+			objects: []runtime.Object{&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: dsName, Namespace: ns,
+				DeletionTimestamp: &now, Finalizers: []string{"orphan"}}}}},
+		{name: "its DaemonSet is gone", daemonSet: dsName},
+		{name: "another DaemonSet exists", daemonSet: dsName,
+			objects: []runtime.Object{&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: ns}}}},
+		{name: "not run by a DaemonSet",
+			objects: []runtime.Object{&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: dsName, Namespace: ns}}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// This node runs the gateway: the route agent holds the hub.
+			objects := append([]runtime.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: ns},
+				Data: map[string]string{KeyNode: "n1", KeyRoutes: "10.99.0.0/24"}}}, c.objects...)
+			client := fake.NewClientset(objects...)
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() {
+				done <- Run(ctx, client, a, Options{Namespace: ns, NodeName: "n1", DaemonSet: c.daemonSet, Resync: time.Hour})
+			}()
+			err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+				_, err := a.Handle.LinkByName(Device)
+				return err == nil, nil
+			})
+			require.NoError(t, err, "the route agent made no %s", Device)
+			cancel()
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(30 * time.Second):
+				t.Fatal("Run did not return after its context ended")
+			}
+			_, err = a.Handle.LinkByName(Device)
+			if c.kept {
+				require.NoError(t, err, "the interface was removed while the DaemonSet still runs the node's route agent")
+				require.NoError(t, a.Remove())
+			} else {
+				require.Error(t, err, "the interface is left behind")
+			}
+		})
+	}
+}
