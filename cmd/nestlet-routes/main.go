@@ -32,6 +32,7 @@ type options struct {
 	nodeName         string
 	daemonSet        string
 	port, vni        int
+	anySource        bool
 	resync           time.Duration
 	printPermissions bool
 }
@@ -46,6 +47,7 @@ func main() {
 	fs.StringVar(&o.daemonSet, "daemonset-name", "", "the DaemonSet this route agent is a pod of, in --namespace: on exit the node keeps its interface, routes and table for the next route agent while the DaemonSet exists (an update), and loses them once it is gone (uninstall); empty: always removed on exit")
 	fs.IntVar(&o.port, "vxlan-port", noderoutes.DefaultPort, "UDP port of the VXLAN between the nodes and the gateway's node (the same on every node)")
 	fs.IntVar(&o.vni, "vxlan-vni", noderoutes.DefaultVNI, "VXLAN network identifier (the same on every node)")
+	fs.BoolVar(&o.anySource, "vxlan-from-any", false, "accept VXLAN packets from any address (by default only from the cluster's nodes' InternalIP and ExternalIP addresses)")
 	fs.DurationVar(&o.resync, "resync", 30*time.Second, "how often the interface and the routes are set again without a change")
 	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
 	klog.InitFlags(klogFlags)
@@ -88,5 +90,5 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("nftables: %w", err)
 	}
 	a := &noderoutes.Applier{Handle: h, Port: o.port, VNI: o.vni, NAT: nat}
-	return noderoutes.Run(ctx, client, a, noderoutes.Options{Namespace: o.namespace, NodeName: o.nodeName, Resync: o.resync, DaemonSet: o.daemonSet})
+	return noderoutes.Run(ctx, client, a, noderoutes.Options{Namespace: o.namespace, NodeName: o.nodeName, Resync: o.resync, DaemonSet: o.daemonSet, AnySource: o.anySource})
 }

@@ -24,7 +24,8 @@ type Applier struct {
 	// empty): reverse path filtering is read and set there.
 	ProcSys string
 	// NAT, when set, is the namespace's nftables connection: the pods'
-	// traffic to the routes keeps its source address (keepSources).
+	// traffic to the routes keeps its source address, and VXLAN comes
+	// from the plan's peers only (setTable).
 	NAT *nftables.Conn
 }
 
@@ -41,7 +42,7 @@ func (a *Applier) Apply(p Plan) (warnings []string, err error) {
 		return nil, a.Remove()
 	}
 	if err == nil && a.NAT != nil {
-		err = keepSources(a.NAT, p.Routes)
+		err = setTable(a.NAT, p, a.port())
 	}
 	return warnings, err
 }
@@ -50,7 +51,7 @@ func (a *Applier) Apply(p Plan) (warnings []string, err error) {
 // network plugin's source NAT be.
 func (a *Applier) Remove() error {
 	if a.NAT != nil {
-		if err := keepSources(a.NAT, nil); err != nil {
+		if err := setTable(a.NAT, Plan{}, a.port()); err != nil {
 			return err
 		}
 	}

@@ -26,7 +26,8 @@
 // Pods keep their addresses: on every node, the route agent gives new
 // connections to the published CIDRs a source NAT to their own address
 // (nat.go), which keeps a network plugin's masquerade in netfilter from
-// applying to them.
+// applying to them. The same table drops VXLAN packets from any address
+// that is not a node's of the cluster (Plan.Peers).
 package noderoutes
 
 import (
@@ -94,6 +95,11 @@ type Plan struct {
 	Gateway     netip.Addr
 	// Routes go to the gateway (RoleSpoke).
 	Routes []netip.Prefix
+	// Peers are the addresses VXLAN packets are accepted from: the
+	// cluster's nodes' (NodeAddresses). Any other source's are dropped,
+	// so that no host or pod that can reach the node's VXLAN port sends
+	// packets into the tree through it. Nil: accepted from anywhere.
+	Peers []netip.Addr
 }
 
 // Data is the ConfigMap's data for a gateway on node routing routes.
@@ -143,6 +149,24 @@ func PlanFor(cm *corev1.ConfigMap, self string, node func(string) (*corev1.Node,
 	}
 	p.Role = RoleSpoke
 	return p, nil
+}
+
+// NodeAddresses are the IPv4 addresses (InternalIP and ExternalIP) of
+// nodes, sorted, each once: where the nodes' VXLAN packets come from.
+func NodeAddresses(nodes []*corev1.Node) []netip.Addr {
+	out := []netip.Addr{}
+	for _, n := range nodes {
+		for _, a := range n.Status.Addresses {
+			if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
+				continue
+			}
+			if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Is4() && !slices.Contains(out, ip) {
+				out = append(out, ip)
+			}
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
 }
 
 // InternalIP is the node's first IPv4 InternalIP (invalid: none).

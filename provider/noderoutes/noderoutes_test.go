@@ -58,6 +58,12 @@ func TestPlanFor(t *testing.T) {
 		Routes: []netip.Prefix{netip.MustParsePrefix("10.3.0.0/16"), netip.MustParsePrefix("10.251.0.1/32")}}, p,
 		"IPv4 routes, masked, to the node's IPv4 InternalIP")
 
+	require.Equal(t, []netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("192.0.2.7")},
+		NodeAddresses([]*corev1.Node{nodes["gw"], nodes["bare"], {Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+			{Type: corev1.NodeExternalIP, Address: "192.0.2.7"}, {Type: corev1.NodeInternalIP, Address: "10.0.0.1"},
+			{Type: corev1.NodeInternalDNS, Address: "10.0.0.9"}}}}}),
+		"every node's IPv4 InternalIP and ExternalIP, sorted, each once")
+
 	_, err = PlanFor(cm("gw", "10.3.0.0/33"), "a", lookup)
 	require.ErrorContains(t, err, `route "10.3.0.0/33"`)
 	_, err = PlanFor(cm("gone", "10.3.0.0/16"), "a", lookup)
@@ -288,4 +294,59 @@ func exchange(t *testing.T, ns, addr string) (string, error) {
 	buf := make([]byte, 64)
 	n, err := c.Read(buf)
 	return string(buf[:n]), err
+}
+
+// The gateway's node accepts VXLAN from the plan's peers (the cluster's
+// nodes) only: packets from any other address are dropped before they are
+// decapsulated (the drop rule counts them, the interface receives none),
+// and pass once the sender's address is a peer's.
+func TestApplyAcceptsVXLANFromPeersOnly(t *testing.T) {
+	spoke, hub := threeNamespaces(t)
+	_, err := applier(t, spoke).Apply(Plan{Role: RoleSpoke, GatewayNode: "hub", Gateway: netip.MustParseAddr("10.200.0.1"),
+		Routes: []netip.Prefix{netip.MustParsePrefix("10.99.0.0/24")}})
+	require.NoError(t, err)
+	hubA := applier(t, hub)
+	hubA.NAT = nftConn(t, hub)
+	others := []netip.Addr{netip.MustParseAddr("10.200.0.1"), netip.MustParseAddr("10.200.0.3")}
+	_, err = hubA.Apply(Plan{Role: RoleHub, GatewayNode: "hub", Peers: others})
+	require.NoError(t, err)
+
+	_, err = exchange(t, spoke, "10.99.0.1:7")
+	require.Error(t, err, "a node that is not a peer sent through the VXLAN")
+	require.NotZero(t, dropped(t, hubA.NAT), "the drop rule counted nothing")
+	link, err := hubA.Handle.LinkByName(Device)
+	require.NoError(t, err)
+	require.Zero(t, link.Attrs().Statistics.RxPackets, "the hub's interface received a packet from a stranger")
+
+	_, err = hubA.Apply(Plan{Role: RoleHub, GatewayNode: "hub", Peers: append(others, netip.MustParseAddr("10.200.0.2"))})
+	require.NoError(t, err)
+	answer, err := exchange(t, spoke, "10.99.0.1:7")
+	require.NoError(t, err, "a peer's packets are dropped")
+	require.True(t, strings.HasPrefix(answer, "10.200.0.2:"), "the remote sees %s", answer)
+
+	_, err = hubA.Apply(Plan{Role: RoleHub, GatewayNode: "hub"})
+	require.NoError(t, err)
+	tables, err := hubA.NAT.ListTablesOfFamily(nftables.TableFamilyIPv4)
+	require.NoError(t, err)
+	for _, tb := range tables {
+		require.NotEqual(t, NATTable, tb.Name, "a table with neither routes nor peers")
+	}
+	_, err = exchange(t, spoke, "10.99.0.1:7")
+	require.NoError(t, err, "without peers, VXLAN is accepted from anywhere")
+}
+
+// dropped is the packet count of the VXLAN filter's drop rule.
+func dropped(t *testing.T, c *nftables.Conn) uint64 {
+	t.Helper()
+	table := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: NATTable}
+	rules, err := c.GetRules(table, &nftables.Chain{Name: "input", Table: table})
+	require.NoError(t, err)
+	require.Len(t, rules, 1)
+	for _, e := range rules[0].Exprs {
+		if counter, ok := e.(*expr.Counter); ok {
+			return counter.Packets
+		}
+	}
+	t.Fatal("the drop rule has no counter")
+	return 0
 }

@@ -3,6 +3,7 @@ package noderoutes
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -35,6 +37,9 @@ type Options struct {
 	// or going (helm uninstall, node routes turned off), or cannot be
 	// read, they are removed. Empty: always removed.
 	DaemonSet string
+	// AnySource accepts VXLAN packets from any address; by default only
+	// from the cluster's nodes' (Plan.Peers).
+	AnySource bool
 }
 
 // Permissions are what the route agent does in its cluster; the chart
@@ -43,8 +48,8 @@ var Permissions = []permissions.Rule{
 	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{ConfigMapName},
 		Verbs: []string{"get", "list", "watch"},
 		Why:   "the node the gateway runs on and the CIDRs it routes into the tunnels, published by the working agent"},
-	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"},
-		Why: "the gateway's node's address, the VXLAN's remote end"},
+	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch"},
+		Why: "the gateway's node's address, the VXLAN's remote end; every node's addresses, the only sources VXLAN is accepted from"},
 	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, ResourceNames: []string{DaemonSetNamePlaceholder},
 		Verbs: []string{"get"},
 		Why:   "on exit, whether its own DaemonSet still exists: the node keeps its routes for the next route agent, unless the DaemonSet is gone (uninstall)"},
@@ -81,14 +86,24 @@ func Run(ctx context.Context, client kubernetes.Interface, a *Applier, o Options
 		UpdateFunc: func(_, n any) { notify(n) }, DeleteFunc: notify}); err != nil {
 		return err
 	}
+	nodeFactory := informers.NewSharedInformerFactory(client, 0)
+	nodes := nodeFactory.Core().V1().Nodes()
+	if _, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: notify, DeleteFunc: notify,
+		UpdateFunc: func(o, n any) {
+			if !slices.Equal(NodeAddresses([]*corev1.Node{o.(*corev1.Node)}), NodeAddresses([]*corev1.Node{n.(*corev1.Node)})) {
+				notify(n)
+			}
+		}}); err != nil {
+		return err
+	}
 	factory.Start(ctx.Done())
+	nodeFactory.Start(ctx.Done())
 	defer factory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), cms.Informer().HasSynced) {
+	defer nodeFactory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), cms.Informer().HasSynced, nodes.Informer().HasSynced) {
 		return ctx.Err()
 	}
-	node := func(name string) (*corev1.Node, error) {
-		return client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	}
+	node := nodes.Lister().Get
 	var last Plan
 	var lastErr string
 	tick := time.NewTicker(o.Resync)
@@ -102,7 +117,9 @@ func Run(ctx context.Context, client kubernetes.Interface, a *Applier, o Options
 		var p Plan
 		if err == nil {
 			if p, err = PlanFor(cm, o.NodeName, node); err == nil {
-				warnings, err = a.Apply(p)
+				if p.Peers, err = peers(nodes.Lister().List, o.AnySource); err == nil {
+					warnings, err = a.Apply(p)
+				}
 			}
 		}
 		switch {
@@ -112,7 +129,8 @@ func Run(ctx context.Context, client kubernetes.Interface, a *Applier, o Options
 			}
 			lastErr = err.Error()
 		case !samePlan(p, last) || lastErr != "":
-			logger.Info("Routes to the gateway set", "role", p.Role, "gatewayNode", p.GatewayNode, "gateway", p.Gateway, "routes", p.Routes)
+			logger.Info("Routes to the gateway set", "role", p.Role, "gatewayNode", p.GatewayNode, "gateway", p.Gateway, "routes", p.Routes,
+				"vxlanFrom", peersText(p.Peers))
 			for _, w := range warnings {
 				logger.Info("WARNING: " + w)
 			}
@@ -154,6 +172,27 @@ func handOver(client kubernetes.Interface, o Options) (bool, string) {
 	return true, fmt.Sprintf("DaemonSet %s/%s still exists: its next pod on this node takes them over", o.Namespace, o.DaemonSet)
 }
 
+func peersText(p []netip.Addr) string {
+	if p == nil {
+		return "any address"
+	}
+	return fmt.Sprint(p)
+}
+
+// peers are the addresses VXLAN is accepted from: every node's, nil with
+// anySource.
+func peers(list func(labels.Selector) ([]*corev1.Node, error), anySource bool) ([]netip.Addr, error) {
+	if anySource {
+		return nil, nil
+	}
+	all, err := list(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	return NodeAddresses(all), nil
+}
+
 func samePlan(a, b Plan) bool {
-	return a.Role == b.Role && a.GatewayNode == b.GatewayNode && a.Gateway == b.Gateway && slices.Equal(a.Routes, b.Routes)
+	return a.Role == b.Role && a.GatewayNode == b.GatewayNode && a.Gateway == b.Gateway && slices.Equal(a.Routes, b.Routes) &&
+		slices.Equal(a.Peers, b.Peers)
 }

@@ -137,13 +137,59 @@ func vxlanOnNode(t *testing.T, n *launcher.RealNode, routed bool) int {
 			return false, nil
 		}
 		for _, tb := range tables {
-			if tb.Name == noderoutes.NATTable {
-				return true, nil
+			if tb.Name != noderoutes.NATTable {
+				continue
 			}
+			// VXLAN is accepted from the cluster's nodes only.
+			set, err := nft.GetSetByName(tb, noderoutes.PeersSet)
+			if err != nil {
+				state = fmt.Sprintf("no set %s: %v", noderoutes.PeersSet, err)
+				return false, nil
+			}
+			peers, err := nft.GetSetElements(set)
+			if err != nil || len(peers) == 0 {
+				state = fmt.Sprintf("no address in set %s (%v)", noderoutes.PeersSet, err)
+				return false, nil
+			}
+			return true, nil
 		}
 		state = "no nftables table " + noderoutes.NATTable
 		return false, nil
 	})
 	require.NoError(t, err, "the route agent on %s: %s", n.Name, state)
 	return index
+}
+
+// noRoutesOnNode waits until node n has neither the route agents'
+// interface nor their table.
+func noRoutesOnNode(t *testing.T, n *launcher.RealNode) {
+	t.Helper()
+	h, err := netns.GetFromName(n.Netns)
+	require.NoError(t, err)
+	defer func() { _ = h.Close() }()
+	nl, err := netlink.NewHandleAt(h)
+	require.NoError(t, err)
+	defer nl.Close()
+	nft, err := nftables.New(nftables.WithNetNSFd(int(h)))
+	require.NoError(t, err)
+	var state string
+	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		if _, err := nl.LinkByName(noderoutes.Device); err == nil {
+			state = noderoutes.Device + " is still there"
+			return false, nil
+		}
+		tables, err := nft.ListTablesOfFamily(nftables.TableFamilyIPv4)
+		if err != nil {
+			state = err.Error()
+			return false, nil
+		}
+		for _, tb := range tables {
+			if tb.Name == noderoutes.NATTable {
+				state = "table " + noderoutes.NATTable + " is still there"
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	require.NoError(t, err, "on %s: %s", n.Name, state)
 }

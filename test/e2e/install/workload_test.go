@@ -210,7 +210,7 @@ func TestComponentsNeverRefused(t *testing.T) {
 // returns east-1's virtual node is gone from east and east's summary no
 // longer offers region east to the root; nothing of Nestlet's is left in
 // east-1 but the CRD (and the release namespace helm made, as helm leaves
-// it).
+// it), nor on its node (the route agents' interface and table).
 func TestUninstall(t *testing.T) {
 	newNamespace(t)
 	ctx := t.Context()
@@ -228,6 +228,9 @@ func TestUninstall(t *testing.T) {
 	})
 	require.NoError(t, err, "the delegates in east-1 of the deleted workloads")
 
+	for _, n := range leaf.RealNodes() {
+		vxlanOnNode(t, n, false) // there before
+	}
 	_, err = framework.Helm(ctx, env, leaf, "uninstall", release, "--namespace", chartNamespace, "--wait", "--timeout", "3m")
 	require.NoError(t, err)
 	_, err = east.Client.CoreV1().Nodes().Get(ctx, "east-1", metav1.GetOptions{})
@@ -244,6 +247,11 @@ func TestUninstall(t *testing.T) {
 		return err == nil && len(pods.Items) == 0, nil
 	})
 	require.NoError(t, err, "Nestlet's pods in east-1 after the uninstall")
+	// The route agents removed the node's interface and table as they
+	// exited: their DaemonSet was gone.
+	for _, n := range leaf.RealNodes() {
+		noRoutesOnNode(t, n)
+	}
 	var left []string
 	for _, check := range []func() ([]string, error){
 		func() ([]string, error) {
