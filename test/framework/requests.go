@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -17,12 +18,7 @@ import (
 // "pods/status-PATCH", "nodes-LIST"), with "-<code>" added for those that
 // failed ("pods/status-PUT-409"). Benchmarks subtract two readings.
 func Requests(ctx context.Context, c *launcher.Cluster) (map[string]float64, error) {
-	body, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return nil, err
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	fams, err := apiServerMetrics(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -45,6 +41,16 @@ func Requests(ctx context.Context, c *launcher.Cluster) (map[string]float64, err
 	return out, nil
 }
 
+// apiServerMetrics reads the cluster's API server's /metrics.
+func apiServerMetrics(ctx context.Context, c *launcher.Cluster) (map[string]*dto.MetricFamily, error) {
+	body, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(bytes.NewReader(body))
+}
+
 // IsWrite reports whether a key of Requests is a write (not GET, LIST,
 // WATCH or CONNECT).
 func IsWrite(key string) bool {
@@ -56,12 +62,7 @@ func IsWrite(key string) bool {
 // sum of apiserver_flowcontrol_request_wait_duration_seconds, executed or
 // not): where a busy API server holds requests back before serving them.
 func FlowControlWait(ctx context.Context, c *launcher.Cluster) (map[string]float64, error) {
-	body, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return nil, err
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	fams, err := apiServerMetrics(ctx, c)
 	if err != nil {
 		return nil, err
 	}

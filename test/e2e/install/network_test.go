@@ -109,17 +109,10 @@ func routesOnNode(t *testing.T, n *launcher.RealNode) {
 // returns the interface's index: another index later is another interface.
 func vxlanOnNode(t *testing.T, n *launcher.RealNode, routed bool) int {
 	t.Helper()
-	h, err := netns.GetFromName(n.Netns)
-	require.NoError(t, err)
-	defer func() { _ = h.Close() }()
-	nl, err := netlink.NewHandleAt(h)
-	require.NoError(t, err)
-	defer nl.Close()
-	nft, err := nftables.New(nftables.WithNetNSFd(int(h)))
-	require.NoError(t, err)
+	nl, nft := nodeNetwork(t, n)
 	var state string
 	index := 0
-	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		link, err := nl.LinkByName(noderoutes.Device)
 		if err != nil {
 			state = err.Error()
@@ -160,20 +153,28 @@ func vxlanOnNode(t *testing.T, n *launcher.RealNode, routed bool) int {
 	return index
 }
 
+// nodeNetwork returns netlink and nftables connections to node n's network
+// namespace, closed when the test ends.
+func nodeNetwork(t *testing.T, n *launcher.RealNode) (*netlink.Handle, *nftables.Conn) {
+	t.Helper()
+	h, err := netns.GetFromName(n.Netns)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Close() })
+	nl, err := netlink.NewHandleAt(h)
+	require.NoError(t, err)
+	t.Cleanup(nl.Close)
+	nft, err := nftables.New(nftables.WithNetNSFd(int(h)))
+	require.NoError(t, err)
+	return nl, nft
+}
+
 // noRoutesOnNode waits until node n has neither the route agents'
 // interface nor their table.
 func noRoutesOnNode(t *testing.T, n *launcher.RealNode) {
 	t.Helper()
-	h, err := netns.GetFromName(n.Netns)
-	require.NoError(t, err)
-	defer func() { _ = h.Close() }()
-	nl, err := netlink.NewHandleAt(h)
-	require.NoError(t, err)
-	defer nl.Close()
-	nft, err := nftables.New(nftables.WithNetNSFd(int(h)))
-	require.NoError(t, err)
+	nl, nft := nodeNetwork(t, n)
 	var state string
-	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		if _, err := nl.LinkByName(noderoutes.Device); err == nil {
 			state = noderoutes.Device + " is still there"
 			return false, nil
