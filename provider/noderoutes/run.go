@@ -129,8 +129,11 @@ func Run(ctx context.Context, client kubernetes.Interface, a *Applier, o Options
 			}
 			lastErr = err.Error()
 		case !samePlan(p, last) || lastErr != "":
-			logger.Info("Routes to the gateway set", "role", p.Role, "gatewayNode", p.GatewayNode, "gateway", p.Gateway, "routes", p.Routes,
-				"vxlanFrom", peersText(p.Peers))
+			kv := []any{"role", p.Role, "gatewayNode", p.GatewayNode, "routes", p.Routes, "vxlanFrom", peersText(p.Peers)}
+			if p.Gateway.IsValid() { // the gateway node's address, where this node sends
+				kv = append(kv, "gateway", p.Gateway)
+			}
+			logger.Info("Routes to the gateway set", kv...)
 			for _, w := range warnings {
 				logger.Info("WARNING: " + w)
 			}
