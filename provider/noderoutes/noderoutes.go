@@ -75,7 +75,7 @@ var (
 type Role int
 
 const (
-	// RoleNone: nothing to route (no gateway published, or no CIDR).
+	// RoleNone: no gateway published.
 	RoleNone Role = iota
 	// RoleHub: the gateway runs on this node.
 	RoleHub

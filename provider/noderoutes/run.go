@@ -60,7 +60,8 @@ var Permissions = []permissions.Rule{
 const DaemonSetNamePlaceholder = "<fullname>-routes"
 
 // Run keeps a's namespace configured to what the gateway publishes until
-// ctx ends, then removes the interface.
+// ctx ends, then removes the interface and table, or leaves them to the
+// next route agent (Options.DaemonSet).
 func Run(ctx context.Context, client kubernetes.Interface, a *Applier, o Options) error {
 	if o.NodeName == "" {
 		return fmt.Errorf("the node's name is needed (--node-name, or NODE_NAME from the downward API)")
@@ -86,7 +87,9 @@ func Run(ctx context.Context, client kubernetes.Interface, a *Applier, o Options
 		UpdateFunc: func(_, n any) { notify(n) }, DeleteFunc: notify}); err != nil {
 		return err
 	}
-	nodeFactory := informers.NewSharedInformerFactory(client, 0)
+	// Only the nodes' addresses are read: the cache keeps no more of them
+	// (their images and managed fields are most of a Node).
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(addressesOnly))
 	nodes := nodeFactory.Core().V1().Nodes()
 	if _, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: notify, DeleteFunc: notify,
 		UpdateFunc: func(o, n any) {
@@ -154,6 +157,16 @@ func Run(ctx context.Context, client kubernetes.Interface, a *Applier, o Options
 		case <-tick.C:
 		}
 	}
+}
+
+// addressesOnly is the node informer's transform: a Node with its name and
+// addresses only.
+func addressesOnly(obj any) (any, error) {
+	if n, ok := obj.(*corev1.Node); ok {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Namespace: n.Namespace, ResourceVersion: n.ResourceVersion, UID: n.UID},
+			Status: corev1.NodeStatus{Addresses: n.Status.Addresses}}, nil
+	}
+	return obj, nil
 }
 
 // handOver tells whether a route agent that exits leaves the node as it is

@@ -80,3 +80,21 @@ func TestRunHandsOverWhileItsDaemonSetExists(t *testing.T) {
 		})
 	}
 }
+
+// The route agent's node cache keeps what it reads of a Node, its name and
+// addresses, and nothing else.
+func TestAddressesOnly(t *testing.T) {
+	addrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}}
+	got, err := addressesOnly(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "7", Labels: map[string]string{"a": "b"}},
+		Status: corev1.NodeStatus{Addresses: addrs, Images: []corev1.ContainerImage{{Names: []string{"big"}}}}})
+	require.NoError(t, err)
+	require.Equal(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "7"}, Status: corev1.NodeStatus{Addresses: addrs}}, got)
+	require.Equal(t, "other", must(addressesOnly("other")))
+}
+
+func must(v any, err error) any {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
