@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,6 +51,11 @@ func TestAPIRelay(t *testing.T) {
 	up, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer func() { _ = up.Close() }()
+	// heard is closed once the upstream has read "watch": the relay has
+	// then read all the client sent, and closing it ends the connection
+	// with a FIN (closing a socket with unread bytes sends a reset).
+	heard := make(chan struct{})
+	var once sync.Once
 	go func() {
 		for {
 			c, err := up.Accept()
@@ -58,7 +64,18 @@ func TestAPIRelay(t *testing.T) {
 			}
 			go func() {
 				defer func() { _ = c.Close() }()
-				b, _ := io.ReadAll(c) // until the client's half-close
+				var b []byte
+				buf := make([]byte, 512)
+				for { // until the client's half-close
+					n, err := c.Read(buf)
+					b = append(b, buf[:n]...)
+					if string(b) == "watch" {
+						once.Do(func() { close(heard) })
+					}
+					if err != nil {
+						break
+					}
+				}
 				_, _ = c.Write(append([]byte("echo "), b...))
 			}()
 		}
@@ -89,6 +106,11 @@ func TestAPIRelay(t *testing.T) {
 		defer r.mu.Unlock()
 		return len(r.open) == 2
 	}, 10*time.Second, 10*time.Millisecond, "the relay holds the connection and its upstream")
+	select {
+	case <-heard:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream never received what the held connection sent")
+	}
 	r.close()
 	require.NoError(t, held.SetReadDeadline(time.Now().Add(10*time.Second)))
 	_, err = bufio.NewReader(held).ReadByte()
