@@ -66,7 +66,8 @@ type ClusterOptions struct {
 	// cluster's storage alone.
 	OwnEtcd bool
 	// Profiling serves kube-apiserver's /debug/pprof to the cluster's
-	// admins (off otherwise, as on a production control plane).
+	// admins (off otherwise, as on a production control plane) and, with
+	// SchedulerMetrics, the scheduler's beside its /metrics.
 	Profiling bool
 }
 

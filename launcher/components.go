@@ -160,8 +160,12 @@ func (c *Cluster) startScheduler(ctx context.Context, bins *Binaries, pki *clust
 			return nil, err
 		}
 		c.SchedulerMetricsURL = fmt.Sprintf("https://%s:%d/metrics", c.Address(), port)
+		allowed := "/healthz,/readyz,/livez,/metrics"
+		if opts.Profiling {
+			allowed += ",/debug/pprof/*"
+		}
 		schedArgs = append(schedArgs, "--secure-port="+strconv.Itoa(port), "--bind-address="+c.Address(),
-			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics")
+			"--authorization-always-allow-paths="+allowed)
 	}
 	sched, err := c.start("kube-scheduler", schedBin, append(schedArgs, opts.SchedulerArgs...)...)
 	if err != nil {

@@ -52,20 +52,9 @@ func (pl *Watermark) fitsSummary(pod *corev1.Pod, req corev1.ResourceList, nodeI
 		r := shortfall(req, largest)
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: largest free shape %s < %s", node.Name, describe(r, largest[r]), describe(r, req[r])))
 	}
-	recent := 0
-	for _, pi := range nodeInfo.GetPods() {
-		if scheduledAt(pi.GetPod()).Before(at) {
-			continue
-		}
-		recent++
-		res := pi.CalculateResource().Resource
-		free[corev1.ResourceCPU] -= res.GetMilliCPU()
-		free[corev1.ResourceMemory] -= res.GetMemory()
-		free[corev1.ResourceEphemeralStorage] -= res.GetEphemeralStorage()
-		free[corev1.ResourcePods]--
-		for r, v := range res.GetScalarResources() {
-			free[r] -= v
-		}
+	recent, used := pl.boundSince(nodeInfo, at)
+	for r, v := range used {
+		free[r] -= v
 	}
 	for _, r := range sortedNames(req) {
 		want := amount(r, req[r])
@@ -78,6 +67,53 @@ func (pl *Watermark) fitsSummary(pod *corev1.Pod, req corev1.ResourceList, nodeI
 		}
 	}
 	return nil
+}
+
+// recentUse is what the pods of one generation of a node's contents bound
+// since a summary's time request.
+type recentUse struct {
+	generation int64
+	at         time.Time
+	pods       int
+	used       map[corev1.ResourceName]int64
+}
+
+// boundSince returns how many of the node's pods were bound at or after at
+// (or are only assumed) and what they request, counted as the scheduler
+// counts (milli-CPU, bytes, pods). A virtual node holds every pod sent to
+// its child, thousands of them, and Filter asks this for every pod
+// scheduled: the answer is kept until the node's contents change (the
+// scheduler gives every change a new generation) or its summary does, so
+// that each cycle counts again only the node the last pod went to. The
+// returned map is shared: read it, never write it.
+func (pl *Watermark) boundSince(nodeInfo fwk.NodeInfo, at time.Time) (int, map[corev1.ResourceName]int64) {
+	name, gen := nodeInfo.Node().Name, nodeInfo.GetGeneration()
+	if gen != 0 {
+		if v, ok := pl.recent.Load(name); ok {
+			if r := v.(recentUse); r.generation == gen && r.at.Equal(at) {
+				return r.pods, r.used
+			}
+		}
+	}
+	r := recentUse{generation: gen, at: at, used: map[corev1.ResourceName]int64{}}
+	for _, pi := range nodeInfo.GetPods() {
+		if scheduledAt(pi.GetPod()).Before(at) {
+			continue
+		}
+		r.pods++
+		res := pi.CalculateResource().Resource
+		r.used[corev1.ResourceCPU] += res.GetMilliCPU()
+		r.used[corev1.ResourceMemory] += res.GetMemory()
+		r.used[corev1.ResourceEphemeralStorage] += res.GetEphemeralStorage()
+		r.used[corev1.ResourcePods]++
+		for rn, v := range res.GetScalarResources() {
+			r.used[rn] += v
+		}
+	}
+	if gen != 0 {
+		pl.recent.Store(name, r)
+	}
+	return r.pods, r.used
 }
 
 // scheduledAt is when the pod was bound (its PodScheduled condition), or

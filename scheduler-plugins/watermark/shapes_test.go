@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
@@ -276,4 +277,42 @@ func TestDescribe(t *testing.T) {
 			require.Equal(t, tt.want, describe(tt.r, resource.MustParse(tt.q)))
 		})
 	}
+}
+
+// What the pods bound since the last report use is kept per node between
+// pods (a virtual node holds thousands), and counted again whenever the
+// node's contents or its summary change: each verdict below is what a
+// fresh count gives.
+func TestBoundSinceFollowsTheNode(t *testing.T) {
+	pl := newPlugin(t, nil)
+	one8 := summaryOf(regionGroup("east", shapes("8")))
+	node := virtualNode(t, "256", one8)
+	p3 := inEast(cpuPod("p", "3"))
+	ni := nodeInfo(node, after("a", "3"))
+	require.True(t, filter(pl, p3, ni).IsSuccess(), "5 CPU left")
+	require.True(t, filter(pl, p3, ni).IsSuccess(), "the same contents again")
+
+	ni.AddPod(after("b", "3"))
+	got := filter(pl, p3, ni)
+	require.Equal(t, fwk.Unschedulable, got.Code(), "a pod added: counted again")
+	require.Contains(t, got.Message(), "less 2 pods bound since the last report, is 2 CPU < 3 CPU")
+	require.Equal(t, got.Message(), filter(pl, p3, ni).Message(), "kept")
+
+	// Another NodeInfo of the same node (a snapshot of other contents):
+	// its own count.
+	require.True(t, filter(pl, p3, nodeInfo(node, after("a", "3"))).IsSuccess())
+	require.Equal(t, fwk.Unschedulable, filter(pl, p3, ni).Code())
+
+	// A new report, after both pods were bound: they are in it.
+	newer := summaryOf(regionGroup("east", shapes("8")))
+	newer.Time = summaryTime.Add(time.Hour).Format(time.RFC3339)
+	ni.SetNode(virtualNode(t, "256", newer))
+	require.True(t, filter(pl, p3, ni).IsSuccess(), "a new summary: counted again")
+
+	// A pod taken away under the old summary.
+	ni.SetNode(node)
+	require.Equal(t, fwk.Unschedulable, filter(pl, p3, ni).Code())
+	pods := ni.GetPods()
+	require.NoError(t, ni.RemovePod(klog.Background(), pods[len(pods)-1].GetPod()))
+	require.True(t, filter(pl, p3, ni).IsSuccess(), "a pod removed: counted again")
 }

@@ -16,6 +16,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +42,12 @@ type Watermark struct {
 	args      config.WatermarkArgs
 	clock     clock.PassiveClock
 	summaries virtualnode.SummaryCache
+	// resources are the watched resources (HighWatermark's), sorted once.
+	resources []corev1.ResourceName
+	// recent keeps, per virtual node, what its pods bound since its last
+	// report use, for the node's contents of one generation (see
+	// boundSince).
+	recent sync.Map // node name -> recentUse
 	// quotas bound what a child's virtual node may take, whatever it
 	// claims (api.QuotasConfigMap); nil without a client.
 	quotas *quota.Watcher
@@ -73,7 +80,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err := pluginargs.ValidationError(validation.ValidateWatermarkArgs(nil, args)); err != nil {
 		return nil, fmt.Errorf("%s args: %w", Name, err)
 	}
-	pl := &Watermark{args: *args, clock: clock.RealClock{}}
+	pl := &Watermark{args: *args, clock: clock.RealClock{}, resources: sortedResources(args.HighWatermark)}
 	if h != nil && h.ClientSet() != nil {
 		pl.quotas = quota.New(h.ClientSet())
 		go pl.quotas.Run(ctx)
@@ -172,7 +179,7 @@ func (pl *Watermark) Filter(_ context.Context, state fwk.CycleState, pod *corev1
 		return st
 	}
 	alloc := pl.allocatable(node)
-	for _, r := range sortedResources(pl.args.HighWatermark) {
+	for _, r := range pl.resources {
 		wm := pl.args.HighWatermark[r]
 		lvl, ok := level(nodeInfo, alloc, req, r)
 		if !ok {

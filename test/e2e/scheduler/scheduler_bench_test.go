@@ -7,11 +7,13 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -186,16 +188,18 @@ func empty(ctx context.Context, b *testing.B, c *launcher.Cluster, ns string) {
 	require.NoError(b, err, "%s: namespace %s still there", c.Name, ns)
 }
 
+// schedulerHTTP reads the test schedulers' /metrics and /debug/pprof.
+var schedulerHTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test schedulers' self-signed certificates
+
 // decisionP99 reads the scheduling_algorithm_duration_seconds histogram of
 // the scheduler serving url and returns its 99th percentile in ms (the
 // upper bound of the bucket holding it), over everything it scheduled.
 func decisionP99(ctx context.Context, b *testing.B, url, name string) float64 {
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test scheduler's self-signed certificate
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	resp, err := client.Do(req)
+	resp, err := schedulerHTTP.Do(req)
 	if err != nil {
 		b.Fatalf("reading %s's metrics at %s: %v", name, url, err)
 	}
@@ -241,9 +245,11 @@ const rounds = 3
 //	go test ./test/e2e/scheduler -run '^$' -bench SchedulerVsStock -benchtime 1x
 func BenchmarkSchedulerVsStock(b *testing.B) {
 	ctx := b.Context()
-	env := framework.StartForTest(b, launcher.Spec{Clusters: []launcher.ClusterOptions{{Name: "both", SchedulerMetrics: true}}})
+	profileDir := os.Getenv("NESTLET_PROFILE_DIR")
+	env := framework.StartForTest(b, launcher.Spec{Clusters: []launcher.ClusterOptions{{Name: "both", SchedulerMetrics: true, Profiling: profileDir != ""}}})
 	c := env.Cluster("both")
-	stockMetrics := startStockScheduler(b, env, c)
+	stockMetrics := startStockScheduler(b, env, c, profileDir != "")
+	metrics := map[string]string{stockName: stockMetrics, corev1.DefaultSchedulerName: c.SchedulerMetricsURL}
 	for b.Loop() {
 		b.StopTimer()
 		addNodes(ctx, b, c, nodesOf())
@@ -255,7 +261,12 @@ func BenchmarkSchedulerVsStock(b *testing.B) {
 				order[0], order[1] = order[1], order[0]
 			}
 			for _, name := range order {
+				profiled := func() {}
+				if r == 0 && profileDir != "" {
+					profiled = profileScheduler(b, metrics[name], filepath.Join(profileDir, name+"-cpu.pprof"))
+				}
 				res := run(ctx, b, c, name, fmt.Sprintf("bench-%d-%s", r, name))
+				profiled()
 				if name == stockName {
 					stock = append(stock, res)
 				} else {
@@ -291,10 +302,46 @@ func BenchmarkSchedulerVsStock(b *testing.B) {
 	}
 }
 
+// profileScheduler records a CPU profile of the scheduler whose metrics
+// are at metricsURL over the next profileSeconds into file; the function
+// it returns waits for it. BenchmarkSchedulerVsStock takes one of each
+// scheduler over the first round's run with NESTLET_PROFILE_DIR set.
+func profileScheduler(b *testing.B, metricsURL, file string) func() {
+	b.Helper()
+	require.NoError(b, os.MkdirAll(filepath.Dir(file), 0o755))
+	url := strings.TrimSuffix(metricsURL, "/metrics") + "/debug/pprof/profile?seconds=" + strconv.Itoa(profileSeconds)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := schedulerHTTP.Get(url) //nolint:noctx // bounded by the profile's duration
+		if err != nil {
+			done <- err
+			return
+		}
+		defer func() { _ = resp.Body.Close() }()
+		raw, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("%s: %s", resp.Status, raw)
+		}
+		if err == nil {
+			err = os.WriteFile(file, raw, 0o644)
+		}
+		done <- err
+	}()
+	return func() {
+		if err := <-done; err != nil {
+			b.Errorf("profile %s: %v", file, err)
+		}
+	}
+}
+
+// profileSeconds is how long profileScheduler records: most of one run
+// (2,000 pods at 75-110 pods/s).
+const profileSeconds = 15
+
 // startStockScheduler starts the stock kube-scheduler in c as a second
 // scheduler named stockName, with the identity and client limits of c's
-// own, and returns its metrics URL.
-func startStockScheduler(b *testing.B, env *launcher.Environment, c *launcher.Cluster) string {
+// own, and returns its metrics URL; profiling serves its /debug/pprof too.
+func startStockScheduler(b *testing.B, env *launcher.Environment, c *launcher.Cluster, profiling bool) string {
 	b.Helper()
 	kubeconfig := filepath.Join(c.Dir, "kube-scheduler.kubeconfig")
 	cfg := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
@@ -308,6 +355,10 @@ leaderElection:
 profiles:
 - schedulerName: %s
 `, kubeconfig, stockName)
+	allowed := "/healthz,/readyz,/livez,/metrics"
+	if profiling {
+		allowed += ",/debug/pprof/*"
+	}
 	path := filepath.Join(b.TempDir(), "stock-scheduler.yaml")
 	require.NoError(b, os.WriteFile(path, []byte(cfg), 0o644))
 	port, err := launcher.FreePort()
@@ -315,7 +366,7 @@ profiles:
 	p, err := env.StartProcessIn(c, "both-stock-scheduler", env.Binaries.KubeScheduler, "--config="+path,
 		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
 		"--bind-address="+c.Address(), fmt.Sprintf("--secure-port=%d", port),
-		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics", "--v=1")
+		"--authorization-always-allow-paths="+allowed, "--v=1")
 	require.NoError(b, err)
 	b.Cleanup(func() { p.Stop(10 * time.Second) })
 	return fmt.Sprintf("https://%s:%d/metrics", c.Address(), port)
