@@ -38,9 +38,12 @@ commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 if [[ -n "$(git status --porcelain 2>/dev/null)" ]]; then
   commit="${commit} with uncommitted changes"
 fi
+# A benchmark that fails does not stop the run: the table names it (its
+# figures missing or partial) and the script exits non-zero at the end.
+status=0
 go test -count=1 -p 1 -run '^$' -bench . -benchtime 1x -timeout 120m "${pkgs[@]}" \
   | _output/benchtable -json _output/bench.json -md _output/bench.md -machine "${machine}" -commit "${commit}" \
-  | tee _output/bench.txt
+  | tee _output/bench.txt || status=$?
 echo "figures saved in _output/bench.txt, _output/bench.json and _output/bench.md"
 # A full run (every package) is the README's table, whole, and goes into
 # docs/bench beside the earlier ones.
@@ -51,3 +54,7 @@ if [[ -z "${BENCH:-}" ]]; then
   hack/bench-readme.sh _output/bench.md
   echo "README.md's figures are this run's; docs/bench/${day}-full.{md,txt} keep it"
 fi
+if [[ ${status} -ne 0 ]]; then
+  echo "some benchmarks failed (named in the table's first line): exit ${status}" >&2
+fi
+exit "${status}"

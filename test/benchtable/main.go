@@ -78,8 +78,8 @@ var targets = map[string]target{
 	"deploy1000-3level-pods/s":          {ratio: true, value: 0.7},
 	"tree-busiest-field-cpu-ms-per-pod": {ratio: true, atMost: true, value: 1.2},
 	"startup-ready-2hop-p99-ms":         {atMost: true, value: 5000},
-	"startup-ready-hop1-p99-ms":         {atMost: true, value: 300},
-	"startup-ready-hop2-p99-ms":         {atMost: true, value: 300},
+	"startup-ready-added-1hop-p99-ms":   {atMost: true, value: 300},
+	"startup-ready-added-2hop-p99-ms":   {atMost: true, value: 600},
 	"ep-added-per-hop-p50-ms":           {atMost: true, value: 100},
 	"agent-1-target-rss-MiB":            {atMost: true, value: 64},
 	"upgrade-pods-disturbed":            {atMost: true, value: 0},
@@ -172,23 +172,36 @@ func main() {
 	mdOut := flag.String("md", "", "write the table as Markdown to this file")
 	machine := flag.String("machine", "", "the machine the run was on, for -md")
 	commit := flag.String("commit", "", "the commit the run measured, for -md")
+	at := flag.String("time", "", "when the run ended (RFC 3339), for a table made again from a saved run's output; default now")
 	flag.Parse()
-	rows, err := parse(io.TeeReader(os.Stdin, os.Stdout))
+	when := time.Now()
+	if *at != "" {
+		t, err := time.Parse(time.RFC3339, *at)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchtable: -time:", err)
+			os.Exit(2)
+		}
+		when = t
+	}
+	rows, failed, err := parse(io.TeeReader(os.Stdin, os.Stdout))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
 		os.Exit(1)
 	}
 	print(os.Stdout, rows)
+	for _, f := range failed {
+		fmt.Fprintf(os.Stdout, "FAILED: %s (its figures are missing or partial)\n", f)
+	}
 	if *mdOut != "" {
 		var b strings.Builder
-		markdown(&b, rows, time.Now(), *machine, *commit)
+		markdown(&b, rows, failed, when, *machine, *commit)
 		if err := os.WriteFile(*mdOut, []byte(b.String()), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "benchtable:", err)
 			os.Exit(1)
 		}
 	}
 	if *jsonOut != "" {
-		data, err := json.MarshalIndent(map[string]any{"time": time.Now().UTC().Format(time.RFC3339), "rows": rows}, "", "  ")
+		data, err := json.MarshalIndent(map[string]any{"time": when.UTC().Format(time.RFC3339), "rows": rows, "failed": failed}, "", "  ")
 		if err == nil {
 			err = os.WriteFile(*jsonOut, data, 0o644)
 		}
@@ -199,13 +212,38 @@ func main() {
 	}
 }
 
-// parse reads benchmark result lines: "BenchmarkX-2  1  v1 unit1  v2 unit2 ...".
-func parse(r io.Reader) ([]Row, error) {
+// parse reads benchmark result lines: "BenchmarkX-2  1  v1 unit1  v2 unit2
+// ...", and what failed: each "--- FAIL: BenchmarkX" and each package
+// "FAIL <package>" in which no benchmark was named as failing (one that
+// failed to build, or timed out), in the order go test printed them.
+func parse(r io.Reader) ([]Row, []string, error) {
 	var rows []Row
+	var failed, failedHere []string
 	s := bufio.NewScanner(r)
 	s.Buffer(make([]byte, 1<<20), 1<<20)
 	for s.Scan() {
 		f := strings.Fields(s.Text())
+		if len(f) >= 3 && f[0] == "---" && f[1] == "FAIL:" && strings.HasPrefix(f[2], "Benchmark") {
+			failedHere = append(failedHere, strings.TrimPrefix(f[2], "Benchmark"))
+			continue
+		}
+		if len(f) >= 2 && f[0] == "FAIL" {
+			pkg := f[1]
+			if i := strings.LastIndex(pkg, "/"); i >= 0 {
+				pkg = pkg[i+1:]
+			}
+			if len(failedHere) == 0 {
+				failed = append(failed, "package "+pkg)
+			}
+			for _, b := range failedHere {
+				failed = append(failed, b+" (package "+pkg+")")
+			}
+			failedHere = nil
+			continue
+		}
+		if len(f) >= 1 && strings.HasPrefix(f[0], "ok") {
+			failedHere = nil
+		}
 		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
 			continue
 		}
@@ -218,7 +256,7 @@ func parse(r io.Reader) ([]Row, error) {
 		for i := 2; i+1 < len(f); i += 2 {
 			v, err := strconv.ParseFloat(f[i], 64)
 			if err != nil {
-				return nil, fmt.Errorf("%s: value %q: %w", name, f[i], err)
+				return nil, nil, fmt.Errorf("%s: value %q: %w", name, f[i], err)
 			}
 			if f[i+1] == "ns/op" {
 				continue
@@ -250,7 +288,7 @@ func parse(r io.Reader) ([]Row, error) {
 			rows = append(rows, row)
 		}
 	}
-	return rows, s.Err()
+	return rows, failed, s.Err()
 }
 
 func unit(metric string) string {
@@ -298,9 +336,13 @@ func cells(r Row) rowCells {
 }
 
 // markdown writes rows as one Markdown table under a line naming the run:
-// when, on what machine, at which commit.
-func markdown(w io.Writer, rows []Row, when time.Time, machine, commit string) {
-	fmt.Fprintf(w, "`make bench` of %s on %s, at commit %s: every figure it measured.\n\n", when.UTC().Format("2006-01-02 15:04 MST"), machine, commit)
+// when, on what machine, at which commit, and what failed in it.
+func markdown(w io.Writer, rows []Row, failed []string, when time.Time, machine, commit string) {
+	fmt.Fprintf(w, "`make bench` of %s on %s, at commit %s: every figure it measured.", when.UTC().Format("2006-01-02 15:04 MST"), machine, commit)
+	if len(failed) > 0 {
+		fmt.Fprintf(w, " Failed in this run, its figures missing or partial: %s.", strings.Join(failed, ", "))
+	}
+	fmt.Fprint(w, "\n\n")
 	fmt.Fprintln(w, "| benchmark | metric | ours | baseline (same run) | ratio | target |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	for _, r := range rows {

@@ -15,8 +15,9 @@ BenchmarkJoin-2   	       1	        69.07 join-p50-ms	       116.7 join-p99-ms	 
 BenchmarkSchedulerVsStock-2   	       1	       171.7 nestlet-pods/s	       145.5 stock-pods/s	         1.180 throughput-ratio
 PASS
 `
-	rows, err := parse(strings.NewReader(in))
+	rows, failed, err := parse(strings.NewReader(in))
 	require.NoError(t, err)
+	require.Empty(t, failed)
 	require.Len(t, rows, 4)
 	met := true
 	require.Equal(t, Row{Benchmark: "Join", Metric: "join-p50-ms", Ours: 69.07, Unit: "ms", Target: "<= 300", Met: &met}, rows[0])
@@ -39,7 +40,7 @@ func TestTargets(t *testing.T) {
 BenchmarkPartitions-2   	1	0 partition-watched-duplicates
 BenchmarkJoin-2   	1	1500 join-p99-ms
 `
-	rows, err := parse(strings.NewReader(in))
+	rows, _, err := parse(strings.NewReader(in))
 	require.NoError(t, err)
 	require.Len(t, rows, 4)
 	byMetric := map[string]Row{}
@@ -53,11 +54,38 @@ BenchmarkJoin-2   	1	1500 join-p99-ms
 	require.False(t, *byMetric["join-p99-ms"].Met)
 
 	var md strings.Builder
-	markdown(&md, rows, time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC), "2 cores", "abc1234")
+	markdown(&md, rows, nil, time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC), "2 cores", "abc1234")
 	out := md.String()
+	require.NotContains(t, out, "Failed")
 	require.Contains(t, out, "`make bench` of 2026-11-26 09:00 UTC on 2 cores, at commit abc1234")
 	require.Contains(t, out, "| ForwardingLatency | e2e-2hop-p50-ms | 700 | 400 | 1.750 | ratio <= 1.5: NOT met |")
 	require.Contains(t, out, "| ForwardingLatency | e2e-2hop-cpu-s | 3 | - | - | ratio <= 2.5: no baseline |")
 	require.Contains(t, out, "| Join | join-p99-ms | 1500 | - | - | <= 1000: NOT met |")
 	require.Equal(t, 2+len(rows), strings.Count(out, "\n| ")+1, "a header, a rule and a line per row")
+}
+
+// A benchmark that failed, and a package that failed without naming one
+// (it did not build, or timed out), are named in the table's header: a
+// failed run's figures are missing, never silently.
+func TestFailuresNamed(t *testing.T) {
+	in := `pkg: github.com/nestlet/nestlet/test/e2e/recovery
+BenchmarkControlPlaneFaults-2   	1	0 watched-duplicates
+PASS
+ok  	github.com/nestlet/nestlet/test/e2e/recovery	253.652s
+--- FAIL: BenchmarkFleet
+    fleet_bench_test.go:278: root: 4466 of 10000 replicas Running after 20 minutes: it did not keep up
+FAIL
+exit status 1
+FAIL	github.com/nestlet/nestlet/test/e2e/scale	2357.502s
+FAIL	github.com/nestlet/nestlet/test/e2e/broken [build failed]
+BenchmarkJoin-2   	1	69.07 join-p50-ms
+ok  	github.com/nestlet/nestlet/test/e2e/join	10.1s
+`
+	rows, failed, err := parse(strings.NewReader(in))
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	require.Equal(t, []string{"Fleet (package scale)", "package broken"}, failed)
+	var md strings.Builder
+	markdown(&md, rows, failed, time.Date(2026, 11, 27, 12, 9, 0, 0, time.UTC), "2 cores", "abc1234")
+	require.Contains(t, md.String(), "Failed in this run, its figures missing or partial: Fleet (package scale), package broken.\n")
 }

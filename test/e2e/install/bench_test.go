@@ -203,7 +203,7 @@ func reinstallLeaf(b *testing.B, img framework.Image) (time.Duration, agentRSS) 
 	start := time.Now()
 	require.NoError(b, installChild(ctx, leaf, east, "--set", "image.tag="+img.Tag()), "installing east-1 again, at east's version")
 	took := time.Since(start)
-	rss.pod = podAgentRSS(b, leaf, leafNode)
+	rss.pod = podAgentRSS(b, leaf)
 	return took, rss
 }
 
@@ -235,8 +235,8 @@ func processAgentRSS(b *testing.B, leaf, parent *launcher.Cluster) float64 {
 }
 
 // podAgentRSS reads, agentSettle from now, the RSS of the process of the
-// agent's leader pod in c, which runs on its real node node.
-func podAgentRSS(b *testing.B, c *launcher.Cluster, node string) float64 {
+// agent's leader pod in c.
+func podAgentRSS(b *testing.B, c *launcher.Cluster) float64 {
 	b.Helper()
 	ctx := b.Context()
 	time.Sleep(agentSettle)
@@ -246,17 +246,38 @@ func podAgentRSS(b *testing.B, c *launcher.Cluster, node string) float64 {
 	name, _, _ := strings.Cut(*l.Spec.HolderIdentity, "_") // the pod's hostname, then a UUID
 	pod, err := c.Client.CoreV1().Pods(chartNamespace).Get(ctx, name, metav1.GetOptions{})
 	require.NoError(b, err)
-	return podRSS(b, c, node, pod)
+	return podRSS(b, c, pod)
 }
 
-// podRSS reads the RSS of the process of pod's first container, which runs
-// on c's real node node, in MiB.
-func podRSS(b *testing.B, c *launcher.Cluster, node string, pod *corev1.Pod) float64 {
+// podRSS reads the RSS of the process of pod's first container, on the
+// real node of c it runs on (clusters have several), in MiB. A container the kubelet has just replaced
+// (a scheduler that lost its lease on a loaded machine exits and restarts)
+// is not found in the runtime until the pod's status names the new one:
+// the pod is read again until it does, for up to a minute.
+func podRSS(b *testing.B, c *launcher.Cluster, pod *corev1.Pod) float64 {
 	b.Helper()
-	require.NotEmpty(b, pod.Status.ContainerStatuses, "%s: %s has no container", c.Name, pod.Name)
-	_, id, _ := strings.Cut(pod.Status.ContainerStatuses[0].ContainerID, "://")
-	rss, err := framework.ContainerRSSBytes(b.Context(), c.RealNode(node), id)
-	require.NoError(b, err, "%s: %s", c.Name, pod.Name)
+	var rss int64
+	var last error
+	err := wait.PollUntilContextTimeout(b.Context(), time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Running == nil {
+			last = fmt.Errorf("its first container is not running")
+			return false, nil
+		}
+		node := c.RealNode(p.Spec.NodeName)
+		if node == nil {
+			last = fmt.Errorf("it runs on %q, not a real node of %s", p.Spec.NodeName, c.Name)
+			return false, nil
+		}
+		_, id, _ := strings.Cut(p.Status.ContainerStatuses[0].ContainerID, "://")
+		rss, last = framework.ContainerRSSBytes(ctx, node, id)
+		return last == nil, nil
+	})
+	require.NoError(b, err, "%s: %s: %v", c.Name, pod.Name, last)
 	return float64(rss) / (1 << 20)
 }
 
@@ -295,7 +316,7 @@ func schedulerRSS(b *testing.B) (pod, process float64) {
 	pods, err := root.Client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=scheduler"})
 	require.NoError(b, err)
 	require.Len(b, pods.Items, 1, "the root's scheduler pods")
-	return podRSS(b, root, rootNode, &pods.Items[0]), float64(rss) / (1 << 20)
+	return podRSS(b, root, &pods.Items[0]), float64(rss) / (1 << 20)
 }
 
 // proxyMemory is the root's proxy's RSS in MiB: the chart's replica that
@@ -348,9 +369,9 @@ func proxyRSS(b *testing.B) proxyMemory {
 		require.NoError(b, err)
 		if holdsTunnel(string(logs), "east") {
 			holders++
-			out.tunnel = podRSS(b, root, rootNode, pod)
+			out.tunnel = podRSS(b, root, pod)
 		} else {
-			out.idle = podRSS(b, root, rootNode, pod)
+			out.idle = podRSS(b, root, pod)
 		}
 	}
 	require.Equal(b, 1, holders, "replicas of the root's proxy whose logs say they hold east's tunnel")
