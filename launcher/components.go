@@ -160,12 +160,8 @@ func (c *Cluster) startScheduler(ctx context.Context, bins *Binaries, pki *clust
 			return nil, err
 		}
 		c.SchedulerMetricsURL = fmt.Sprintf("https://%s:%d/metrics", c.Address(), port)
-		allowed := "/healthz,/readyz,/livez,/metrics"
-		if opts.Profiling {
-			allowed += ",/debug/pprof/*"
-		}
 		schedArgs = append(schedArgs, "--secure-port="+strconv.Itoa(port), "--bind-address="+c.Address(),
-			"--authorization-always-allow-paths="+allowed)
+			"--authorization-always-allow-paths="+SchedulerUnauthenticatedPaths(opts.Profiling))
 	}
 	sched, err := c.start("kube-scheduler", schedBin, append(schedArgs, opts.SchedulerArgs...)...)
 	if err != nil {
@@ -173,6 +169,17 @@ func (c *Cluster) startScheduler(ctx context.Context, bins *Binaries, pki *clust
 	}
 	c.track(sched)
 	return sched, nil
+}
+
+// SchedulerUnauthenticatedPaths is what a test scheduler serves without
+// authorization (--authorization-always-allow-paths): its health and
+// metrics, and with profiling its /debug/pprof.
+func SchedulerUnauthenticatedPaths(profiling bool) string {
+	paths := "/healthz,/readyz,/livez,/metrics"
+	if profiling {
+		paths += ",/debug/pprof/*"
+	}
+	return paths
 }
 
 // startKwok starts kwok for the cluster's simulated nodes.

@@ -241,7 +241,7 @@ func parse(r io.Reader) ([]Row, []string, error) {
 			failedHere = nil
 			continue
 		}
-		if len(f) >= 1 && strings.HasPrefix(f[0], "ok") {
+		if len(f) >= 1 && f[0] == "ok" {
 			failedHere = nil
 		}
 		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {

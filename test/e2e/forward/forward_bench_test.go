@@ -3,7 +3,6 @@ package forward
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -267,20 +266,13 @@ func profileAgents(b *testing.B, clusters []string, d time.Duration) func() {
 	for _, c := range clusters {
 		url := strings.TrimSuffix(metricsURL[c], "/metrics") + "/debug/pprof/profile?seconds=" + seconds
 		wg.Go(func() {
-			resp, err := http.Get(url) //nolint:gosec,noctx // the test's own agent
-			if err != nil {
-				save(c+"-agent-cpu.pprof", nil, err)
-				return
+			file := c + "-agent-cpu.pprof"
+			if err := framework.SaveProfile(context.Background(), http.DefaultClient, url, filepath.Join(dir, file)); err != nil {
+				b.Errorf("profile %s: %v", file, err)
 			}
-			defer func() { _ = resp.Body.Close() }()
-			raw, err := io.ReadAll(resp.Body)
-			if err == nil && resp.StatusCode != http.StatusOK {
-				err = fmt.Errorf("%s: %s", resp.Status, raw)
-			}
-			save(c+"-agent-cpu.pprof", raw, err)
 		})
-		// kube-apiserver serves /debug/pprof to cluster admins (--profiling
-		// is on by default).
+		// kube-apiserver serves /debug/pprof to cluster admins (the
+		// launcher's Profiling option, set with NESTLET_PROFILE_DIR).
 		wg.Go(func() {
 			raw, err := env.Cluster(c).Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
 				Param("seconds", seconds).Timeout(d + time.Minute).DoRaw(context.Background())

@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"os"
@@ -311,22 +310,7 @@ func profileScheduler(b *testing.B, metricsURL, file string) func() {
 	require.NoError(b, os.MkdirAll(filepath.Dir(file), 0o755))
 	url := strings.TrimSuffix(metricsURL, "/metrics") + "/debug/pprof/profile?seconds=" + strconv.Itoa(profileSeconds)
 	done := make(chan error, 1)
-	go func() {
-		resp, err := schedulerHTTP.Get(url) //nolint:noctx // bounded by the profile's duration
-		if err != nil {
-			done <- err
-			return
-		}
-		defer func() { _ = resp.Body.Close() }()
-		raw, err := io.ReadAll(resp.Body)
-		if err == nil && resp.StatusCode != http.StatusOK {
-			err = fmt.Errorf("%s: %s", resp.Status, raw)
-		}
-		if err == nil {
-			err = os.WriteFile(file, raw, 0o644)
-		}
-		done <- err
-	}()
+	go func() { done <- framework.SaveProfile(context.Background(), schedulerHTTP, url, file) }()
 	return func() {
 		if err := <-done; err != nil {
 			b.Errorf("profile %s: %v", file, err)
@@ -355,10 +339,6 @@ leaderElection:
 profiles:
 - schedulerName: %s
 `, kubeconfig, stockName)
-	allowed := "/healthz,/readyz,/livez,/metrics"
-	if profiling {
-		allowed += ",/debug/pprof/*"
-	}
 	path := filepath.Join(b.TempDir(), "stock-scheduler.yaml")
 	require.NoError(b, os.WriteFile(path, []byte(cfg), 0o644))
 	port, err := launcher.FreePort()
@@ -366,7 +346,7 @@ profiles:
 	p, err := env.StartProcessIn(c, "both-stock-scheduler", env.Binaries.KubeScheduler, "--config="+path,
 		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
 		"--bind-address="+c.Address(), fmt.Sprintf("--secure-port=%d", port),
-		"--authorization-always-allow-paths="+allowed, "--v=1")
+		"--authorization-always-allow-paths="+launcher.SchedulerUnauthenticatedPaths(profiling), "--v=1")
 	require.NoError(b, err)
 	b.Cleanup(func() { p.Stop(10 * time.Second) })
 	return fmt.Sprintf("https://%s:%d/metrics", c.Address(), port)
