@@ -223,6 +223,17 @@ func Percentiles(ds []time.Duration) (p50, p99 float64) {
 	return Quantile(ds, 0.5), Quantile(ds, 0.99)
 }
 
+// Median returns the middle figure of xs (the upper middle of an even
+// number), 0 when xs is empty. xs is not modified.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
 // Quantile returns the q-quantile of ds (nearest rank) in milliseconds, 0
 // when ds is empty. ds is not modified.
 func Quantile(ds []time.Duration, q float64) float64 {

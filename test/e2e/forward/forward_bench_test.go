@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,11 +48,6 @@ func BenchmarkForwardingLatency(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		for _, c := range []string{"root", "east", "east-1", "east-2"} {
-			if err := env.Cluster(c).EnsureNamespace(ctx, nested); err != nil {
-				b.Fatal(err)
-			}
-		}
 		if err := env.Cluster("east-1").EnsureNamespace(ctx, direct); err != nil {
 			b.Fatal(err)
 		}
@@ -80,11 +76,7 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		oneCosts := measureCosts(b).Sub(costs0)
 		clearNamespace(ctx, b, oneHop, "west")
 
-		root, mid, leaves := framework.NewPodTimes(), framework.NewPodTimes(), framework.NewPodTimes()
-		root.Follow(ctx, b, env.Cluster("root").Client, nested)
-		mid.Follow(ctx, b, env.Cluster("east").Client, nested)
-		leaves.Follow(ctx, b, env.Cluster("east-1").Client, nested)
-		leaves.Follow(ctx, b, env.Cluster("east-2").Client, nested)
+		root, mid, leaves := followTree(ctx, b, nested)
 		profiled := profileAgents(b, []string{"root", "east", "east-1", "east-2"}, 15*time.Second)
 		cpu0, costs0 = framework.CPUByKind(env), measureCosts(b)
 		wait0 := flowControlWaits(b, "root", "east", "east-1", "east-2")
@@ -99,15 +91,7 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		mid.Lock()
 		leaves.Lock()
 		leaf.Lock()
-		hop1p50, hop1p99 := framework.Percentiles(framework.Diffs(root.Bound, mid.Added))
-		hop2p50, hop2p99 := framework.Percentiles(framework.Diffs(mid.Bound, leaves.Added))
-		midBind50, midBind99 := framework.Percentiles(framework.Diffs(mid.Added, mid.Bound))
-		leafBind50, leafBind99 := framework.Percentiles(framework.Diffs(leaves.Added, leaves.Bound))
-		leafRun50, leafRun99 := framework.Percentiles(framework.Diffs(leaves.Bound, leaves.Running))
-		up1p50, up1p99 := framework.Percentiles(framework.Diffs(leaves.Running, mid.Running))
-		up2p50, up2p99 := framework.Percentiles(framework.Diffs(mid.Running, root.Running))
-		sched50, sched99 := framework.Percentiles(framework.Diffs(rootCreated, root.Bound))
-		e2ep50, e2ep99 := framework.Percentiles(framework.Diffs(rootCreated, root.Running))
+		e2ep50, e2ep99 := reportStages(b, "", stageDiffs(rootCreated, root, mid, leaves))
 		flatp50, flatp99 := framework.Percentiles(framework.Diffs(leafCreated, leaf.Running))
 		one.Lock()
 		onep50, onep99 := framework.Percentiles(framework.Diffs(oneCreated, one.Running))
@@ -117,26 +101,6 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		leaves.Unlock()
 		mid.Unlock()
 		root.Unlock()
-		b.ReportMetric(hop1p50, "hop1-p50-ms")
-		b.ReportMetric(hop1p99, "hop1-p99-ms")
-		b.ReportMetric(hop2p50, "hop2-p50-ms")
-		b.ReportMetric(hop2p99, "hop2-p99-ms")
-		// Every stage of the 2-hop path, in order: root-bind, hop1,
-		// east-bind, hop2, leaf-bind, leaf-run, status-up1, status-up2.
-		b.ReportMetric(midBind50, "east-bind-p50-ms")
-		b.ReportMetric(midBind99, "east-bind-p99-ms")
-		b.ReportMetric(leafBind50, "leaf-bind-p50-ms")
-		b.ReportMetric(leafBind99, "leaf-bind-p99-ms")
-		b.ReportMetric(leafRun50, "leaf-run-p50-ms")
-		b.ReportMetric(leafRun99, "leaf-run-p99-ms")
-		b.ReportMetric(sched50, "root-bind-p50-ms")
-		b.ReportMetric(sched99, "root-bind-p99-ms")
-		b.ReportMetric(up1p50, "status-up1-p50-ms")
-		b.ReportMetric(up1p99, "status-up1-p99-ms")
-		b.ReportMetric(up2p50, "status-up2-p50-ms")
-		b.ReportMetric(up2p99, "status-up2-p99-ms")
-		b.ReportMetric(e2ep50, "e2e-2hop-p50-ms")
-		b.ReportMetric(e2ep99, "e2e-2hop-p99-ms")
 		b.ReportMetric(onep50, "e2e-1hop-p50-ms")
 		b.ReportMetric(onep99, "e2e-1hop-p99-ms")
 		b.ReportMetric(oneBind50, "west-bind-p50-ms")
@@ -171,11 +135,151 @@ func BenchmarkForwardingLatency(b *testing.B) {
 				_ = env.Cluster(c).Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 			}
 		}
-		// The next benchmark measures CPU and writes: the 600 pods and
-		// their delegates are gone first.
+		// The next runs measure CPU and writes: the 600 pods and their
+		// delegates are gone first.
 		waitNoPods(ctx, b, nested, direct, oneHop)
+		ownCPUBursts(ctx, b, n, spec)
 		b.StartTimer()
 	}
+}
+
+// stageNames are the stages of the 2-hop path, in order, and the whole
+// of it (e2e-2hop: created -> Running at the root).
+var stageNames = []string{"root-bind", "hop1", "east-bind", "hop2", "leaf-bind", "leaf-run", "status-up1", "status-up2", "e2e-2hop"}
+
+// stageDiffs returns, by stage (stageNames), every pod's time in it: each
+// a difference of the times a watch saw the pod change, for pods created
+// at the root at created. The PodTimes are locked by the caller.
+func stageDiffs(created map[string]time.Time, root, mid, leaves *framework.PodTimes) map[string][]time.Duration {
+	return map[string][]time.Duration{
+		"root-bind":  framework.Diffs(created, root.Bound),
+		"hop1":       framework.Diffs(root.Bound, mid.Added),
+		"east-bind":  framework.Diffs(mid.Added, mid.Bound),
+		"hop2":       framework.Diffs(mid.Bound, leaves.Added),
+		"leaf-bind":  framework.Diffs(leaves.Added, leaves.Bound),
+		"leaf-run":   framework.Diffs(leaves.Bound, leaves.Running),
+		"status-up1": framework.Diffs(leaves.Running, mid.Running),
+		"status-up2": framework.Diffs(mid.Running, root.Running),
+		"e2e-2hop":   framework.Diffs(created, root.Running),
+	}
+}
+
+// reportStages reports the p50 and p99 of every stage of stages, its
+// metrics' names prefixed, and returns those of the whole path.
+func reportStages(b *testing.B, prefix string, stages map[string][]time.Duration) (e2ep50, e2ep99 float64) {
+	b.Helper()
+	for _, name := range stageNames {
+		p50, p99 := framework.Percentiles(stages[name])
+		b.ReportMetric(p50, prefix+name+"-p50-ms")
+		b.ReportMetric(p99, prefix+name+"-p99-ms")
+	}
+	return framework.Percentiles(stages["e2e-2hop"])
+}
+
+// followTree follows the pods of namespace ns along the 2-hop path: at
+// the root, in east, and in its two leaves.
+func followTree(ctx context.Context, b *testing.B, ns string) (root, mid, leaves *framework.PodTimes) {
+	b.Helper()
+	root, mid, leaves = framework.NewPodTimes(), framework.NewPodTimes(), framework.NewPodTimes()
+	for _, c := range []string{"root", "east", "east-1", "east-2"} {
+		require.NoError(b, env.Cluster(c).EnsureNamespace(ctx, ns))
+	}
+	root.Follow(ctx, b, env.Cluster("root").Client, ns)
+	mid.Follow(ctx, b, env.Cluster("east").Client, ns)
+	leaves.Follow(ctx, b, env.Cluster("east-1").Client, ns)
+	leaves.Follow(ctx, b, env.Cluster("east-2").Client, ns)
+	return root, mid, leaves
+}
+
+// ownCPUBursts runs the leaf's burst and the 2-hop burst again with every
+// cluster limited to the same share of a core (launcher LimitCPU;
+// NESTLET_BURST_CLUSTER_CORES, 0.4 by default): the tree as it would run
+// with each cluster on a small machine of its own, every level working on
+// its share of the burst beside the others instead of all four busy
+// clusters taking turns on this machine's two cores. The leaf's baseline
+// runs under the same limit. Three rounds, the leaf first in the first
+// and third, the tree first in the second; reported as own-cpu-*: the
+// median round's p50 and p99 of each, the lowest and highest ratio of a
+// round, and every stage over the pods of all rounds. The shared etcd and
+// this program are not limited.
+func ownCPUBursts(ctx context.Context, b *testing.B, n int, spec corev1.PodSpec) {
+	b.Helper()
+	const rounds = 3
+	cores := 0.4
+	if v := os.Getenv("NESTLET_BURST_CLUSTER_CORES"); v != "" {
+		var err error
+		cores, err = strconv.ParseFloat(v, 64)
+		require.NoError(b, err, "NESTLET_BURST_CLUSTER_CORES")
+	}
+	undo, err := env.LimitCPU(cores)
+	require.NoError(b, err)
+	var once sync.Once
+	unlimit := func() {
+		once.Do(func() { require.NoError(b, undo()) })
+	}
+	b.Cleanup(unlimit)
+
+	var flat50, flat99, tree50, tree99, ratio50, ratio99 []float64
+	stages := map[string][]time.Duration{}
+	for r := range rounds {
+		suffix := time.Now().UnixNano() % 1_000_000
+		nested, direct := fmt.Sprintf("bench-own-nested-%d", suffix), fmt.Sprintf("bench-own-direct-%d", suffix)
+		require.NoError(b, env.Cluster("east-1").EnsureNamespace(ctx, direct))
+		leafBurst := func() {
+			leaf := framework.NewPodTimes()
+			leaf.Follow(ctx, b, env.Cluster("east-1").Client, direct)
+			created := framework.CreatePods(ctx, b, env.Cluster("east-1").Client, direct, "p", n, spec, 0)
+			leaf.WaitRunning(ctx, b, n)
+			clearNamespace(ctx, b, direct, "east-1")
+			leaf.Lock()
+			defer leaf.Unlock()
+			p50, p99 := framework.Percentiles(framework.Diffs(created, leaf.Running))
+			flat50, flat99 = append(flat50, p50), append(flat99, p99)
+		}
+		treeBurst := func() {
+			root, mid, leaves := followTree(ctx, b, nested)
+			created := framework.CreatePods(ctx, b, env.Cluster("root").Client, nested, "p", n, spec, 0)
+			root.WaitRunning(ctx, b, n)
+			clearNamespace(ctx, b, nested, "root")
+			root.Lock()
+			mid.Lock()
+			leaves.Lock()
+			defer func() { leaves.Unlock(); mid.Unlock(); root.Unlock() }()
+			for name, ds := range stageDiffs(created, root, mid, leaves) {
+				stages[name] = append(stages[name], ds...)
+				if name == "e2e-2hop" {
+					p50, p99 := framework.Percentiles(ds)
+					tree50, tree99 = append(tree50, p50), append(tree99, p99)
+				}
+			}
+		}
+		if r%2 == 0 {
+			leafBurst()
+			treeBurst()
+		} else {
+			treeBurst()
+			leafBurst()
+		}
+		ratio50, ratio99 = append(ratio50, tree50[r]/flat50[r]), append(ratio99, tree99[r]/flat99[r])
+		b.Logf("limited to %.2f core, round %d (%s first): leaf p50 %.0f ms, p99 %.0f ms; 2 hops p50 %.0f ms, p99 %.0f ms; ratios %.2f, %.2f",
+			cores, r+1, map[bool]string{true: "leaf", false: "tree"}[r%2 == 0], flat50[r], flat99[r], tree50[r], tree99[r], ratio50[r], ratio99[r])
+		for _, c := range []string{"root", "east-1"} {
+			for _, ns := range []string{nested, direct} {
+				_ = env.Cluster(c).Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+			}
+		}
+	}
+	unlimit()
+	reportStages(b, "own-cpu-stage-", stages)
+	b.ReportMetric(cores, "own-cpu-cores-per-cluster")
+	b.ReportMetric(framework.Median(tree50), "own-cpu-e2e-2hop-p50-ms")
+	b.ReportMetric(framework.Median(tree99), "own-cpu-e2e-2hop-p99-ms")
+	b.ReportMetric(framework.Median(flat50), "own-cpu-direct-leaf-p50-ms")
+	b.ReportMetric(framework.Median(flat99), "own-cpu-direct-leaf-p99-ms")
+	b.ReportMetric(slices.Min(ratio50), "own-cpu-e2e/direct-p50-min")
+	b.ReportMetric(slices.Max(ratio50), "own-cpu-e2e/direct-p50-max")
+	b.ReportMetric(slices.Min(ratio99), "own-cpu-e2e/direct-p99-min")
+	b.ReportMetric(slices.Max(ratio99), "own-cpu-e2e/direct-p99-max")
 }
 
 // flowControlWaits reads each cluster's FlowControlWait, summed over its

@@ -69,11 +69,11 @@ func BenchmarkPodAPI(b *testing.B) {
 			p50, p99 = execAPILatency(ctx, b, leaf, ns, callers[leaf], path)
 			leafP50, leafP99 = append(leafP50, p50), append(leafP99, p99)
 		}
-		b.ReportMetric(median(rootP50), "pod-api-root-2hop-p50-ms")
-		b.ReportMetric(median(rootP99), "pod-api-root-2hop-p99-ms")
+		b.ReportMetric(framework.Median(rootP50), "pod-api-root-2hop-p50-ms")
+		b.ReportMetric(framework.Median(rootP99), "pod-api-root-2hop-p99-ms")
 		b.ReportMetric(slices.Max(rootP50)-slices.Min(rootP50), "pod-api-root-2hop-p50-spread-ms")
-		b.ReportMetric(median(leafP50), "pod-api-leaf-p50-ms")
-		b.ReportMetric(median(leafP99), "pod-api-leaf-p99-ms")
+		b.ReportMetric(framework.Median(leafP50), "pod-api-leaf-p50-ms")
+		b.ReportMetric(framework.Median(leafP99), "pod-api-leaf-p99-ms")
 		b.ReportMetric(slices.Max(leafP50)-slices.Min(leafP50), "pod-api-leaf-p50-spread-ms")
 	}
 	b.ReportMetric(0, "ns/op")
@@ -208,10 +208,4 @@ func waitReady(ctx context.Context, c kubernetes.Interface, ns, name string) err
 		p, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && podReady(p), nil
 	})
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

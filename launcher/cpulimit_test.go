@@ -1,0 +1,74 @@
+package launcher
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// LimitCPU moves a cluster's processes (its agent included) into a cgroup
+// of that cluster with the CPU quota asked for, leaves other processes
+// where they were, and undo puts everything back and removes the cgroups.
+func TestLimitCPU(t *testing.T) {
+	hier, unified, err := cpuHierarchy()
+	if err == nil {
+		_, err = os.Stat(filepath.Join(hier, "cgroup.procs"))
+	}
+	if err == nil && os.Geteuid() != 0 {
+		err = os.ErrPermission
+	}
+	if err != nil {
+		if os.Getenv("NESTLET_REQUIRE_REAL_NODES") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	e := &Environment{clusters: map[string]*Cluster{"a": {Name: "a"}}, order: []string{"a"}}
+	agent, err := startProcess(dir, "a-nestlet", "/bin/sh", "-c", "while :; do :; done")
+	require.NoError(t, err)
+	t.Cleanup(func() { agent.Stop(time.Second) })
+	other, err := startProcess(dir, "b-nestlet", "/bin/sh", "-c", "sleep 300")
+	require.NoError(t, err)
+	t.Cleanup(func() { other.Stop(time.Second) })
+	e.procs.add(agent)
+	e.procs.add(other)
+	agentWas, err := cgroupOf(agent.PID(), hier, unified)
+	require.NoError(t, err)
+	otherWas, err := cgroupOf(other.PID(), hier, unified)
+	require.NoError(t, err)
+
+	undo, err := e.LimitCPU(0.25)
+	require.NoError(t, err)
+	limited := filepath.Join(hier, "nestlet-limit-"+strconv.Itoa(os.Getpid()), "a")
+	at, err := cgroupOf(agent.PID(), hier, unified)
+	require.NoError(t, err)
+	require.Equal(t, limited, at)
+	at, err = cgroupOf(other.PID(), hier, unified)
+	require.NoError(t, err)
+	require.Equal(t, otherWas, at, "a process of no cluster of the environment was moved")
+	quotaFile, want := "cpu.cfs_quota_us", "25000"
+	if unified {
+		quotaFile, want = "cpu.max", "25000 100000"
+	}
+	quota, err := os.ReadFile(filepath.Join(limited, quotaFile))
+	require.NoError(t, err)
+	require.Equal(t, want, strings.TrimSpace(string(quota)))
+	// The kernel holds the busy agent to its quota.
+	require.Eventually(t, func() bool {
+		stat, err := os.ReadFile(filepath.Join(limited, "cpu.stat"))
+		return err == nil && !strings.Contains(string(stat), "nr_throttled 0\n")
+	}, 10*time.Second, 50*time.Millisecond, "the agent was never throttled")
+
+	require.NoError(t, undo())
+	at, err = cgroupOf(agent.PID(), hier, unified)
+	require.NoError(t, err)
+	require.Equal(t, agentWas, at)
+	_, err = os.Stat(filepath.Dir(limited))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
