@@ -48,11 +48,17 @@ echo "figures saved in _output/bench.txt, _output/bench.json and _output/bench.m
 # A full run (every package) is the README's table, whole, and goes into
 # docs/bench beside the earlier ones.
 if [[ -z "${BENCH:-}" ]]; then
-  day="$(date -u +%Y-%m-%d)"
-  cp _output/bench.md "docs/bench/${day}-full.md"
-  cp _output/bench.txt "docs/bench/${day}-full.txt"
+  # A later run of the same day gets a letter (-b, -c, ...): earlier runs
+  # stay.
+  name="$(date -u +%Y-%m-%d)-full"
+  for letter in b c d e f g h i j k l m n o p q r s t u v w x y z; do
+    [[ -e "docs/bench/${name}.md" ]] || break
+    name="$(date -u +%Y-%m-%d)-full-${letter}"
+  done
+  cp _output/bench.md "docs/bench/${name}.md"
+  cp _output/bench.txt "docs/bench/${name}.txt"
   hack/bench-readme.sh _output/bench.md
-  echo "README.md's figures are this run's; docs/bench/${day}-full.{md,txt} keep it"
+  echo "README.md's figures are this run's; docs/bench/${name}.{md,txt} keep it"
 fi
 if [[ ${status} -ne 0 ]]; then
   echo "some benchmarks failed (named in the table's first line): exit ${status}" >&2
