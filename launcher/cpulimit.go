@@ -57,6 +57,7 @@ func (e *Environment) LimitCPU(cores float64) (undo func() error, err error) {
 				errs = append(errs, fmt.Errorf("moving process %d back to %s: %w", pid, from, err))
 			}
 		}
+		// The clusters' cgroups first: base must be empty to go.
 		for _, dir := range append(made, base) {
 			if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, fmt.Errorf("removing cgroup %s: %w", dir, err))
@@ -70,11 +71,9 @@ func (e *Environment) LimitCPU(cores float64) (undo func() error, err error) {
 		byCluster[c.Name] = c.Processes()
 	}
 	for _, p := range e.Processes() {
-		for _, suffix := range []string{"-nestlet", "-nestlet-proxy"} {
-			if name := strings.TrimSuffix(p.Name, suffix); name != p.Name {
-				if _, ok := byCluster[name]; ok {
-					byCluster[name] = append(byCluster[name], p)
-				}
+		if name, _, ok := ProcessComponent(p.Name); ok {
+			if _, known := byCluster[name]; known {
+				byCluster[name] = append(byCluster[name], p)
 			}
 		}
 	}
@@ -83,7 +82,7 @@ func (e *Environment) LimitCPU(cores float64) (undo func() error, err error) {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return nil, errors.Join(fmt.Errorf("creating cgroup %s: %w", dir, err), undo())
 		}
-		made = append([]string{dir}, made...)
+		made = append(made, dir)
 		if err := limitCgroup(dir, quota, unified); err != nil {
 			return nil, errors.Join(err, undo())
 		}

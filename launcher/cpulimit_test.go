@@ -45,6 +45,8 @@ func TestLimitCPU(t *testing.T) {
 
 	undo, err := e.LimitCPU(0.25)
 	require.NoError(t, err)
+	// Undone even when the test fails (a second undo finds nothing to do).
+	t.Cleanup(func() { _ = undo() })
 	limited := filepath.Join(hier, "nestlet-limit-"+strconv.Itoa(os.Getpid()), "a")
 	at, err := cgroupOf(agent.PID(), hier, unified)
 	require.NoError(t, err)
@@ -71,4 +73,22 @@ func TestLimitCPU(t *testing.T) {
 	require.Equal(t, agentWas, at)
 	_, err = os.Stat(filepath.Dir(limited))
 	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// The agent's and proxy's processes are known by name as their cluster's,
+// a cluster's name holding dashes included; no other process is.
+func TestProcessComponent(t *testing.T) {
+	for name, want := range map[string][2]string{
+		"east-1-nestlet":       {"east-1", ComponentAgent},
+		"east-1-nestlet-proxy": {"east-1", ComponentProxy},
+		"root-nestlet":         {"root", ComponentAgent},
+	} {
+		cluster, component, ok := ProcessComponent(name)
+		require.True(t, ok, name)
+		require.Equal(t, want, [2]string{cluster, component}, name)
+	}
+	for _, name := range []string{"etcd", "root-kube-apiserver", "nestlet", "root-nestlet-proxy-2"} {
+		_, _, ok := ProcessComponent(name)
+		require.False(t, ok, name)
+	}
 }

@@ -51,7 +51,23 @@ func (e *Environment) StartAgent(ctx context.Context, c *Cluster, extraArgs ...s
 		return nil, err
 	}
 	args := append([]string{"--kubeconfig=" + kubeconfig, "--v=2", "--trusted-schedulers=" + strings.Join(TrustedSchedulers, ",")}, extraArgs...)
-	return e.StartProcessIn(c, c.Name+"-nestlet", e.Nestlet.Nestlet, args...)
+	return e.StartProcessIn(c, c.Name+componentSuffixes[ComponentAgent], e.Nestlet.Nestlet, args...)
+}
+
+// componentSuffixes name the processes StartAgent and StartProxy start
+// for a cluster: <cluster>-nestlet and <cluster>-nestlet-proxy.
+var componentSuffixes = map[string]string{ComponentAgent: "-nestlet", ComponentProxy: "-nestlet-proxy"}
+
+// ProcessComponent tells which cluster's agent or proxy the process named
+// name is (StartAgent, StartProxy): the cluster's name and ComponentAgent
+// or ComponentProxy; ok is false for any other process.
+func ProcessComponent(name string) (cluster, component string, ok bool) {
+	for component, suffix := range componentSuffixes {
+		if cluster, ok := strings.CutSuffix(name, suffix); ok {
+			return cluster, component, true
+		}
+	}
+	return "", "", false
 }
 
 // GatewayPort is the UDP port of the agents' gateways on hosts.
@@ -111,7 +127,7 @@ func (e *Environment) StartProxy(ctx context.Context, c *Cluster) (*Process, err
 	if err != nil {
 		return nil, err
 	}
-	p, err := e.StartProcessIn(c, c.Name+"-nestlet-proxy", e.Nestlet.Proxy, "--node-ports="+nodePorts,
+	p, err := e.StartProcessIn(c, c.Name+componentSuffixes[ComponentProxy], e.Nestlet.Proxy, "--node-ports="+nodePorts,
 		"--kubeconfig="+kubeconfig, "--bind-address="+ip, "--advertise-address="+ip,
 		"--tls-cert-file="+serving.CertPath, "--tls-private-key-file="+serving.KeyPath,
 		fmt.Sprintf("--kubelet-port=%d", ports[0]), fmt.Sprintf("--tunnel-port=%d", ports[1]), "--v=2")

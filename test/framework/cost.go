@@ -70,12 +70,9 @@ func MeasureCosts(ctx context.Context, e *launcher.Environment) (Costs, error) {
 		if err != nil {
 			continue
 		}
-		switch {
-		case strings.HasSuffix(p.Name, "-nestlet-proxy"):
-			addCPU(out, strings.TrimSuffix(p.Name, "-nestlet-proxy"), "proxy", t)
-		case strings.HasSuffix(p.Name, "-nestlet"):
-			addCPU(out, strings.TrimSuffix(p.Name, "-nestlet"), "agent", t)
-		case p.Name == "etcd":
+		if cluster, component, ok := launcher.ProcessComponent(p.Name); ok {
+			addCPU(out, cluster, component, t)
+		} else if p.Name == "etcd" {
 			etcd.CPU["etcd"] += t
 		}
 	}

@@ -47,11 +47,8 @@ func CPUByKind(e *launcher.Environment) map[string]time.Duration {
 	out := map[string]time.Duration{}
 	for _, p := range e.Processes() {
 		kind := p.Name
-		switch {
-		case strings.HasSuffix(kind, "-nestlet-proxy"):
-			kind = "proxy"
-		case strings.HasSuffix(kind, "-nestlet"):
-			kind = "agent"
+		if _, component, ok := launcher.ProcessComponent(p.Name); ok {
+			kind = component
 		}
 		if t, err := CPUTime(p); err == nil {
 			out[kind] += t

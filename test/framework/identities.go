@@ -40,7 +40,7 @@ func withChartIdentities(cfg launcher.Config) launcher.Config {
 func Refusals(env *launcher.Environment) []string {
 	var out []string
 	for _, p := range env.Processes() {
-		if !strings.HasSuffix(p.Name, "-nestlet") && !strings.HasSuffix(p.Name, "-nestlet-proxy") {
+		if _, _, ok := launcher.ProcessComponent(p.Name); !ok {
 			continue
 		}
 		f, err := os.Open(p.LogPath)

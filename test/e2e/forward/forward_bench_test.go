@@ -253,16 +253,18 @@ func ownCPUBursts(ctx context.Context, b *testing.B, n int, spec corev1.PodSpec)
 				}
 			}
 		}
+		first := "leaf"
 		if r%2 == 0 {
 			leafBurst()
 			treeBurst()
 		} else {
+			first = "tree"
 			treeBurst()
 			leafBurst()
 		}
 		ratio50, ratio99 = append(ratio50, tree50[r]/flat50[r]), append(ratio99, tree99[r]/flat99[r])
 		b.Logf("limited to %.2f core, round %d (%s first): leaf p50 %.0f ms, p99 %.0f ms; 2 hops p50 %.0f ms, p99 %.0f ms; ratios %.2f, %.2f",
-			cores, r+1, map[bool]string{true: "leaf", false: "tree"}[r%2 == 0], flat50[r], flat99[r], tree50[r], tree99[r], ratio50[r], ratio99[r])
+			cores, r+1, first, flat50[r], flat99[r], tree50[r], tree99[r], ratio50[r], ratio99[r])
 		for _, c := range []string{"root", "east-1"} {
 			for _, ns := range []string{nested, direct} {
 				_ = env.Cluster(c).Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
