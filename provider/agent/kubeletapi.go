@@ -107,6 +107,10 @@ func (k *kubeletAPI) advertisedEndpoint() string {
 	return k.endpoint
 }
 
+// nodePortRecheck is how often an agent in tunnel mode asks the proxy for
+// its node's kubelet port again, besides each time its tunnel comes up.
+const nodePortRecheck = time.Minute
+
 // askNodePort asks the proxy for the node's own kubelet port (tunnel
 // mode) and advertises it; it keeps the shared port when the proxy gives
 // none, and reports whether the answer was final (false: ask again).
@@ -248,6 +252,23 @@ func (k *kubeletAPI) serve(ctx context.Context, cfg kubeletapi.Config) error {
 		go func() {
 			if err := tunnel.Run(ctx, tc); err != nil {
 				logger.Error(err, "Tunnel to the parent's proxy")
+			}
+		}()
+		// And every nodePortRecheck while it runs: the question goes
+		// through the proxy's Service, so in a rollout between releases
+		// of the proxy with and without node ports it can be answered by
+		// another replica than the one holding the tunnel, whose answer
+		// would otherwise stand until the tunnel next comes up.
+		go func() {
+			tick := time.NewTicker(nodePortRecheck)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+					k.askNodePort(ctx)
+				}
 			}
 		}()
 	case KubeletAPIDirect:

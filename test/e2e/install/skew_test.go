@@ -72,6 +72,13 @@ func TestPreviousReleaseBothWays(t *testing.T) {
 		}
 	}
 
+	// The previous release's proxy gives no node a port of its own:
+	// east-1's agent advertises the shared port once it asks one of the
+	// old replicas, when its tunnel comes up again or at its next periodic
+	// ask (until then its node keeps the port the new proxy gave it, where
+	// nothing listens any more).
+	waitKubeletPort(t, "east", "east-1", func(port int32) bool { return port == kubeletNodePort })
+
 	pod := webDeployment(t, ns, "across", 2)[0]
 	mid := delegateIn(t, east, &pod)
 	delegateIn(t, env.Cluster("east-1"), mid)
@@ -83,6 +90,7 @@ func TestPreviousReleaseBothWays(t *testing.T) {
 	restored = true
 	requireVersionsStated(t, "east", "root", image.Tag())
 	requireVersionsStated(t, "east-1", "east", image.Tag())
+	waitKubeletPort(t, "east", "east-1", func(port int32) bool { return port >= firstNodePort && port < firstNodePort+nodePorts })
 	require.Empty(t, atRoot(t), "pods at the root disturbed by the rollback of east and its upgrade back")
 }
 
@@ -105,6 +113,22 @@ func setRelease(t *testing.T, cluster, chart string, img framework.Image) {
 			require.NoError(t, env.Cluster(at.name).WaitTargetReady(ctx, cluster, 2*time.Minute))
 		}
 	}
+}
+
+// waitKubeletPort waits until child's virtual node in parent advertises a
+// kubelet port that ok accepts, for longer than the agent's periodic ask.
+func waitKubeletPort(t *testing.T, parent, child string, ok func(int32) bool) {
+	t.Helper()
+	var last int32
+	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := env.Cluster(parent).Client.CoreV1().Nodes().Get(ctx, child, metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		last = n.Status.DaemonEndpoints.KubeletEndpoint.Port
+		return ok(last), nil
+	})
+	require.NoError(t, err, "%s's node in %s advertises kubelet port %d", child, parent, last)
 }
 
 // unstate removes annotation keys from node in cluster, as an operator
