@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/nestlet/nestlet/launcher"
 )
 
@@ -19,6 +21,9 @@ import (
 type ClusterCost struct {
 	CPU              map[string]time.Duration
 	Requests, Writes float64
+	// RequestsUnread: the API server did not answer for its counters
+	// (MeasureCostsOfBusy), so Requests and Writes are unknown, not 0.
+	RequestsUnread bool
 }
 
 // TotalCPU is the CPU time of every component of the cluster.
@@ -41,25 +46,53 @@ const SharedEtcd = "shared-etcd" // a benchmark metric unit: no whitespace
 // of a cluster are the environment's processes named <cluster>-nestlet and
 // <cluster>-nestlet-proxy.
 func MeasureCosts(ctx context.Context, e *launcher.Environment) (Costs, error) {
+	out := measureCPU(e)
+	for _, c := range e.Clusters() {
+		reqs, err := Requests(ctx, c)
+		if err != nil {
+			return nil, fmt.Errorf("requests of %s: %w", c.Name, err)
+		}
+		out.addRequests(c.Name, reqs)
+	}
+	return out, nil
+}
+
+// MeasureCostsOfBusy is MeasureCosts for clusters that may be too busy to
+// answer at once (a run that did not keep up): CPU is read now, and each
+// API server is asked for its counters again for up to patience; a
+// cluster whose API server never answers has RequestsUnread set instead
+// of an error, so that what was measured is still reported.
+func MeasureCostsOfBusy(ctx context.Context, e *launcher.Environment, patience time.Duration, logf func(string, ...any)) Costs {
+	out := measureCPU(e)
+	for _, c := range e.Clusters() {
+		var reqs map[string]float64
+		err := wait.PollUntilContextTimeout(ctx, 5*time.Second, patience, true, func(ctx context.Context) (bool, error) {
+			var err error
+			if reqs, err = Requests(ctx, c); err != nil {
+				logf("requests of %s: %v (asking again)", c.Name, err)
+			}
+			return err == nil, nil
+		})
+		if err != nil {
+			logf("requests of %s: not read within %s; its request figures are left out", c.Name, patience)
+			cost := out[c.Name]
+			cost.RequestsUnread = true
+			out[c.Name] = cost
+			continue
+		}
+		out.addRequests(c.Name, reqs)
+	}
+	return out
+}
+
+// measureCPU reads every cluster's CPU time so far, and the shared etcd's.
+func measureCPU(e *launcher.Environment) Costs {
 	out := Costs{}
 	for _, c := range e.Clusters() {
 		cost := ClusterCost{CPU: map[string]time.Duration{}}
 		for _, p := range c.Processes() {
 			if t, err := CPUTime(p); err == nil {
 				cost.CPU[p.Name] += t
-			}
-		}
-		reqs, err := Requests(ctx, c)
-		if err != nil {
-			return nil, fmt.Errorf("requests of %s: %w", c.Name, err)
-		}
-		for k, n := range reqs {
-			if strings.Contains(k, "-WATCH") {
-				continue // one per watch opened, whatever it carries
-			}
-			cost.Requests += n
-			if IsWrite(k) {
-				cost.Writes += n
 			}
 		}
 		out[c.Name] = cost
@@ -77,7 +110,22 @@ func MeasureCosts(ctx context.Context, e *launcher.Environment) (Costs, error) {
 		}
 	}
 	out[SharedEtcd] = etcd
-	return out, nil
+	return out
+}
+
+// addRequests adds a cluster's request counters (Requests) to its cost.
+func (c Costs) addRequests(name string, reqs map[string]float64) {
+	cost := c[name]
+	for k, n := range reqs {
+		if strings.Contains(k, "-WATCH") {
+			continue // one per watch opened, whatever it carries
+		}
+		cost.Requests += n
+		if IsWrite(k) {
+			cost.Writes += n
+		}
+	}
+	c[name] = cost
 }
 
 func addCPU(c Costs, cluster, component string, t time.Duration) {
@@ -93,7 +141,8 @@ func (c Costs) Sub(before Costs) Costs {
 	out := Costs{}
 	for name, now := range c {
 		was := before[name]
-		d := ClusterCost{CPU: map[string]time.Duration{}, Requests: now.Requests - was.Requests, Writes: now.Writes - was.Writes}
+		d := ClusterCost{CPU: map[string]time.Duration{}, Requests: now.Requests - was.Requests, Writes: now.Writes - was.Writes,
+			RequestsUnread: now.RequestsUnread || was.RequestsUnread}
 		for k, t := range now.CPU {
 			d.CPU[k] = t - was.CPU[k]
 		}
@@ -126,10 +175,15 @@ func (c Costs) Report(b *testing.B, prefix string, names []string, pods int) {
 		if n == SharedEtcd {
 			continue
 		}
+		if pods > 0 {
+			b.ReportMetric(cost.TotalCPU().Seconds()*1000/float64(pods), fmt.Sprintf("%s-%s-cpu-ms-per-pod", prefix, n))
+		}
+		if cost.RequestsUnread {
+			continue // rows left out rather than reported as 0
+		}
 		b.ReportMetric(cost.Requests, fmt.Sprintf("%s-%s-requests", prefix, n))
 		b.ReportMetric(cost.Writes, fmt.Sprintf("%s-%s-writes", prefix, n))
 		if pods > 0 {
-			b.ReportMetric(cost.TotalCPU().Seconds()*1000/float64(pods), fmt.Sprintf("%s-%s-cpu-ms-per-pod", prefix, n))
 			b.ReportMetric(cost.Requests/float64(pods), fmt.Sprintf("%s-%s-requests-per-pod", prefix, n))
 		}
 	}
