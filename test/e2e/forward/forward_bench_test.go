@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -122,8 +123,8 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		}
 		// Seconds requests queued in each API server's priority and
 		// fairness during the 2-hop run, summed over its priority levels.
-		for c, w := range waits {
-			b.ReportMetric(w-wait0[c], "e2e-2hop-apf-wait-s-in-"+c)
+		for c, w := range flowControlWaitsLogged(b, "2-hop burst", wait0, waits) {
+			b.ReportMetric(w, "e2e-2hop-apf-wait-s-in-"+c)
 		}
 		reportCPU(b, "direct", directCPU)
 		reportCPU(b, "e2e-2hop", nestedCPU)
@@ -284,19 +285,42 @@ func ownCPUBursts(ctx context.Context, b *testing.B, n int, spec corev1.PodSpec)
 	b.ReportMetric(slices.Max(ratio99), "own-cpu-e2e/direct-p99-max")
 }
 
-// flowControlWaits reads each cluster's FlowControlWait, summed over its
-// priority levels.
-func flowControlWaits(b *testing.B, clusters ...string) map[string]float64 {
+// flowControlWaits reads each cluster's FlowControlWait, by priority level.
+func flowControlWaits(b *testing.B, clusters ...string) map[string]map[string]float64 {
 	b.Helper()
-	out := map[string]float64{}
+	out := map[string]map[string]float64{}
 	for _, c := range clusters {
 		byLevel, err := framework.FlowControlWait(b.Context(), env.Cluster(c))
 		require.NoError(b, err)
-		for _, s := range byLevel {
-			out[c] += s
-		}
+		out[c] = byLevel
 	}
 	return out
+}
+
+// flowControlWaitsLogged returns, per cluster, the seconds requests
+// waited in its priority and fairness queues between two readings, summed
+// over its priority levels, and logs (one line: a benchmark keeps ten) the
+// levels where they waited.
+func flowControlWaitsLogged(b *testing.B, what string, before, after map[string]map[string]float64) map[string]float64 {
+	sums := map[string]float64{}
+	var waited []string
+	for _, c := range slices.Sorted(maps.Keys(after)) {
+		var levels []string
+		for _, level := range slices.Sorted(maps.Keys(after[c])) {
+			d := after[c][level] - before[c][level]
+			sums[c] += d
+			if d >= 0.01 {
+				levels = append(levels, fmt.Sprintf("%s %.2f s", level, d))
+			}
+		}
+		if len(levels) > 0 {
+			waited = append(waited, c+": "+strings.Join(levels, ", "))
+		}
+	}
+	if len(waited) > 0 {
+		b.Logf("%s: seconds requests waited in priority and fairness queues, by level: %s", what, strings.Join(waited, "; "))
+	}
+	return sums
 }
 
 // failedScheduling counts the FailedScheduling events of namespace ns in
