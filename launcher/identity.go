@@ -12,6 +12,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,6 +59,9 @@ func (e *Environment) kubeconfigFor(ctx context.Context, c *Cluster, component, 
 	if err := applyRBAC(ctx, c, rbac); err != nil {
 		return "", fmt.Errorf("cluster %s: %s's RBAC: %w", c.Name, component, err)
 	}
+	if err := applyFlowSchemas(ctx, c, "nestlet-launcher-"+component, subject); err != nil {
+		return "", fmt.Errorf("cluster %s: %s's FlowSchemas: %w", c.Name, component, err)
+	}
 	token, err := e.identityToken(ctx, c, namespace, sa)
 	if err != nil {
 		return "", fmt.Errorf("cluster %s: %s's token: %w", c.Name, component, err)
@@ -88,6 +92,51 @@ func applyRBAC(ctx context.Context, c *Cluster, rbac permissions.RBAC) error {
 	}
 	for _, o := range rbac.RoleBindings {
 		errs = append(errs, createOrUpdate(ctx, &o, r.RoleBindings(o.Namespace).Create, r.RoleBindings(o.Namespace).Update))
+	}
+	return errors.Join(errs...)
+}
+
+// applyFlowSchemas serves the requests of the ServiceAccount subject at the
+// priority levels the chart's FlowSchemas give its components
+// (charts/nestlet/templates/flowschemas.yaml): leader election at
+// leader-election, everything else at workload-high.
+func applyFlowSchemas(ctx context.Context, c *Cluster, name string, subject rbacv1.Subject) error {
+	who := []flowcontrolv1.Subject{{
+		Kind:           flowcontrolv1.SubjectKindServiceAccount,
+		ServiceAccount: &flowcontrolv1.ServiceAccountSubject{Name: subject.Name, Namespace: subject.Namespace},
+	}}
+	byUser := &flowcontrolv1.FlowDistinguisherMethod{Type: flowcontrolv1.FlowDistinguisherMethodByUserType}
+	schemas := []flowcontrolv1.FlowSchema{{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-leader-election"},
+		Spec: flowcontrolv1.FlowSchemaSpec{
+			PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: "leader-election"},
+			MatchingPrecedence:         150,
+			DistinguisherMethod:        byUser,
+			Rules: []flowcontrolv1.PolicyRulesWithSubjects{{Subjects: who, ResourceRules: []flowcontrolv1.ResourcePolicyRule{{
+				Verbs: []string{"get", "create", "update"}, APIGroups: []string{"coordination.k8s.io"},
+				Resources: []string{"leases"}, Namespaces: []string{subject.Namespace},
+			}}}},
+		},
+	}, {
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: flowcontrolv1.FlowSchemaSpec{
+			PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: "workload-high"},
+			MatchingPrecedence:         1000,
+			DistinguisherMethod:        byUser,
+			Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
+				Subjects: who,
+				ResourceRules: []flowcontrolv1.ResourcePolicyRule{{
+					Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"},
+					Namespaces: []string{"*"}, ClusterScope: true,
+				}},
+				NonResourceRules: []flowcontrolv1.NonResourcePolicyRule{{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}}},
+			}},
+		},
+	}}
+	fs := c.Client.FlowcontrolV1().FlowSchemas()
+	var errs []error
+	for _, o := range schemas {
+		errs = append(errs, createOrUpdate(ctx, &o, fs.Create, fs.Update))
 	}
 	return errors.Join(errs...)
 }

@@ -76,3 +76,27 @@ func FlowControlWait(ctx context.Context, c *launcher.Cluster) (map[string]float
 	}
 	return out, nil
 }
+
+// DispatchedByFlowSchema returns, per "<flow schema>/<priority level>" of
+// the cluster's API priority and fairness, how many requests its API
+// server has dispatched so far.
+func DispatchedByFlowSchema(ctx context.Context, c *launcher.Cluster) (map[string]float64, error) {
+	fams, err := apiServerMetrics(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, m := range fams["apiserver_flowcontrol_dispatched_requests_total"].GetMetric() {
+		var schema, level string
+		for _, p := range m.GetLabel() {
+			switch p.GetName() {
+			case "flow_schema":
+				schema = p.GetValue()
+			case "priority_level":
+				level = p.GetValue()
+			}
+		}
+		out[schema+"/"+level] += m.GetCounter().GetValue()
+	}
+	return out, nil
+}

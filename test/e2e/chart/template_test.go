@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -121,6 +122,8 @@ func TestTemplateObjects(t *testing.T) {
 		"ClusterRoleBinding nestlet-routes",
 		"DaemonSet nestlet-system/nestlet-routes",
 	}
+	// The components' requests at the cluster's controllers' priority.
+	flow := []string{"FlowSchema nestlet", "FlowSchema nestlet-leader-election"}
 	targets := []string{
 		"Secret nestlet-system/nestlet-token-parent-root-example-com-6443",
 		"Target parent-root-example-com-6443",
@@ -132,11 +135,12 @@ func TestTemplateObjects(t *testing.T) {
 		set    []string
 		want   [][]string
 	}{
-		{name: "defaults: agent and scheduler", want: [][]string{agent, scheduler}},
-		{name: "every component and two targets", values: []string{testdata("values-all.yaml")}, want: [][]string{agent, scheduler, proxy, webhook, routes, targets}},
-		{name: "a leaf: agent only", set: []string{"scheduler.enabled=false"}, want: [][]string{agent}},
-		{name: "an API server without admission policies", set: []string{"scheduler.enabled=false", "agent.restrictWrites=false"}, want: [][]string{except(agent, "ValidatingAdmissionPolicy nestlet-agent-writes", "ValidatingAdmissionPolicyBinding nestlet-agent-writes")}},
-		{name: "no leader election", set: []string{"scheduler.leaderElect=false", "agent.leaderElect=false", "agent.replicas=1"}, want: [][]string{
+		{name: "defaults: agent and scheduler", want: [][]string{agent, scheduler, flow}},
+		{name: "every component and two targets", values: []string{testdata("values-all.yaml")}, want: [][]string{agent, scheduler, proxy, webhook, routes, targets, flow}},
+		{name: "a leaf: agent only", set: []string{"scheduler.enabled=false"}, want: [][]string{agent, flow}},
+		{name: "no FlowSchemas", set: []string{"scheduler.enabled=false", "flowControl.enabled=false"}, want: [][]string{agent}},
+		{name: "an API server without admission policies", set: []string{"scheduler.enabled=false", "agent.restrictWrites=false"}, want: [][]string{except(agent, "ValidatingAdmissionPolicy nestlet-agent-writes", "ValidatingAdmissionPolicyBinding nestlet-agent-writes"), flow}},
+		{name: "no leader election", set: []string{"scheduler.leaderElect=false", "agent.leaderElect=false", "agent.replicas=1"}, want: [][]string{flow,
 			except(agent, "Role nestlet-system/nestlet-agent-leader-election", "RoleBinding nestlet-system/nestlet-agent-leader-election"),
 			except(scheduler, "Role nestlet-system/nestlet-scheduler-leader-election", "RoleBinding nestlet-system/nestlet-scheduler-leader-election")}},
 	}
@@ -266,6 +270,23 @@ func TestTemplateAll(t *testing.T) {
 		got[p.Name] = [2]int32{p.Port, p.NodePort}
 	}
 	require.Equal(t, map[string][2]int32{"kubelet": {30250, 30250}, "tunnel": {30443, 30443}, "node-0": {30300, 30300}, "node-1": {30301, 30301}}, got)
+
+	// Every component's ServiceAccount in both FlowSchemas; everything
+	// but leader election at the controllers' level.
+	for name, level := range map[string]string{"nestlet": "workload-high", "nestlet-leader-election": "leader-election"} {
+		var fs flowcontrolv1.FlowSchema
+		into(t, find(t, objs, "FlowSchema", name), &fs)
+		require.Equal(t, level, fs.Spec.PriorityLevelConfiguration.Name, name)
+		var sas []string
+		for _, r := range fs.Spec.Rules {
+			for _, s := range r.Subjects {
+				require.Equal(t, flowcontrolv1.SubjectKindServiceAccount, s.Kind, name)
+				require.Equal(t, namespace, s.ServiceAccount.Namespace, name)
+				sas = append(sas, s.ServiceAccount.Name)
+			}
+		}
+		require.ElementsMatch(t, []string{"nestlet-agent", "nestlet-routes", "nestlet-scheduler", "nestlet-proxy"}, sas, name)
+	}
 
 	var sched appsv1.Deployment
 	into(t, find(t, objs, "Deployment", "nestlet-scheduler"), &sched)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // A plain Deployment at the root runs in the only leaf, three levels down:
@@ -93,6 +94,14 @@ func TestThreeHopsDown(t *testing.T) {
 	n, err := root.Client.CoreV1().Nodes().Get(ctx, "l1", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "deep", n.Labels["topology.kubernetes.io/region"])
+
+	// The agents that created the delegates in l1, l2 and l3 were served
+	// at the controllers' priority level, as the chart's FlowSchemas say.
+	for _, cluster := range chain[1:] {
+		dispatched, err := framework.DispatchedByFlowSchema(ctx, env.Cluster(cluster))
+		require.NoError(t, err)
+		require.Positive(t, dispatched["nestlet-launcher-agent/workload-high"], "%s: %v", cluster, dispatched)
+	}
 }
 
 // delegateOf returns the pod in cluster whose origin is the pod with uid.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // TestChartIdentities: no Nestlet program runs on any host; in every
@@ -69,6 +70,14 @@ func TestChartIdentities(t *testing.T) {
 			require.NoError(t, err, "%s: the chart's ServiceAccount of %s", cluster, p.Name)
 		}
 		require.ElementsMatch(t, components, got, "%s: the chart's components", cluster)
+
+		// Their requests are served under the chart's FlowSchemas, at the
+		// controllers' priority levels (only these ServiceAccounts match).
+		dispatched, err := framework.DispatchedByFlowSchema(t.Context(), c)
+		require.NoError(t, err)
+		for _, key := range []string{"nestlet/workload-high", "nestlet-leader-election/leader-election"} {
+			require.Positive(t, dispatched[key], "%s: no request dispatched as %s: %v", cluster, key, dispatched)
+		}
 	}
 }
 
