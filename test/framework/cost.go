@@ -65,14 +65,7 @@ func MeasureCosts(ctx context.Context, e *launcher.Environment) (Costs, error) {
 func MeasureCostsOfBusy(ctx context.Context, e *launcher.Environment, patience time.Duration, logf func(string, ...any)) Costs {
 	out := measureCPU(e)
 	for _, c := range e.Clusters() {
-		var reqs map[string]float64
-		err := wait.PollUntilContextTimeout(ctx, 5*time.Second, patience, true, func(ctx context.Context) (bool, error) {
-			var err error
-			if reqs, err = Requests(ctx, c); err != nil {
-				logf("requests of %s: %v (asking again)", c.Name, err)
-			}
-			return err == nil, nil
-		})
+		reqs, err := RequestsWithin(ctx, c, patience, logf)
 		if err != nil {
 			logf("requests of %s: not read within %s; its request figures are left out", c.Name, patience)
 			cost := out[c.Name]
@@ -83,6 +76,20 @@ func MeasureCostsOfBusy(ctx context.Context, e *launcher.Environment, patience t
 		out.addRequests(c.Name, reqs)
 	}
 	return out
+}
+
+// RequestsWithin is Requests asked again every 5 s for up to patience, for
+// an API server too busy to answer at once (a TLS handshake timing out).
+func RequestsWithin(ctx context.Context, c *launcher.Cluster, patience time.Duration, logf func(string, ...any)) (map[string]float64, error) {
+	var reqs map[string]float64
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Second, patience, true, func(ctx context.Context) (bool, error) {
+		var err error
+		if reqs, err = Requests(ctx, c); err != nil {
+			logf("requests of %s: %v (asking again)", c.Name, err)
+		}
+		return err == nil, nil
+	})
+	return reqs, err
 }
 
 // measureCPU reads every cluster's CPU time so far, and the shared etcd's.

@@ -528,17 +528,8 @@ func logPerPod(b *testing.B, what string, req1, req0 map[string]float64, cost fr
 func requestsOf(b *testing.B, te *framework.TreeEnv, names []string, required bool) map[string]float64 {
 	out := map[string]float64{}
 	for _, name := range names {
-		// An API server the fleet keeps busy may not answer at once (a
-		// TLS handshake timing out): asked again for up to two minutes.
-		var reqs map[string]float64
-		err := wait.PollUntilContextTimeout(b.Context(), 5*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			var err error
-			reqs, err = framework.Requests(ctx, te.Cluster(name))
-			if err != nil {
-				b.Logf("requests of %s: %v (asking again)", name, err)
-			}
-			return err == nil, nil
-		})
+		// An API server the fleet keeps busy may not answer at once.
+		reqs, err := framework.RequestsWithin(b.Context(), te.Cluster(name), 2*time.Minute, b.Logf)
 		switch {
 		case err != nil && required:
 			b.Fatalf("requests of %s: not read within two minutes", name)
