@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,22 +59,36 @@ func MeasureCosts(ctx context.Context, e *launcher.Environment) (Costs, error) {
 }
 
 // MeasureCostsOfBusy is MeasureCosts for clusters that may be too busy to
-// answer at once (a run that did not keep up): CPU is read now, and each
-// API server is asked for its counters again for up to patience; a
-// cluster whose API server never answers has RequestsUnread set instead
-// of an error, so that what was measured is still reported.
+// answer at once (a run that did not keep up): CPU is read now, and every
+// API server is asked for its counters at the same time, each again for up
+// to patience, so that the whole read takes at most about patience however
+// many clusters there are; a cluster whose API server never answers has
+// RequestsUnread set instead of an error, so that what was measured is
+// still reported.
 func MeasureCostsOfBusy(ctx context.Context, e *launcher.Environment, patience time.Duration, logf func(string, ...any)) Costs {
 	out := measureCPU(e)
-	for _, c := range e.Clusters() {
-		reqs, err := RequestsWithin(ctx, c, patience, logf)
-		if err != nil {
-			logf("requests of %s: not read within %s; its request figures are left out", c.Name, patience)
+	clusters := e.Clusters()
+	read := make([]map[string]float64, len(clusters))
+	var wg sync.WaitGroup
+	for i, c := range clusters {
+		wg.Go(func() {
+			reqs, err := RequestsWithin(ctx, c, patience, logf)
+			if err != nil {
+				logf("requests of %s: not read within %s; its request figures are left out", c.Name, patience)
+				return
+			}
+			read[i] = reqs
+		})
+	}
+	wg.Wait()
+	for i, c := range clusters {
+		if read[i] == nil {
 			cost := out[c.Name]
 			cost.RequestsUnread = true
 			out[c.Name] = cost
 			continue
 		}
-		out.addRequests(c.Name, reqs)
+		out.addRequests(c.Name, read[i])
 	}
 	return out
 }

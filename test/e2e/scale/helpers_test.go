@@ -71,10 +71,25 @@ func hollowLogger(b *testing.B) klog.Logger {
 	return textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(f), textlogger.Verbosity(2)))
 }
 
-// stampSet records the first time something was seen.
+// stampSet records the first time something was seen, and (for nodes)
+// how many times one was seen to stop being Ready.
 type stampSet struct {
-	mu sync.Mutex
-	at map[string]time.Time
+	mu     sync.Mutex
+	at     map[string]time.Time
+	lapses int
+}
+
+func (s *stampSet) lapsed() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lapses++
+}
+
+// lapseCount is how many Ready -> not Ready changes were seen so far.
+func (s *stampSet) lapseCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lapses
 }
 
 func (s *stampSet) set(key string, t time.Time) {
@@ -92,7 +107,9 @@ func (s *stampSet) get(key string) (time.Time, bool) {
 	return t, ok
 }
 
-// followNodes records when each node of a cluster is first seen Ready.
+// followNodes records when each node of a cluster is first seen Ready,
+// and counts each time a node is seen to go from Ready to not Ready (a
+// lease or heartbeat its parent saw lapse).
 func followNodes(ctx context.Context, b *testing.B, client kubernetes.Interface, ready *stampSet) {
 	factory := informers.NewSharedInformerFactory(client, 0)
 	inf := factory.Core().V1().Nodes().Informer()
@@ -101,7 +118,15 @@ func followNodes(ctx context.Context, b *testing.B, client kubernetes.Interface,
 			ready.set(n.Name, time.Now())
 		}
 	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, obj any) { record(obj) }}); err != nil {
+	update := func(old, obj any) {
+		if o, ok := old.(*corev1.Node); ok && launcher.NodeReady(o) {
+			if n, ok := obj.(*corev1.Node); ok && !launcher.NodeReady(n) {
+				ready.lapsed()
+			}
+		}
+		record(obj)
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: update}); err != nil {
 		b.Fatal(err)
 	}
 	factory.Start(ctx.Done())
