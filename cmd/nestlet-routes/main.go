@@ -44,7 +44,7 @@ func main() {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of this cluster (default: in-cluster config, or $KUBECONFIG)")
 	fs.StringVar(&o.namespace, "namespace", api.DefaultNamespace, "the agent's namespace, where it publishes its gateway (ConfigMap "+noderoutes.ConfigMapName+")")
 	fs.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default: $NODE_NAME)")
-	fs.StringVar(&o.daemonSet, "daemonset-name", "", "the DaemonSet this route agent is a pod of, in --namespace: on exit the node keeps its interface, routes and table for the next route agent while the DaemonSet exists (an update), and loses them once it is gone (uninstall); empty: always removed on exit")
+	fs.StringVar(&o.daemonSet, "daemonset-name", "", "the DaemonSet this route agent is a pod of, in --namespace: on exit the node keeps its interface, routes and table for the next route agent while the DaemonSet exists and would run a pod on this node again (an update), and loses them once it is gone (uninstall) or no longer selects the node (its labels or taints changed); empty: always removed on exit")
 	fs.IntVar(&o.port, "vxlan-port", noderoutes.DefaultPort, "UDP port of the VXLAN between the nodes and the gateway's node (the same on every node)")
 	fs.IntVar(&o.vni, "vxlan-vni", noderoutes.DefaultVNI, "VXLAN network identifier (the same on every node)")
 	fs.BoolVar(&o.anySource, "vxlan-from-any", false, "accept VXLAN packets from any address (by default only from the cluster's nodes' InternalIP and ExternalIP addresses)")

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	schedulingcorev1 "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
 	"github.com/nestlet/nestlet/pkg/permissions"
@@ -31,11 +34,13 @@ type Options struct {
 	Resync time.Duration
 	// DaemonSet names the DaemonSet (in Namespace) this route agent is a
 	// pod of. On exit the node keeps its interface, routes and table while
-	// that DaemonSet exists and is not being deleted: a rolling update or
-	// a deleted pod, whose successor on the node takes them over without
-	// a gap in the node's traffic to the tree. Once the DaemonSet is gone
-	// or going (helm uninstall, node routes turned off), or cannot be
-	// read, they are removed. Empty: always removed.
+	// that DaemonSet exists, is not being deleted and would run a pod on
+	// this node again: a rolling update or a deleted pod, whose successor
+	// on the node takes them over without a gap in the node's traffic to
+	// the tree. Once the DaemonSet is gone or going (helm uninstall, node
+	// routes turned off), no longer selects the node (its labels or taints
+	// changed), or either cannot be read, they are removed. Empty: always
+	// removed.
 	DaemonSet string
 	// AnySource accepts VXLAN packets from any address; by default only
 	// from the cluster's nodes' (Plan.Peers).
@@ -49,7 +54,7 @@ var Permissions = []permissions.Rule{
 		Verbs: []string{"get", "list", "watch"},
 		Why:   "the node the gateway runs on and the CIDRs it routes into the tunnels, published by the working agent"},
 	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch"},
-		Why: "the gateway's node's address, the VXLAN's remote end; every node's addresses, the only sources VXLAN is accepted from"},
+		Why: "the gateway's node's address, the VXLAN's remote end; every node's addresses, the only sources VXLAN is accepted from; on exit, its own node's labels and taints (whether its DaemonSet runs a pod there again)"},
 	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, ResourceNames: []string{DaemonSetNamePlaceholder},
 		Verbs: []string{"get"},
 		Why:   "on exit, whether its own DaemonSet still exists: the node keeps its routes for the next route agent, unless the DaemonSet is gone (uninstall)"},
@@ -144,14 +149,15 @@ func Run(ctx context.Context, client kubernetes.Interface, a *Applier, o Options
 		}
 		select {
 		case <-ctx.Done():
-			if keep, why := handOver(client, o); keep {
+			keep, why := handOver(client, o)
+			if keep {
 				logger.Info("Leaving the interface, routes and table to the next route agent on this node", "interface", Device, "why", why)
 				return nil
 			}
 			if err := a.Remove(); err != nil {
 				return fmt.Errorf("removing %s: %w", Device, err)
 			}
-			logger.Info("Removed the routes to the gateway", "interface", Device)
+			logger.Info("Removed the routes to the gateway", "interface", Device, "why", why)
 			return nil
 		case <-kick:
 		case <-tick.C:
@@ -170,22 +176,77 @@ func addressesOnly(obj any) (any, error) {
 }
 
 // handOver tells whether a route agent that exits leaves the node as it is
-// for its successor, and why: while its DaemonSet (Options.DaemonSet)
-// exists and is not being deleted. Not when it is gone or going, or when
-// it cannot be read: an uninstall deletes the route agent's Role and
-// ServiceAccount too, and an agent that could not tell must not leave
-// routes behind.
+// for its successor, and why (or why not): while its DaemonSet
+// (Options.DaemonSet) exists, is not being deleted and would run a pod on
+// this node again (daemonRunsOn). Not when it is gone or going, when it no
+// longer selects this node (a label or taint changed: no successor would
+// come to remove what is left), or when either cannot be read: an
+// uninstall deletes the route agent's Role and ServiceAccount too, and an
+// agent that could not tell must not leave routes behind.
 func handOver(client kubernetes.Interface, o Options) (bool, string) {
 	if o.DaemonSet == "" {
-		return false, ""
+		return false, "not run by a DaemonSet"
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	ds, err := client.AppsV1().DaemonSets(o.Namespace).Get(ctx, o.DaemonSet, metav1.GetOptions{})
-	if err != nil || ds.DeletionTimestamp != nil {
-		return false, ""
+	switch {
+	case err != nil:
+		return false, fmt.Sprintf("DaemonSet %s/%s: %v", o.Namespace, o.DaemonSet, err)
+	case ds.DeletionTimestamp != nil:
+		return false, fmt.Sprintf("DaemonSet %s/%s is being deleted", o.Namespace, o.DaemonSet)
+	}
+	// The route agent may list nodes (their addresses), not get them.
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", o.NodeName).String()})
+	switch {
+	case err != nil:
+		return false, fmt.Sprintf("node %s: %v", o.NodeName, err)
+	case len(nodes.Items) == 0:
+		return false, fmt.Sprintf("node %s is gone", o.NodeName)
+	}
+	if ok, why := daemonRunsOn(ds, &nodes.Items[0]); !ok {
+		return false, fmt.Sprintf("DaemonSet %s/%s runs no pod on node %s any more: %s", o.Namespace, o.DaemonSet, o.NodeName, why)
 	}
 	return true, fmt.Sprintf("DaemonSet %s/%s still exists: its next pod on this node takes them over", o.Namespace, o.DaemonSet)
+}
+
+// daemonTolerations are the tolerations the DaemonSet controller adds to
+// every pod it makes (k8s.io/kubernetes/pkg/controller/daemon/util's
+// AddOrUpdateDaemonPodTolerations), the last one for pods on the host's
+// network only: a cordoned node or one under pressure keeps its daemons.
+func daemonTolerations(hostNetwork bool) []corev1.Toleration {
+	out := []corev1.Toleration{
+		{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+		{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+		{Key: corev1.TaintNodeDiskPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+		{Key: corev1.TaintNodeMemoryPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+		{Key: corev1.TaintNodePIDPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+		{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	}
+	if hostNetwork {
+		out = append(out, corev1.Toleration{Key: corev1.TaintNodeNetworkUnavailable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
+	}
+	return out
+}
+
+// daemonRunsOn tells whether the DaemonSet controller would run a pod of
+// ds on node, as it decides it: the pod template's node selector and
+// required node affinity match the node, and every NoSchedule or
+// NoExecute taint of the node is tolerated (with daemonTolerations); if
+// not, why.
+func daemonRunsOn(ds *appsv1.DaemonSet, node *corev1.Node) (bool, string) {
+	spec := ds.Spec.Template.Spec
+	if ok, err := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: spec}).Match(node); err != nil || !ok {
+		return false, "its node selector or node affinity does not match the node's labels"
+	}
+	tolerations := append(slices.Clone(spec.Tolerations), daemonTolerations(spec.HostNetwork)...)
+	taint, untolerated := schedulingcorev1.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, tolerations, func(t *corev1.Taint) bool {
+		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+	}, false)
+	if untolerated {
+		return false, fmt.Sprintf("it does not tolerate the node's taint %s", taint.ToString())
+	}
+	return true, ""
 }
 
 func peersText(p []netip.Addr) string {

@@ -18,9 +18,11 @@ import (
 )
 
 // A route agent that exits leaves the node's interface to its successor
-// while its DaemonSet exists (a rolling update: no gap in the node's
-// traffic), and removes it once the DaemonSet is gone or going (helm
-// uninstall), or when it runs outside a DaemonSet.
+// while its DaemonSet exists and would run a pod on the node again (a
+// rolling update: no gap in the node's traffic), and removes it once the
+// DaemonSet is gone or going (helm uninstall), no longer selects the node
+// (its labels or taints changed: no successor would come), when the node
+// is gone, or when it runs outside a DaemonSet.
 func TestRunHandsOverWhileItsDaemonSetExists(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: it creates a network namespace and interfaces")
@@ -31,6 +33,16 @@ func TestRunHandsOverWhileItsDaemonSetExists(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", netnsName).Run() })
 	a := applier(t, netnsName)
 	now := metav1.Now()
+	ds := func(spec corev1.PodSpec) *appsv1.DaemonSet {
+		spec.HostNetwork = true
+		return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: dsName, Namespace: ns},
+			Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: spec}}}
+	}
+	node := func(taints ...corev1.Taint) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"kubernetes.io/os": "linux"}},
+			Spec: corev1.NodeSpec{Taints: taints, Unschedulable: len(taints) > 0 && taints[0].Key == corev1.TaintNodeUnschedulable}}
+	}
+	dedicated := corev1.Taint{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}
 	for _, c := range []struct {
 		name      string
 		daemonSet string
@@ -38,7 +50,20 @@ func TestRunHandsOverWhileItsDaemonSetExists(t *testing.T) {
 		kept      bool
 	}{
 		{name: "its DaemonSet exists", daemonSet: dsName, kept: true,
-			objects: []runtime.Object{&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: dsName, Namespace: ns}}}},
+			objects: []runtime.Object{ds(corev1.PodSpec{}), node()}},
+		{name: "its DaemonSet still selects the node", daemonSet: dsName, kept: true,
+			objects: []runtime.Object{ds(corev1.PodSpec{NodeSelector: map[string]string{"kubernetes.io/os": "linux"}}), node()}},
+		{name: "the node is cordoned", daemonSet: dsName, kept: true,
+			objects: []runtime.Object{ds(corev1.PodSpec{}), node(corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule})}},
+		{name: "its DaemonSet tolerates the node's taint", daemonSet: dsName, kept: true,
+			objects: []runtime.Object{ds(corev1.PodSpec{Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "db"}}}),
+				node(dedicated)}},
+		{name: "its DaemonSet no longer selects the node", daemonSet: dsName,
+			objects: []runtime.Object{ds(corev1.PodSpec{NodeSelector: map[string]string{"nestlet.io/routes": "on"}}), node()}},
+		{name: "its DaemonSet does not tolerate the node's taint", daemonSet: dsName,
+			objects: []runtime.Object{ds(corev1.PodSpec{}), node(dedicated)}},
+		{name: "the node is gone", daemonSet: dsName,
+			objects: []runtime.Object{ds(corev1.PodSpec{})}},
 		{name: "its DaemonSet is being deleted", daemonSet: dsName,
 			objects: []runtime.Object{&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: dsName, Namespace: ns,
 				DeletionTimestamp: &now, Finalizers: []string{"orphan"}}}}},
@@ -49,6 +74,9 @@ func TestRunHandsOverWhileItsDaemonSetExists(t *testing.T) {
 			objects: []runtime.Object{&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: dsName, Namespace: ns}}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			// Each case starts from a node without the interface, even
+			// after a case that failed with it left.
+			t.Cleanup(func() { _ = a.Remove() })
 			// This node runs the gateway: the route agent holds the hub.
 			objects := append([]runtime.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: ns},
 				Data: map[string]string{KeyNode: "n1", KeyRoutes: "10.99.0.0/24"}}}, c.objects...)
