@@ -7,48 +7,25 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	goflag "flag"
 	"fmt"
 	"net"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/nestlet/nestlet/pkg/command"
 	"github.com/nestlet/nestlet/pkg/kubeclient"
-	"github.com/nestlet/nestlet/pkg/permissions"
 	"github.com/nestlet/nestlet/proxy"
 )
 
 func main() {
 	var o options
 	o.addFlags(pflag.CommandLine)
-	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
-	klog.InitFlags(klogFlags)
-	pflag.CommandLine.AddGoFlagSet(klogFlags)
-	pflag.Parse()
-	if o.printPermissions {
-		if err := permissions.Write(os.Stdout, proxy.Permissions); err != nil {
-			fmt.Fprintln(os.Stderr, "nestlet-proxy:", err)
-			os.Exit(1)
-		}
-		return
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	ctx = klog.NewContext(ctx, klog.Background())
-	if err := run(ctx, o); err != nil {
-		fmt.Fprintln(os.Stderr, "nestlet-proxy:", err)
-		klog.Flush()
-		os.Exit(1)
-	}
-	klog.Flush()
+	command.Main("nestlet-proxy", pflag.CommandLine, &o.printPermissions, proxy.Permissions, func(ctx context.Context) error { return run(ctx, o) })
 }
 
 func run(ctx context.Context, o options) error {

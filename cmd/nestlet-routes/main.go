@@ -7,22 +7,18 @@ package main
 
 import (
 	"context"
-	goflag "flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/google/nftables"
 	"github.com/spf13/pflag"
 	"github.com/vishvananda/netlink"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/command"
 	"github.com/nestlet/nestlet/pkg/kubeclient"
-	"github.com/nestlet/nestlet/pkg/permissions"
 	"github.com/nestlet/nestlet/provider/noderoutes"
 )
 
@@ -49,26 +45,7 @@ func main() {
 	fs.IntVar(&o.vni, "vxlan-vni", noderoutes.DefaultVNI, "VXLAN network identifier (the same on every node)")
 	fs.BoolVar(&o.anySource, "vxlan-from-any", false, "accept VXLAN packets from any address (by default only from the cluster's nodes' InternalIP and ExternalIP addresses)")
 	fs.DurationVar(&o.resync, "resync", 30*time.Second, "how often the interface and the routes are set again without a change")
-	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
-	klog.InitFlags(klogFlags)
-	fs.AddGoFlagSet(klogFlags)
-	pflag.Parse()
-	if o.printPermissions {
-		if err := permissions.Write(os.Stdout, noderoutes.Permissions); err != nil {
-			fmt.Fprintln(os.Stderr, "nestlet-routes:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	ctx = klog.NewContext(ctx, klog.Background())
-	if err := run(ctx, o); err != nil {
-		fmt.Fprintln(os.Stderr, "nestlet-routes:", err)
-		klog.Flush()
-		os.Exit(1)
-	}
-	klog.Flush()
+	command.Main("nestlet-routes", fs, &o.printPermissions, noderoutes.Permissions, func(ctx context.Context) error { return run(ctx, o) })
 }
 
 func run(ctx context.Context, o options) error {

@@ -7,13 +7,8 @@ package main
 import (
 	"context"
 	"errors"
-	goflag "flag"
-	"fmt"
 	"net/http"
 	"net/http/pprof"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,40 +21,19 @@ import (
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
 	"github.com/virtual-kubelet/virtual-kubelet/log/klogv2"
 
+	"github.com/nestlet/nestlet/pkg/command"
 	"github.com/nestlet/nestlet/pkg/kubeclient"
-	"github.com/nestlet/nestlet/pkg/permissions"
 	"github.com/nestlet/nestlet/provider/agent"
 )
 
 func main() {
 	var o options
 	o.addFlags(pflag.CommandLine)
-	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
-	klog.InitFlags(klogFlags)
-	pflag.CommandLine.AddGoFlagSet(klogFlags)
-	pflag.Parse()
-	if o.printPermissions {
-		if err := permissions.Write(os.Stdout, agent.Permissions); err != nil {
-			fmt.Fprintln(os.Stderr, "nestlet:", err)
-			os.Exit(1)
-		}
-		return
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	ctx = klog.NewContext(ctx, klog.Background())
-	vklog.L = klogv2.New(nil)
-
-	if err := run(ctx, o); err != nil {
-		fmt.Fprintln(os.Stderr, "nestlet:", err)
-		klog.Flush()
-		os.Exit(1)
-	}
-	klog.Flush()
+	command.Main("nestlet", pflag.CommandLine, &o.printPermissions, agent.Permissions, func(ctx context.Context) error { return run(ctx, o) })
 }
 
 func run(ctx context.Context, o options) error {
+	vklog.L = klogv2.New(nil)
 	cfg, err := kubeclient.RESTConfig(o.kubeconfig, "")
 	if err != nil {
 		return err
