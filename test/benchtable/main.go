@@ -78,6 +78,8 @@ var targets = map[string]target{
 	"own-cpu-e2e-2hop-p50-ms":           {ratio: true, atMost: true, value: 1.5},
 	"own-cpu-e2e-2hop-p99-ms":           {ratio: true, atMost: true, value: 1.5},
 	"deploy1000-3level-pods/s":          {ratio: true, value: 0.7},
+	"tree-summed-vs-flat-cpu":           {atMost: true, value: 2.5},
+	"busiest-tree-cluster-vs-flat-cpu":  {atMost: true, value: 1.0},
 	"tree-busiest-field-cpu-ms-per-pod": {ratio: true, atMost: true, value: 1.2},
 	"startup-ready-2hop-p99-ms":         {atMost: true, value: 5000},
 	"startup-ready-added-1hop-p99-ms":   {atMost: true, value: 300},

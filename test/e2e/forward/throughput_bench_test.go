@@ -198,6 +198,7 @@ func BenchmarkThroughput1000(b *testing.B) {
 		b.StartTimer()
 		return took, costs
 	}
+	idle := idleCores(ctx, b, 20*time.Second)
 	for b.Loop() {
 		flat, flatCost := run("flat")
 		tree, treeCost := run("root")
@@ -218,6 +219,7 @@ func BenchmarkThroughput1000(b *testing.B) {
 			busiest, treeCost[busiest].TotalCPU().Round(time.Millisecond), treeCost[busiest].Requests, flatCost["flat"].TotalCPU().Round(time.Millisecond), flatCost["flat"].Requests)
 		b.ReportMetric(treeCost[busiest].TotalCPU().Seconds()/flatCost["flat"].TotalCPU().Seconds(), "busiest-tree-cluster-vs-flat-cpu")
 		b.ReportMetric(treeCost[busiest].Requests/flatCost["flat"].Requests, "busiest-tree-cluster-vs-flat-requests")
+		reportSummed(b, treeNames, tree, treeCost, flat, flatCost, idle)
 		b.ReportMetric(float64(tree.Milliseconds()), "deploy1000-3level-ms")
 		b.ReportMetric(float64(flat.Milliseconds()), "deploy1000-flat-ms")
 		b.ReportMetric(replicas/tree.Seconds(), "deploy1000-3level-pods/s")
@@ -274,4 +276,57 @@ func watchReady(ctx context.Context, b *testing.B, cluster string, flaps *atomic
 			}
 		}
 	}()
+}
+
+// idleCores measures, over window, the CPU each cluster of the environment
+// uses with nothing to do (leases, controllers' periodic work, the agents'
+// reports), in cores.
+func idleCores(ctx context.Context, b *testing.B, window time.Duration) map[string]float64 {
+	b.Helper()
+	before, err := framework.MeasureCosts(ctx, env)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	select {
+	case <-ctx.Done():
+		b.Fatal(ctx.Err())
+	case <-time.After(window):
+	}
+	after, err := framework.MeasureCosts(ctx, env)
+	if err != nil {
+		b.Fatal(err)
+	}
+	took := time.Since(start)
+	out := map[string]float64{}
+	for name, c := range after.Sub(before) {
+		out[name] = c.TotalCPU().Seconds() / took.Seconds()
+	}
+	return out
+}
+
+// reportSummed reports the tree's CPU summed over its clusters against the
+// flat cluster's for the same replicas (the shared etcd, which serves
+// both, left out of both), and the same with each cluster's idle CPU
+// (idleCores, times how long its run took) taken out of both sides: the
+// part that grows with the pods, against the part every cluster pays
+// whether it holds pods or not, and for longer the longer a run takes.
+func reportSummed(b *testing.B, treeNames []string, tree time.Duration, treeCost framework.Costs, flat time.Duration, flatCost framework.Costs, idle map[string]float64) {
+	b.Helper()
+	var treeCPU, treeIdle, treeIdleCores float64
+	for _, n := range treeNames {
+		treeCPU += treeCost[n].TotalCPU().Seconds()
+		treeIdle += idle[n] * tree.Seconds()
+		treeIdleCores += idle[n]
+	}
+	flatCPU := flatCost["flat"].TotalCPU().Seconds()
+	flatIdle := idle["flat"] * flat.Seconds()
+	b.ReportMetric(treeCPU/flatCPU, "tree-summed-vs-flat-cpu")
+	b.ReportMetric(treeIdleCores/float64(len(treeNames)), "idle-cores-per-tree-cluster")
+	b.ReportMetric(idle["flat"], "idle-cores-flat")
+	if treeCPU > treeIdle && flatCPU > flatIdle {
+		b.ReportMetric((treeCPU-treeIdle)/(flatCPU-flatIdle), "tree-summed-vs-flat-cpu-less-idle")
+	}
+	b.Logf("CPU summed over the clusters (etcd left out): tree %.1f s in %.1f s, of which idle %.1f s (%d clusters, %.3f cores each); flat %.1f s in %.1f s, of which idle %.1f s",
+		treeCPU, tree.Seconds(), treeIdle, len(treeNames), treeIdleCores/float64(len(treeNames)), flatCPU, flat.Seconds(), flatIdle)
 }
