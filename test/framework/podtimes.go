@@ -26,11 +26,31 @@ import (
 type PodTimes struct {
 	mu                                 sync.Mutex
 	Added, Bound, Running, Ready, Gone map[string]time.Time
+	// Late holds the pods first seen already bound: their creation was
+	// missed (the server dropped a slow watch and the informer listed
+	// again), so their Added stamp is when they were seen, not created.
+	// OnTime leaves them out of what is subtracted from Added.
+	Late map[string]bool
 }
 
 // NewPodTimes returns empty PodTimes.
 func NewPodTimes() *PodTimes {
-	return &PodTimes{Added: map[string]time.Time{}, Bound: map[string]time.Time{}, Running: map[string]time.Time{}, Ready: map[string]time.Time{}, Gone: map[string]time.Time{}}
+	return &PodTimes{Added: map[string]time.Time{}, Bound: map[string]time.Time{}, Running: map[string]time.Time{}, Ready: map[string]time.Time{}, Gone: map[string]time.Time{},
+		Late: map[string]bool{}}
+}
+
+// OnTime returns the stamps of m of the pods seen when they were created
+// (not Late): Diffs(s.OnTime(s.Added), s.Bound) is each such pod's time
+// from created to bound, where Diffs(s.Added, s.Bound) would count a pod
+// first seen bound as bound at once. The caller holds the lock.
+func (s *PodTimes) OnTime(m map[string]time.Time) map[string]time.Time {
+	out := make(map[string]time.Time, len(m))
+	for k, t := range m {
+		if !s.Late[k] {
+			out[k] = t
+		}
+	}
+	return out
 }
 
 // Follow records the pods of namespace ns through an informer (which lists
@@ -61,20 +81,7 @@ func (s *PodTimes) Follow(ctx context.Context, tb testing.TB, client kubernetes.
 		if !ok {
 			return
 		}
-		now := time.Now()
-		key := keyOf(pod)
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		setOnce(s.Added, key, now)
-		if pod.Spec.NodeName != "" {
-			setOnce(s.Bound, key, now)
-		}
-		if pod.Status.Phase == corev1.PodRunning {
-			setOnce(s.Running, key, now)
-		}
-		if podutil.IsPodReady(pod) {
-			setOnce(s.Ready, key, now)
-		}
+		s.see(keyOf(pod), pod, time.Now())
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, obj any) { record(obj) }, DeleteFunc: gone}); err != nil {
 		tb.Fatal(err)
@@ -82,6 +89,25 @@ func (s *PodTimes) Follow(ctx context.Context, tb testing.TB, client kubernetes.
 	factory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		tb.Fatal("pod informer did not sync")
+	}
+}
+
+// see records what pod, under key, was when seen at now.
+func (s *PodTimes) see(key string, pod *corev1.Pod, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, seen := s.Added[key]; !seen && pod.Spec.NodeName != "" {
+		s.Late[key] = true
+	}
+	setOnce(s.Added, key, now)
+	if pod.Spec.NodeName != "" {
+		setOnce(s.Bound, key, now)
+	}
+	if pod.Status.Phase == corev1.PodRunning {
+		setOnce(s.Running, key, now)
+	}
+	if podutil.IsPodReady(pod) {
+		setOnce(s.Ready, key, now)
 	}
 }
 

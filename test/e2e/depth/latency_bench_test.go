@@ -86,10 +86,10 @@ func segments(b *testing.B, prefix string, clusters []string, times []*framework
 		defer pt.Unlock()
 	}
 	for i, c := range clusters {
-		p50, _ := framework.Percentiles(framework.Diffs(times[i].Added, times[i].Bound))
+		p50, _ := framework.Percentiles(framework.Diffs(times[i].OnTime(times[i].Added), times[i].Bound))
 		b.ReportMetric(p50, prefix+"sched-"+c+"-p50-ms")
 		if i > 0 {
-			down, _ := framework.Percentiles(framework.Diffs(times[i-1].Bound, times[i].Added))
+			down, _ := framework.Percentiles(framework.Diffs(times[i-1].Bound, times[i].OnTime(times[i].Added)))
 			up, _ := framework.Percentiles(framework.Diffs(times[i].Running, times[i-1].Running))
 			b.ReportMetric(down, prefix+"down-"+c+"-p50-ms")
 			b.ReportMetric(up, prefix+"up-"+c+"-p50-ms")

@@ -150,14 +150,16 @@ var stageNames = []string{"root-bind", "hop1", "east-bind", "hop2", "leaf-bind",
 
 // stageDiffs returns, by stage (stageNames), every pod's time in it: each
 // a difference of the times a watch saw the pod change, for pods created
-// at the root at created. The PodTimes are locked by the caller.
+// at the root at created (a pod a watch first saw already bound is left
+// out of the stages that start or end when it was added: PodTimes.OnTime).
+// The PodTimes are locked by the caller.
 func stageDiffs(created map[string]time.Time, root, mid, leaves *framework.PodTimes) map[string][]time.Duration {
 	return map[string][]time.Duration{
 		"root-bind":  framework.Diffs(created, root.Bound),
-		"hop1":       framework.Diffs(root.Bound, mid.Added),
-		"east-bind":  framework.Diffs(mid.Added, mid.Bound),
-		"hop2":       framework.Diffs(mid.Bound, leaves.Added),
-		"leaf-bind":  framework.Diffs(leaves.Added, leaves.Bound),
+		"hop1":       framework.Diffs(root.Bound, mid.OnTime(mid.Added)),
+		"east-bind":  framework.Diffs(mid.OnTime(mid.Added), mid.Bound),
+		"hop2":       framework.Diffs(mid.Bound, leaves.OnTime(leaves.Added)),
+		"leaf-bind":  framework.Diffs(leaves.OnTime(leaves.Added), leaves.Bound),
 		"leaf-run":   framework.Diffs(leaves.Bound, leaves.Running),
 		"status-up1": framework.Diffs(leaves.Running, mid.Running),
 		"status-up2": framework.Diffs(mid.Running, root.Running),
