@@ -18,10 +18,12 @@ import (
 // ClusterCost is what one cluster of an environment has used: CPU time by
 // component (kube-apiserver, kube-controller-manager, kube-scheduler, kwok,
 // kubelet, agent, proxy, ...), and the requests its API server served,
-// all and writes.
+// all and writes (watches left out), and by resource and verb (Requests'
+// keys, watches included).
 type ClusterCost struct {
 	CPU              map[string]time.Duration
 	Requests, Writes float64
+	ByKind           map[string]float64
 	// RequestsUnread: the API server did not answer for its counters
 	// (MeasureCostsOfBusy), so Requests and Writes are unknown, not 0.
 	RequestsUnread bool
@@ -138,6 +140,7 @@ func measureCPU(e *launcher.Environment) Costs {
 // addRequests adds a cluster's request counters (Requests) to its cost.
 func (c Costs) addRequests(name string, reqs map[string]float64) {
 	cost := c[name]
+	cost.ByKind = maps.Clone(reqs)
 	for k, n := range reqs {
 		if strings.Contains(k, "-WATCH") {
 			continue // one per watch opened, whatever it carries
@@ -167,6 +170,12 @@ func (c Costs) Sub(before Costs) Costs {
 			RequestsUnread: now.RequestsUnread || was.RequestsUnread}
 		for k, t := range now.CPU {
 			d.CPU[k] = t - was.CPU[k]
+		}
+		if !d.RequestsUnread && now.ByKind != nil {
+			d.ByKind = map[string]float64{}
+			for k, n := range now.ByKind {
+				d.ByKind[k] = n - was.ByKind[k]
+			}
 		}
 		out[name] = d
 	}

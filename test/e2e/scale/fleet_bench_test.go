@@ -202,16 +202,8 @@ func runFlat(b *testing.B, f fleet) deployResult {
 	start := time.Now()
 	addNodes(ctx, b, c, f)
 	b.ReportMetric(float64(time.Since(start).Milliseconds()), "flat-add-nodes-ms")
-	req0, err := framework.Requests(ctx, c)
-	if err != nil {
-		b.Fatal(err)
-	}
 	r := deployAndMeasure(ctx, b, env, c, f.Replicas)
-	if req1, err := framework.Requests(ctx, c); err == nil {
-		logPerPod(b, "flat", req1, req0, r.costs["flat"], r.perPod)
-	} else {
-		b.Logf("requests of flat after the deployment: %v; not logged", err)
-	}
+	logPerPod(b, "flat", r.costs["flat"], r.perPod)
 	return r
 }
 
@@ -355,12 +347,12 @@ func runTree(b *testing.B, f fleet, logger *klog.Logger) deployResult {
 	defer func() { te.Cleanup(b.Failed(), b.Logf) }()
 	b.ReportMetric(float64(time.Since(start).Milliseconds()), "tree-start-ms")
 
-	req0 := requestsOf(b, te, fieldNames, true)
+	req0 := requestsOf(b, te, fieldNames)
 	children, readyAt := joinLeaves(b, te, f, logger)
 	// Every request the fields served while the leaves joined (a watch
 	// once it ended), per join: the parents' side of a join (the leaves'
 	// clusters are simulated).
-	req1 := requestsOf(b, te, fieldNames, true)
+	req1 := requestsOf(b, te, fieldNames)
 	var total float64
 	var keys []string
 	for k, n := range req1 {
@@ -383,8 +375,6 @@ func runTree(b *testing.B, f fleet, logger *klog.Logger) deployResult {
 
 	root := te.Cluster("root")
 	self0 := selfCPU()
-	rootReq0 := requestsOf(b, te, []string{"root"}, true)
-	fieldReq0 := requestsOf(b, te, fieldNames, true)
 	lapses0 := readyAt.lapseCount()
 	r := deployAndMeasure(ctx, b, te.Environment, root, f.Replicas)
 	self := selfCPU() - self0
@@ -394,18 +384,18 @@ func runTree(b *testing.B, f fleet, logger *klog.Logger) deployResult {
 	lapses := readyAt.lapseCount() - lapses0
 	b.Logf("leaves' nodes seen going from Ready to not Ready in their fields: %d while they joined, %d during the deployment", lapses0, lapses)
 	b.ReportMetric(float64(lapses), "tree-leaf-nodes-not-ready-during-deploy")
-	if req := requestsOf(b, te, []string{"root"}, false); req != nil {
-		logPerPod(b, "root", req, rootReq0, r.costs["root"], r.perPod)
-	}
-	fieldCost := framework.ClusterCost{CPU: map[string]time.Duration{}}
+	logPerPod(b, "root", r.costs["root"], r.perPod)
+	fieldCost := framework.ClusterCost{CPU: map[string]time.Duration{}, ByKind: map[string]float64{}}
 	for _, n := range fieldNames {
 		for k, t := range r.costs[n].CPU {
 			fieldCost.CPU[k] += t
 		}
+		for k, v := range r.costs[n].ByKind {
+			fieldCost.ByKind[k] += v
+		}
+		fieldCost.RequestsUnread = fieldCost.RequestsUnread || r.costs[n].RequestsUnread
 	}
-	if req := requestsOf(b, te, fieldNames, false); req != nil {
-		logPerPod(b, "all fields", req, fieldReq0, fieldCost, r.perPod)
-	}
+	logPerPod(b, "all fields", fieldCost, r.perPod)
 	b.Logf("during the deployment, per pod: shared etcd %.1f ms of CPU, this process (the hollow leaves) %.1f ms",
 		float64(r.costs[framework.SharedEtcd].TotalCPU().Microseconds())/1000/float64(r.perPod), float64(self.Microseconds())/1000/float64(r.perPod))
 	r.machineCPUPerPodMs += float64(self.Milliseconds()) / float64(r.perPod)
@@ -418,8 +408,6 @@ func runTree(b *testing.B, f fleet, logger *klog.Logger) deployResult {
 		if !r.costs[busiest].RequestsUnread {
 			b.ReportMetric(r.costs[busiest].Requests/float64(r.perPod), "tree-busiest-field-requests-per-pod")
 		}
-	}
-	if r.allRunning > 0 {
 		b.ReportMetric(float64(self.Milliseconds())/r.allRunning.Seconds()/float64(f.leaves()), "tree-hollow-leaf-cpu-millicores")
 	}
 	if rss, err := framework.SelfRSSBytes(); err == nil {
@@ -539,34 +527,33 @@ func fieldFigures(b *testing.B, te *framework.TreeEnv, fieldNames []string) {
 
 // logPerPod logs, per pod of the deployment, what a cluster (or the
 // fields together) spent: CPU by component and API requests by resource
-// and verb (the frequent ones), to show where the tree's cost goes.
-func logPerPod(b *testing.B, what string, req1, req0 map[string]float64, cost framework.ClusterCost, pods int) {
+// and verb (the frequent ones; none when its API server did not answer
+// for them), to show where the tree's cost goes.
+func logPerPod(b *testing.B, what string, cost framework.ClusterCost, pods int) {
 	var cpu, reqs []string
 	for _, k := range slices.Sorted(maps.Keys(cost.CPU)) {
 		cpu = append(cpu, fmt.Sprintf("%s %.1f", k, float64(cost.CPU[k].Microseconds())/1000/float64(pods)))
 	}
-	for _, k := range slices.Sorted(maps.Keys(req1)) {
-		if per := (req1[k] - req0[k]) / float64(pods); per >= 0.05 {
+	for _, k := range slices.Sorted(maps.Keys(cost.ByKind)) {
+		if per := cost.ByKind[k] / float64(pods); per >= 0.05 {
 			reqs = append(reqs, fmt.Sprintf("%s %.2f", k, per))
 		}
+	}
+	if cost.RequestsUnread {
+		reqs = []string{"not read"}
 	}
 	b.Logf("during the deployment, per pod, %s: CPU ms %s; requests %s", what, strings.Join(cpu, ", "), strings.Join(reqs, ", "))
 }
 
-// requestsOf sums the requests of the named clusters by resource and verb.
-// When a cluster does not answer within two minutes, the benchmark fails
-// if required, else requestsOf returns nil.
-func requestsOf(b *testing.B, te *framework.TreeEnv, names []string, required bool) map[string]float64 {
+// requestsOf sums the requests of the named clusters by resource and verb;
+// the benchmark fails when one does not answer within two minutes.
+func requestsOf(b *testing.B, te *framework.TreeEnv, names []string) map[string]float64 {
 	out := map[string]float64{}
 	for _, name := range names {
 		// An API server the fleet keeps busy may not answer at once.
 		reqs, err := framework.RequestsWithin(b.Context(), te.Cluster(name), 2*time.Minute, b.Logf)
-		switch {
-		case err != nil && required:
+		if err != nil {
 			b.Fatalf("requests of %s: not read within two minutes", name)
-		case err != nil:
-			b.Logf("requests of %s: not read within two minutes; left out", name)
-			return nil
 		}
 		for k, v := range reqs {
 			out[k] += v
