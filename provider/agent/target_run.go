@@ -177,7 +177,7 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 	kapi.mu.Unlock()
 	fc := r.forwardConfig(parentName(id, t), prov)
 	fc.StorageClasses = t.Spec.StorageClasses
-	var relay parentRelay
+	relay := newParentRelay(r.a.cfg.Clock)
 	if r.a.cfg.PodAPI == PodAPIOrigin {
 		fc.OriginAPI = &forward.OriginAPI{URL: id.ParentURL, CA: id.CAData}
 		if r.a.tunnels != nil {

@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/nestlet/nestlet/api"
 )
@@ -208,7 +209,31 @@ func startAPIRelay(addr netip.AddrPort, restHost string) (*apiRelay, error) {
 // parentRelay is where the parent's gateway relays its API server
 // (api.GatewayParent.APIAddress), as this cluster's virtual node there
 // last said: "" while it says nothing.
-type parentRelay struct{ v atomic.Value }
+//
+// Whether the parent offers one is known once its agent has decorated
+// the node (api.AnnotationParentVersion) in a version that carries this
+// gateway's key (the parent adds api.AnnotationGatewayParent in answer to
+// the key). Until then a pod's identity waits, so that a delegate made
+// in the first moments after a join does not keep calling the URL the
+// agent joined with, which the pods may not reach; after relayWait a
+// parent that never says (one older than the annotations) gets the URL.
+type parentRelay struct {
+	v     atomic.Pointer[relayState]
+	clock clock.Clock
+	start time.Time
+}
+
+type relayState struct {
+	addr  string
+	known bool
+}
+
+// relayWait bounds how long pods wait for the parent to state its relay.
+const relayWait = 30 * time.Second
+
+func newParentRelay(c clock.Clock) *parentRelay {
+	return &parentRelay{clock: c, start: c.Now()}
+}
 
 // set reads it from the virtual node n in the parent (nil: unchanged).
 func (p *parentRelay) set(n *corev1.Node) {
@@ -219,10 +244,17 @@ func (p *parentRelay) set(n *corev1.Node) {
 	if raw, ok := n.Annotations[api.AnnotationGatewayParent]; !ok || json.Unmarshal([]byte(raw), &gp) != nil {
 		gp = api.GatewayParent{}
 	}
-	p.v.Store(gp.APIAddress)
+	key, _ := api.ChildAnnotation(n, api.AnnotationGatewayKey)
+	decorated := n.Annotations[api.AnnotationParentVersion] != "" && key != ""
+	p.v.Store(&relayState{addr: gp.APIAddress, known: decorated || gp.APIAddress != ""})
 }
 
-func (p *parentRelay) get() string {
-	s, _ := p.v.Load().(string)
-	return s
+// get returns the relay's address ("" for none) and whether the parent
+// has said, or relayWait has passed since the run started.
+func (p *parentRelay) get() (string, bool) {
+	st := p.v.Load()
+	if st == nil {
+		st = &relayState{}
+	}
+	return st.addr, st.known || p.clock.Since(p.start) >= relayWait
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nestlet/nestlet/api"
 )
@@ -138,14 +140,40 @@ func TestTunnelsCarryTheAPIAddress(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, pfx("10.1.0.0/24", "10.251.0.2/32"), peer.AllowedIPs, "the child routes the address to its parent")
 
-	var relay parentRelay
-	require.Empty(t, relay.get(), "nothing before the node is read")
+	clk := clocktesting.NewFakeClock(time.Now())
+	relay := newParentRelay(clk)
+	addr, known := relay.get()
+	require.Empty(t, addr)
+	require.False(t, known, "nothing before the node is read")
+	decorated := map[string]string{api.AnnotationParentVersion: "v1", api.AnnotationGatewayKey: "k"}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "child", Annotations: map[string]string{
 		api.AnnotationGatewayParent: parent.parentAnnotation("child")}}}
+	maps.Copy(node.Annotations, decorated)
 	relay.set(node)
-	require.Equal(t, "10.251.0.2:443", relay.get())
+	addr, known = relay.get()
+	require.Equal(t, "10.251.0.2:443", addr)
+	require.True(t, known)
 	relay.set(nil)
-	require.Equal(t, "10.251.0.2:443", relay.get(), "no node read: unchanged")
-	relay.set(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "child"}})
-	require.Empty(t, relay.get(), "the parent no longer offers one")
+	addr, _ = relay.get()
+	require.Equal(t, "10.251.0.2:443", addr, "no node read: unchanged")
+	relay.set(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "child", Annotations: maps.Clone(decorated)}})
+	addr, known = relay.get()
+	require.Empty(t, addr, "the parent no longer offers one")
+	require.True(t, known, "the parent said so")
+
+	// Not said yet: a node the parent's agent has not decorated, or
+	// decorated before it carried this gateway's key.
+	for name, annotations := range map[string]map[string]string{
+		"not decorated":         {api.AnnotationGatewayKey: "k"},
+		"decorated without key": {api.AnnotationParentVersion: "v1"},
+	} {
+		relay := newParentRelay(clk)
+		relay.set(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "child", Annotations: annotations}})
+		_, known := relay.get()
+		require.False(t, known, name)
+		clk.Step(relayWait)
+		addr, known := relay.get()
+		require.True(t, known, "%s: a parent that never says gets the URL after relayWait", name)
+		require.Empty(t, addr)
+	}
 }

@@ -44,8 +44,10 @@ type OriginAPI struct {
 	CA []byte
 	// Relay, when set, returns where pods reach the parent's API server
 	// through the gateways' tunnels (ip:port, api.GatewayParent.APIAddress),
-	// "" while the parent offers none: pods made then call URL.
-	Relay func() string
+	// "" while the parent offers none: pods made then call URL. Its second
+	// value is false while the parent has not yet said whether it offers
+	// one: the pods that would get an identity wait (an error, retried).
+	Relay func() (string, bool)
 }
 
 // apiServerNames are the names in-cluster clients know an API server by,
@@ -157,7 +159,8 @@ func relayAlias(host string, origin *OriginAPI) (alias corev1.HostAlias, port st
 	if origin.Relay == nil {
 		return corev1.HostAlias{}, "", false
 	}
-	ap, err := netip.ParseAddrPort(origin.Relay())
+	addr, _ := origin.Relay()
+	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return corev1.HostAlias{}, "", false
 	}

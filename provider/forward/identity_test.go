@@ -213,7 +213,7 @@ func TestPodIdentityThroughTheRelay(t *testing.T) {
 		{"URL by IP", "https://10.250.0.2:6443", "10.251.0.2:443", "kubernetes.default.svc", "443", apiServerNames},
 		{"URL by name", "https://root.example.org:6443", "10.251.0.2:8443", "root.example.org", "8443",
 			append([]string{"root.example.org"}, apiServerNames...)},
-		{"no relay yet", "https://10.250.0.2:6443", "", "10.250.0.2", "6443", nil},
+		{"no relay", "https://10.250.0.2:6443", "", "10.250.0.2", "6443", nil},
 		{"a bad relay", "https://10.250.0.2:6443", "nowhere", "10.250.0.2", "6443", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -223,7 +223,7 @@ func TestPodIdentityThroughTheRelay(t *testing.T) {
 			d := pod.DeepCopy()
 			d.Annotations = map[string]string{}
 			relay := c.relay
-			require.NoError(t, withIdentity(d, pod, &OriginAPI{URL: c.url, CA: []byte("root CA"), Relay: func() string { return relay }}))
+			require.NoError(t, withIdentity(d, pod, &OriginAPI{URL: c.url, CA: []byte("root CA"), Relay: func() (string, bool) { return relay, true }}))
 			require.Equal(t, []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: c.wantHost}, {Name: "KUBERNETES_SERVICE_PORT", Value: c.wantPort},
 				{Name: "KUBERNETES_SERVICE_PORT_HTTPS", Value: c.wantPort}}, d.Spec.Containers[0].Env)
 			require.Equal(t, pod.Spec.HostAliases[0], d.Spec.HostAliases[0], "the pod's own alias first")
@@ -236,4 +236,52 @@ func TestPodIdentityThroughTheRelay(t *testing.T) {
 			require.Equal(t, c.wantNames, d.Spec.HostAliases[1].Hostnames)
 		})
 	}
+}
+
+// While the parent has not said whether its gateway relays its API
+// server, a pod that would get its identity waits (CreatePod fails, to be
+// retried) instead of getting a delegate that keeps calling the URL;
+// once the parent has said, the delegate calls the relay. A pod without
+// tokens does not wait.
+func TestPodIdentityWaitsForTheParentToState(t *testing.T) {
+	pod := apiPod()
+	parentPods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	require.NoError(t, parentPods.Add(pod))
+	parent := fake.NewClientset(pod)
+	parent.PrependReactor("create", "serviceaccounts", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		tr := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenRequest).DeepCopy()
+		tr.Status = authenticationv1.TokenRequestStatus{Token: "t", ExpirationTimestamp: metav1.NewTime(time.Now().Add(time.Hour))}
+		return true, tr, nil
+	})
+	child := fake.NewClientset()
+	var relay atomic.Pointer[string]
+	known := func() (string, bool) {
+		if r := relay.Load(); r != nil {
+			return *r, true
+		}
+		return "", false
+	}
+	p, err := New(Config{TargetName: "to-root", TargetUID: testTargetUID, ClusterName: "mid", ParentName: "root",
+		Parent: parent, ParentPods: corelisters.NewPodLister(parentPods), Child: child,
+		OriginAPI: &OriginAPI{URL: "https://10.250.0.2:6443", CA: []byte("root CA"), Relay: known}})
+	require.NoError(t, err)
+
+	err = p.CreatePod(t.Context(), pod.DeepCopy())
+	require.ErrorContains(t, err, "waits for the parent to state")
+	require.ErrorContains(t, err, api.AnnotationGatewayParent)
+	_, err = child.CoreV1().Pods("app").Get(t.Context(), "job-1", metav1.GetOptions{})
+	require.Error(t, err, "no delegate yet")
+
+	noTokens := neverPod()
+	noTokens.Name, noTokens.UID = "plain", "u2"
+	require.NoError(t, parentPods.Add(noTokens))
+	require.NoError(t, p.CreatePod(t.Context(), noTokens.DeepCopy()), "a pod without tokens has nothing to wait for")
+
+	addr := "10.251.0.2:443"
+	relay.Store(&addr)
+	require.NoError(t, p.CreatePod(t.Context(), pod.DeepCopy()))
+	d, err := child.CoreV1().Pods("app").Get(t.Context(), "job-1", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Contains(t, d.Spec.Containers[0].Env, corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: "kubernetes.default.svc"})
+	require.Equal(t, "10.251.0.2", d.Spec.HostAliases[len(d.Spec.HostAliases)-1].IP)
 }

@@ -58,6 +58,12 @@ func (p *Provider) createPod(ctx context.Context, pod *corev1.Pod) error {
 		return p.errorf("dependencies", "priority class %s of pod %s/%s in %s: %w", pod.Spec.PriorityClassName, pod.Namespace, pod.Name, p.cfg.ClusterName, err)
 	}
 	identity := p.cfg.OriginAPI != nil && len(tokenSources(pod)) > 0
+	if identity && p.cfg.OriginAPI.Relay != nil {
+		if _, known := p.cfg.OriginAPI.Relay(); !known {
+			return p.errorf("identity", "pod %s/%s waits for the parent to state on virtual node %s whether its gateway relays its API server (annotation %s): a delegate made now would keep calling %s",
+				pod.Namespace, pod.Name, p.cfg.ClusterName, api.AnnotationGatewayParent, p.cfg.OriginAPI.URL)
+		}
+	}
 	if identity {
 		if err := p.ids.issue(ctx, pod, nil); err != nil {
 			return p.errorf("identity", "the service account tokens of pod %s/%s: %w", pod.Namespace, pod.Name, err)

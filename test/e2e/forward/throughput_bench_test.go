@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,7 +41,8 @@ func BenchmarkThroughput1000(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if err := env.AddClusters(ctx, launcher.ClusterOptions{Name: "flat", StockScheduler: true, Nodes: flatNodes, ControllerManagerArgs: kwokGrace}); err != nil {
+	if err := env.AddClusters(ctx, launcher.ClusterOptions{Name: "flat", StockScheduler: true, Nodes: flatNodes, ControllerManagerArgs: kwokGrace,
+		Profiling: os.Getenv("NESTLET_PROFILE_DIR") != ""}); err != nil {
 		b.Fatal(err)
 	}
 	// The tree's summaries include the new nodes before the run.
@@ -104,8 +106,14 @@ func BenchmarkThroughput1000(b *testing.B) {
 		if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
+		// With NESTLET_PROFILE_DIR set: CPU profiles of the first 30 s.
+		profiled := profileAgents(b, map[string][]string{"root": {"root", "east", "east-1"}}[cluster], 30*time.Second)
+		if cluster == "flat" {
+			profiled = profileAgents(b, []string{"flat"}, 15*time.Second)
+		}
 		s.WaitRunning(ctx, b, replicas)
 		took := time.Since(start)
+		profiled()
 		cpu1 := framework.CPUByKind(env)
 		costs1, err := framework.MeasureCosts(ctx, env)
 		if err != nil {
