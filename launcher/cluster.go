@@ -71,7 +71,9 @@ type ClusterOptions struct {
 	Profiling bool
 }
 
-// Cluster is a running control plane with kwok kubelets.
+// Cluster is a running control plane with kwok kubelets (kwok runs once
+// the cluster has a kwok node: a cluster whose only nodes are virtual, as
+// a middle level of a tree, runs none, as it would run no kubelet).
 type Cluster struct {
 	Name string
 	// Dir holds the cluster's certificates, kubeconfigs and logs.
@@ -111,6 +113,12 @@ type Cluster struct {
 	realNodes []*RealNode
 	// dnsInstalled is set once ensureClusterDNS succeeded (realMu).
 	dnsInstalled bool
+
+	kwokMu sync.Mutex
+	// kwokArgs is kwok's command line; kwok is started with the first
+	// kwok node (ensureKwok).
+	kwokArgs []string
+	kwok     *Process
 }
 
 // RealNodes returns the cluster's real nodes.
@@ -221,9 +229,14 @@ func startCluster(ctx context.Context, bins *Binaries, own *NestletBinaries, etc
 	if err != nil {
 		return nil, err
 	}
-	kwok, err := c.startKwok(bins, pki, opts)
-	if err != nil {
+	if c.kwokArgs, err = c.kwokCommand(bins, pki, opts); err != nil {
 		return nil, err
+	}
+	var kwok *Process
+	if len(opts.Nodes) > 0 {
+		if kwok, err = c.ensureKwok(); err != nil {
+			return nil, err
+		}
 	}
 	if opts.MetricsServer {
 		if err := c.startMetricsServer(ctx, pki); err != nil {
@@ -246,6 +259,9 @@ func startCluster(ctx context.Context, bins *Binaries, own *NestletBinaries, etc
 		return nil, fmt.Errorf("cluster %s: %w", opts.Name, err)
 	}
 	for _, p := range []*Process{sched, kwok} {
+		if p == nil {
+			continue
+		}
 		if exited, err := p.Exited(); exited {
 			return nil, fmt.Errorf("cluster %s: %s exited (%w); last log lines:\n%s", opts.Name, p.Name, err, p.Tail(30))
 		}

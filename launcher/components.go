@@ -182,8 +182,8 @@ func SchedulerUnauthenticatedPaths(profiling bool) string {
 	return paths
 }
 
-// startKwok starts kwok for the cluster's simulated nodes.
-func (c *Cluster) startKwok(bins *Binaries, pki *clusterPKI, opts ClusterOptions) (*Process, error) {
+// kwokCommand writes kwok's configuration and returns its command line.
+func (c *Cluster) kwokCommand(bins *Binaries, pki *clusterPKI, opts ClusterOptions) ([]string, error) {
 	extraStages := filepath.Join(c.Dir, "kwok-nestlet-stages.yaml")
 	if err := os.WriteFile(extraStages, delegatedJobStage, 0o644); err != nil {
 		return nil, err
@@ -196,7 +196,7 @@ func (c *Cluster) startKwok(bins *Binaries, pki *clusterPKI, opts ClusterOptions
 	if err != nil {
 		return nil, err
 	}
-	kwok, err := c.start("kwok", bins.Kwok, append([]string{
+	return append([]string{
 		"--kubeconfig=" + kwokKubeconfig,
 		"--config=" + bins.KwokStages,
 		"--config=" + extraStages,
@@ -213,11 +213,24 @@ func (c *Cluster) startKwok(bins *Binaries, pki *clusterPKI, opts ClusterOptions
 		"--tls-cert-file=" + pki.kwokServing.CertPath,
 		"--tls-private-key-file=" + pki.kwokServing.KeyPath,
 		"--cidr=10.244.0.0/16",
-	}, opts.KwokArgs...)...)
+	}, opts.KwokArgs...), nil
+}
+
+// ensureKwok starts kwok for the cluster's simulated nodes, once: with
+// the first kwok node, so that a cluster with none pays for no kubelet
+// (a process started after Environment.LimitCPU is not held to it).
+func (c *Cluster) ensureKwok() (*Process, error) {
+	c.kwokMu.Lock()
+	defer c.kwokMu.Unlock()
+	if c.kwok != nil {
+		return c.kwok, nil
+	}
+	kwok, err := c.start("kwok", c.bins.Kwok, c.kwokArgs...)
 	if err != nil {
 		return nil, err
 	}
 	c.track(kwok)
+	c.kwok = kwok
 	return kwok, nil
 }
 

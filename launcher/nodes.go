@@ -62,6 +62,9 @@ func (c *Cluster) AddNode(ctx context.Context, o NodeOptions) (*corev1.Node, err
 // CreateNode creates a kwok-managed node without waiting for it: callers
 // that add many wait for them all at once.
 func (c *Cluster) CreateNode(ctx context.Context, o NodeOptions) error {
+	if _, err := c.ensureKwok(); err != nil {
+		return fmt.Errorf("starting kwok for node %s: %w", o.Name, err)
+	}
 	capacity := o.Capacity
 	if capacity == nil {
 		capacity = DefaultNodeCapacity()
