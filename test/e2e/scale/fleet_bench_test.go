@@ -121,7 +121,12 @@ type deployResult struct {
 	// machineCPUPerPodMs is every process of the topology, this one
 	// (hollow leaves) included.
 	machineCPUPerPodMs float64
-	costs              framework.Costs
+	// window is how long costs measures: from before the Deployment was
+	// created until the API servers' counters were read after; renewed,
+	// the Lease updates this process sent (the hollow leaves') meanwhile.
+	window  time.Duration
+	renewed renewalWindow
+	costs   framework.Costs
 }
 
 // BenchmarkFleet measures the fleet (see the package) and, in the same
@@ -286,6 +291,7 @@ func deployAndMeasure(ctx context.Context, b *testing.B, env *launcher.Environme
 	if err != nil {
 		b.Fatal(err)
 	}
+	renewed0 := renewals.mark()
 	start := time.Now()
 	if _, err := c.Client.AppsV1().Deployments("scale").Create(ctx, scaleDeployment(replicas), metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
@@ -302,6 +308,8 @@ func deployAndMeasure(ctx context.Context, b *testing.B, env *launcher.Environme
 	// A run that did not keep up leaves the API servers busy: what they
 	// cannot answer for within two minutes is left out, not the run.
 	costs1 := framework.MeasureCostsOfBusy(ctx, env, 2*time.Minute, b.Logf)
+	r.window = time.Since(start)
+	r.renewed = renewals.since(renewed0)
 	cancel()
 	r.apiserverRSSPeak = peaks()["apiserver"]
 	d := costs1.Sub(costs0)
@@ -377,6 +385,7 @@ func runTree(b *testing.B, f fleet, logger *klog.Logger) deployResult {
 	self0 := selfCPU()
 	lapses0 := readyAt.lapseCount()
 	r := deployAndMeasure(ctx, b, te.Environment, root, f.Replicas)
+	reportRenewals(b, r, fieldNames, f.leaves())
 	self := selfCPU() - self0
 	// A field too busy to take its leaves' leases in time marks their
 	// nodes not Ready (and, after five minutes, evicts their pods): how
@@ -560,4 +569,39 @@ func requestsOf(b *testing.B, te *framework.TreeEnv, names []string) map[string]
 		}
 	}
 	return out
+}
+
+// reportRenewals reports the leaves' lease renewals during the
+// deployment (from before the Deployment was created until the API
+// servers' counters were read after): per second, sent by the hollow
+// leaves (this process) and taken by the fields' API servers, against one
+// per leaf per renewal interval; and how long each waited for its answer.
+// Few sent, answered quickly: this process did not send them in time.
+// Sent but answered slowly: the fields. What the fields take includes
+// their API servers' own identity Leases (kube-system, one renewal each
+// every 10 s).
+func reportRenewals(b *testing.B, r deployResult, fieldNames []string, leaves int) {
+	b.Helper()
+	if r.window <= 0 {
+		return
+	}
+	sent := float64(r.renewed.count) / r.window.Seconds()
+	b.ReportMetric(sent, "tree-lease-renewals-sent-per-s")
+	received, read := 0.0, true
+	for _, n := range fieldNames {
+		read = read && !r.costs[n].RequestsUnread
+		received += r.costs[n].ByKind["leases-PUT"]
+	}
+	taken := "not read"
+	if read {
+		b.ReportMetric(received/r.window.Seconds(), "tree-lease-renewals-taken-per-s")
+		taken = fmt.Sprintf("%.1f/s", received/r.window.Seconds())
+	}
+	if len(r.renewed.latency) > 0 {
+		b.ReportMetric(framework.Quantile(r.renewed.latency, 0.5), "tree-lease-renewal-answer-p50-ms")
+		b.ReportMetric(framework.Quantile(r.renewed.latency, 0.99), "tree-lease-renewal-answer-p99-ms")
+	}
+	b.Logf("lease renewals during the deployment (%s): %d leaves sent %.1f/s, renewing every %s (%.1f/s), the fields took %s; answered in p50 %.0f ms, p99 %.0f ms",
+		r.window.Round(time.Second), leaves, sent, leaseRenewInterval, float64(leaves)/leaseRenewInterval.Seconds(), taken,
+		framework.Quantile(r.renewed.latency, 0.5), framework.Quantile(r.renewed.latency, 0.99))
 }
