@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -27,4 +28,18 @@ func TestCostsSubByKind(t *testing.T) {
 	require.InDelta(t, 3, d["a"].Writes, 0)
 	require.True(t, d["b"].RequestsUnread)
 	require.Nil(t, d["b"].ByKind)
+}
+
+// A histogram's difference keeps the buckets; its quantile is the upper
+// bound of the bucket that holds it.
+func TestHistogramSubQuantile(t *testing.T) {
+	inf := math.Inf(1)
+	was := Histogram{Sum: 1, Count: 2, Bounds: []float64{0.1, 1, 10, inf}, Counts: []float64{2, 2, 2, 2}}
+	now := Histogram{Sum: 31, Count: 12, Bounds: was.Bounds, Counts: []float64{4, 8, 11, 12}}
+	d := now.Sub(was)
+	require.Equal(t, Histogram{Sum: 30, Count: 10, Bounds: was.Bounds, Counts: []float64{2, 6, 9, 10}}, d)
+	require.Equal(t, 1.0, d.Quantile(0.5))
+	require.Equal(t, 10.0, d.Quantile(0.9))
+	require.Equal(t, inf, d.Quantile(0.99), "past the last bound")
+	require.Equal(t, 0.0, Histogram{}.Quantile(0.5), "nothing observed")
 }

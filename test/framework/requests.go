@@ -3,6 +3,7 @@ package framework
 import (
 	"bytes"
 	"context"
+	"math"
 	"slices"
 	"strings"
 
@@ -99,4 +100,77 @@ func DispatchedByFlowSchema(ctx context.Context, c *launcher.Cluster) (map[strin
 		out[schema+"/"+level] += m.GetCounter().GetValue()
 	}
 	return out, nil
+}
+
+// Histogram is a cumulative Prometheus histogram: Counts[i] observations
+// at or under Bounds[i] (+Inf last).
+type Histogram struct {
+	Sum, Count float64
+	Bounds     []float64
+	Counts     []float64
+}
+
+// Sub returns what h observed since was (the same buckets).
+func (h Histogram) Sub(was Histogram) Histogram {
+	d := Histogram{Sum: h.Sum - was.Sum, Count: h.Count - was.Count, Bounds: h.Bounds, Counts: slices.Clone(h.Counts)}
+	for i := range d.Counts {
+		if i < len(was.Counts) {
+			d.Counts[i] -= was.Counts[i]
+		}
+	}
+	return d
+}
+
+// Quantile returns the upper bound of the bucket holding quantile q (an
+// upper estimate: the histogram keeps no finer detail), +Inf when it is
+// past the last bound, 0 when nothing was observed.
+func (h Histogram) Quantile(q float64) float64 {
+	if h.Count <= 0 {
+		return 0
+	}
+	for i, c := range h.Counts {
+		if c >= q*h.Count {
+			return h.Bounds[i]
+		}
+	}
+	return math.Inf(1)
+}
+
+// RequestSeconds returns the cluster's API server's
+// apiserver_request_duration_seconds for one resource and verb (every
+// other label summed): the time from a request's arrival to its answer,
+// priority-and-fairness queueing included.
+func RequestSeconds(ctx context.Context, c *launcher.Cluster, resource, verb string) (Histogram, error) {
+	fams, err := apiServerMetrics(ctx, c)
+	if err != nil {
+		return Histogram{}, err
+	}
+	var h Histogram
+	for _, m := range fams["apiserver_request_duration_seconds"].GetMetric() {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		if l["resource"] != resource || l["verb"] != verb || l["subresource"] != "" {
+			continue
+		}
+		hist := m.GetHistogram()
+		h.Sum += hist.GetSampleSum()
+		h.Count += float64(hist.GetSampleCount())
+		buckets := hist.GetBucket()
+		if h.Bounds == nil {
+			for _, b := range buckets {
+				h.Bounds = append(h.Bounds, b.GetUpperBound())
+			}
+			h.Bounds = append(h.Bounds, math.Inf(1))
+			h.Counts = make([]float64, len(h.Bounds))
+		}
+		for i, b := range buckets {
+			if i < len(h.Counts)-1 {
+				h.Counts[i] += float64(b.GetCumulativeCount())
+			}
+		}
+		h.Counts[len(h.Counts)-1] += float64(hist.GetSampleCount())
+	}
+	return h, nil
 }
