@@ -3,7 +3,6 @@ package launcher
 import (
 	"context"
 	"crypto/x509/pkix"
-	_ "embed"
 	"errors"
 	"fmt"
 	"net"
@@ -174,11 +173,6 @@ func (c *Cluster) Processes() []*Process { return append([]*Process(nil), c.own.
 // CA returns the cluster CA certificate and key paths.
 func (c *Cluster) CA() (certPath, keyPath string) { return c.ca.CertPath, c.ca.KeyPath }
 
-// delegatedJobStage completes delegates of Job pods in kwok leaves.
-//
-//go:embed kwok-delegated-job.yaml
-var delegatedJobStage []byte
-
 const (
 	// ServiceCIDR is the (never routed) service range of every test cluster.
 	ServiceCIDR = "10.96.0.0/16"
@@ -277,60 +271,6 @@ func startCluster(ctx context.Context, bins *Binaries, own *NestletBinaries, etc
 		}
 	}
 	return c, nil
-}
-
-// writeKwokDebugging writes kwok's configuration of logs, attach, exec and
-// port-forward for every pod of this cluster, and returns its path.
-func (c *Cluster) writeKwokDebugging(portForwardTarget string) (string, error) {
-	c.KwokLogsFile = filepath.Join(c.Dir, "kwok-pod.log")
-	if err := os.WriteFile(c.KwokLogsFile, nil, 0o644); err != nil {
-		return "", err
-	}
-	cfg := fmt.Sprintf(`apiVersion: kwok.x-k8s.io/v1alpha1
-kind: ClusterLogs
-metadata:
-  name: nestlet-test-logs
-spec:
-  logs:
-  - logsFile: %[1]q
-    follow: true
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: ClusterAttach
-metadata:
-  name: nestlet-test-attach
-spec:
-  attaches:
-  - logsFile: %[1]q
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: ClusterExec
-metadata:
-  name: nestlet-test-exec
-spec:
-  execs:
-  - local:
-      workDir: %[2]q
-`, c.KwokLogsFile, c.Dir)
-	if portForwardTarget != "" {
-		host, port, err := net.SplitHostPort(portForwardTarget)
-		if err != nil {
-			return "", fmt.Errorf("port-forward target: %w", err)
-		}
-		cfg += fmt.Sprintf(`---
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: ClusterPortForward
-metadata:
-  name: nestlet-test-port-forward
-spec:
-  forwards:
-  - target:
-      address: %q
-      port: %s
-`, host, port)
-	}
-	path := filepath.Join(c.Dir, "kwok-debugging.yaml")
-	return path, os.WriteFile(path, []byte(cfg), 0o644)
 }
 
 // schedulerCommand returns the scheduler to run: nestlet-scheduler with the

@@ -3,8 +3,6 @@ package launcher
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -180,58 +178,6 @@ func SchedulerUnauthenticatedPaths(profiling bool) string {
 		paths += ",/debug/pprof/*"
 	}
 	return paths
-}
-
-// kwokCommand writes kwok's configuration and returns its command line.
-func (c *Cluster) kwokCommand(bins *Binaries, pki *clusterPKI, opts ClusterOptions) ([]string, error) {
-	extraStages := filepath.Join(c.Dir, "kwok-nestlet-stages.yaml")
-	if err := os.WriteFile(extraStages, delegatedJobStage, 0o644); err != nil {
-		return nil, err
-	}
-	debugging, err := c.writeKwokDebugging(opts.KwokPortForwardTarget)
-	if err != nil {
-		return nil, err
-	}
-	kwokKubeconfig, err := c.writeKubeconfig("kwok", pki.admin)
-	if err != nil {
-		return nil, err
-	}
-	return append([]string{
-		"--kubeconfig=" + kwokKubeconfig,
-		"--config=" + bins.KwokStages,
-		"--config=" + extraStages,
-		"--config=" + debugging,
-		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=fake",
-		// Node leases, renewed every 10 s as a kubelet does: without
-		// them kwok (whose default here is none) refreshes a node's status
-		// only every 10 minutes, so every kwok node went NotReady for a few
-		// seconds once per grace period of the controller manager.
-		"--node-lease-duration-seconds=40",
-		"--node-ip=127.0.0.1",
-		"--node-port=" + strconv.Itoa(c.KwokNodePort),
-		"--tls-cert-file=" + pki.kwokServing.CertPath,
-		"--tls-private-key-file=" + pki.kwokServing.KeyPath,
-		"--cidr=10.244.0.0/16",
-	}, opts.KwokArgs...), nil
-}
-
-// ensureKwok starts kwok for the cluster's simulated nodes, once: with
-// the first kwok node, so that a cluster with none pays for no kubelet
-// (a process started after Environment.LimitCPU is not held to it).
-func (c *Cluster) ensureKwok() (*Process, error) {
-	c.kwokMu.Lock()
-	defer c.kwokMu.Unlock()
-	if c.kwok != nil {
-		return c.kwok, nil
-	}
-	kwok, err := c.start("kwok", c.bins.Kwok, c.kwokArgs...)
-	if err != nil {
-		return nil, err
-	}
-	c.track(kwok)
-	c.kwok = kwok
-	return kwok, nil
 }
 
 // grantSchedulerQuotas lets the scheduler (system:kube-scheduler) read the
