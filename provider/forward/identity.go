@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -49,6 +50,11 @@ type OriginAPI struct {
 	// one: the pods that would get an identity wait (an error, retried).
 	Relay func() (string, bool)
 }
+
+// errRelayUnknown: the parent has not yet said whether it offers a relay
+// (OriginAPI.Relay). Transient: the write is retried here, and the parent
+// pod, told nothing, stays as it is (a Never pod is not failed for it).
+var errRelayUnknown = errors.New("the parent's relay is not known yet")
 
 // apiServerNames are the names in-cluster clients know an API server by,
 // which its serving certificate holds (kube-apiserver's own and

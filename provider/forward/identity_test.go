@@ -16,6 +16,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -239,10 +240,11 @@ func TestPodIdentityThroughTheRelay(t *testing.T) {
 }
 
 // While the parent has not said whether its gateway relays its API
-// server, a pod that would get its identity waits (CreatePod fails, to be
-// retried) instead of getting a delegate that keeps calling the URL;
-// once the parent has said, the delegate calls the relay. A pod without
-// tokens does not wait.
+// server, a pod that would get its identity waits instead of getting a
+// delegate that keeps calling the URL: its write is retried here (the
+// parent pod, told nothing, is not failed, even with restartPolicy Never),
+// with an event that says why; once the parent has said, the retry makes
+// the delegate, which calls the relay. A pod without tokens does not wait.
 func TestPodIdentityWaitsForTheParentToState(t *testing.T) {
 	pod := apiPod()
 	parentPods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
@@ -261,27 +263,36 @@ func TestPodIdentityWaitsForTheParentToState(t *testing.T) {
 		}
 		return "", false
 	}
+	clk := clocktesting.NewFakeClock(time.Now())
+	recorder := record.NewFakeRecorder(10)
 	p, err := New(Config{TargetName: "to-root", TargetUID: testTargetUID, ClusterName: "mid", ParentName: "root",
-		Parent: parent, ParentPods: corelisters.NewPodLister(parentPods), Child: child,
+		Parent: parent, ParentPods: corelisters.NewPodLister(parentPods), Child: child, Clock: clk, Recorder: recorder,
 		OriginAPI: &OriginAPI{URL: "https://10.250.0.2:6443", CA: []byte("root CA"), Relay: known}})
 	require.NoError(t, err)
 
-	err = p.CreatePod(t.Context(), pod.DeepCopy())
-	require.ErrorContains(t, err, "waits for the parent to state")
-	require.ErrorContains(t, err, api.AnnotationGatewayParent)
+	require.NoError(t, p.CreatePod(t.Context(), pod.DeepCopy()), "retried here, not reported to virtual-kubelet")
 	_, err = child.CoreV1().Pods("app").Get(t.Context(), "job-1", metav1.GetOptions{})
 	require.Error(t, err, "no delegate yet")
+	event := <-recorder.Events
+	require.Contains(t, event, api.ReasonDelegateRetry)
+	require.Contains(t, event, "waits for the parent to state")
+	require.Contains(t, event, api.AnnotationGatewayParent)
 
 	noTokens := neverPod()
 	noTokens.Name, noTokens.UID = "plain", "u2"
 	require.NoError(t, parentPods.Add(noTokens))
-	require.NoError(t, p.CreatePod(t.Context(), noTokens.DeepCopy()), "a pod without tokens has nothing to wait for")
+	require.NoError(t, p.CreatePod(t.Context(), noTokens.DeepCopy()))
+	_, err = child.CoreV1().Pods("app").Get(t.Context(), "plain", metav1.GetOptions{})
+	require.NoError(t, err, "a pod without tokens has nothing to wait for")
 
 	addr := "10.251.0.2:443"
 	relay.Store(&addr)
-	require.NoError(t, p.CreatePod(t.Context(), pod.DeepCopy()))
-	d, err := child.CoreV1().Pods("app").Get(t.Context(), "job-1", metav1.GetOptions{})
-	require.NoError(t, err)
+	clk.Step(retryBase)
+	var d *corev1.Pod
+	require.Eventually(t, func() bool {
+		d, err = child.CoreV1().Pods("app").Get(t.Context(), "job-1", metav1.GetOptions{})
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond, "the retry makes the delegate once the parent has said")
 	require.Contains(t, d.Spec.Containers[0].Env, corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: "kubernetes.default.svc"})
 	require.Equal(t, "10.251.0.2", d.Spec.HostAliases[len(d.Spec.HostAliases)-1].IP)
 }

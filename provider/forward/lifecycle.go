@@ -60,8 +60,8 @@ func (p *Provider) createPod(ctx context.Context, pod *corev1.Pod) error {
 	identity := p.cfg.OriginAPI != nil && len(tokenSources(pod)) > 0
 	if identity && p.cfg.OriginAPI.Relay != nil {
 		if _, known := p.cfg.OriginAPI.Relay(); !known {
-			return p.errorf("identity", "pod %s/%s waits for the parent to state on virtual node %s whether its gateway relays its API server (annotation %s): a delegate made now would keep calling %s",
-				pod.Namespace, pod.Name, p.cfg.ClusterName, api.AnnotationGatewayParent, p.cfg.OriginAPI.URL)
+			return p.errorf("identity", "pod %s/%s waits for the parent to state on virtual node %s whether its gateway relays its API server (annotation %s): a delegate made now would keep calling %s: %w",
+				pod.Namespace, pod.Name, p.cfg.ClusterName, api.AnnotationGatewayParent, p.cfg.OriginAPI.URL, errRelayUnknown)
 		}
 	}
 	if identity {

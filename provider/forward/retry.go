@@ -52,6 +52,9 @@ func transient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
+	if errors.Is(err, errRelayUnknown) {
+		return true
+	}
 	if apierrors.IsForbidden(err) && (strings.Contains(err.Error(), "error looking up service account") || refusedIdentity(err)) {
 		return true
 	}
@@ -107,7 +110,9 @@ func (p *Provider) retryLater(pod *corev1.Pod, err error) {
 	klog.FromContext(p.ctx).V(2).Info("Writing a delegate failed for a passing reason; retrying", "pod", klog.KObj(pod), "in", delay, "err", err)
 	if first {
 		why := "cluster %s's API server is out for now; retrying until it is back"
-		if refusedIdentity(err) {
+		if errors.Is(err, errRelayUnknown) {
+			why = "retrying until cluster %s's parent has said (within 30 s of the connection)"
+		} else if refusedIdentity(err) {
 			why = "cluster %s's API server refused the agent this: an API server refuses so for a few seconds after it starts, " +
 				"else the agent's RBAC lacks it (the chart grants it); retrying"
 		}
