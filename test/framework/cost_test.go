@@ -30,7 +30,7 @@ func TestCostsSubByKind(t *testing.T) {
 	require.Nil(t, d["b"].ByKind)
 }
 
-// A histogram's difference keeps the buckets; its quantile is the upper
+// A histogram's sum and difference keep the buckets; its quantile is the upper
 // bound of the bucket that holds it.
 func TestHistogramSubQuantile(t *testing.T) {
 	inf := math.Inf(1)
@@ -42,4 +42,6 @@ func TestHistogramSubQuantile(t *testing.T) {
 	require.Equal(t, 10.0, d.Quantile(0.9))
 	require.Equal(t, inf, d.Quantile(0.99), "past the last bound")
 	require.Equal(t, 0.0, Histogram{}.Quantile(0.5), "nothing observed")
+	require.Equal(t, now, Histogram{}.Add(now), "an empty histogram takes the other's buckets")
+	require.Equal(t, Histogram{Sum: 32, Count: 14, Bounds: was.Bounds, Counts: []float64{6, 10, 13, 14}}, now.Add(was))
 }

@@ -121,6 +121,19 @@ func (h Histogram) Sub(was Histogram) Histogram {
 	return d
 }
 
+// Add returns the observations of h and o together (the same buckets; a
+// Histogram with none takes o's).
+func (h Histogram) Add(o Histogram) Histogram {
+	if h.Bounds == nil {
+		h.Bounds, h.Counts = o.Bounds, make([]float64, len(o.Counts))
+	}
+	s := Histogram{Sum: h.Sum + o.Sum, Count: h.Count + o.Count, Bounds: h.Bounds, Counts: slices.Clone(h.Counts)}
+	for i := range min(len(s.Counts), len(o.Counts)) {
+		s.Counts[i] += o.Counts[i]
+	}
+	return s
+}
+
 // Quantile returns the upper bound of the bucket holding quantile q (an
 // upper estimate: the histogram keeps no finer detail), +Inf when it is
 // past the last bound, 0 when nothing was observed.
@@ -155,22 +168,14 @@ func RequestSeconds(ctx context.Context, c *launcher.Cluster, resource, verb str
 			continue
 		}
 		hist := m.GetHistogram()
-		h.Sum += hist.GetSampleSum()
-		h.Count += float64(hist.GetSampleCount())
-		buckets := hist.GetBucket()
-		if h.Bounds == nil {
-			for _, b := range buckets {
-				h.Bounds = append(h.Bounds, b.GetUpperBound())
-			}
-			h.Bounds = append(h.Bounds, math.Inf(1))
-			h.Counts = make([]float64, len(h.Bounds))
+		series := Histogram{Sum: hist.GetSampleSum(), Count: float64(hist.GetSampleCount())}
+		for _, b := range hist.GetBucket() {
+			series.Bounds = append(series.Bounds, b.GetUpperBound())
+			series.Counts = append(series.Counts, float64(b.GetCumulativeCount()))
 		}
-		for i, b := range buckets {
-			if i < len(h.Counts)-1 {
-				h.Counts[i] += float64(b.GetCumulativeCount())
-			}
-		}
-		h.Counts[len(h.Counts)-1] += float64(hist.GetSampleCount())
+		series.Bounds = append(series.Bounds, math.Inf(1))
+		series.Counts = append(series.Counts, series.Count)
+		h = h.Add(series)
 	}
 	return h, nil
 }

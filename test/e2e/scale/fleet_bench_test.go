@@ -598,7 +598,7 @@ func reportRenewals(b *testing.B, te *framework.TreeEnv, r deployResult, fieldNa
 			server = fmt.Sprintf("mean %.0f ms, p99 at most %.0f ms", d.Sum/d.Count*1000, d.Quantile(0.99)*1000)
 		}
 	}
-	sent := float64(r.renewed.count) / r.window.Seconds()
+	sent := float64(len(r.renewed.latency)) / r.window.Seconds()
 	b.ReportMetric(sent, "tree-lease-renewals-sent-per-s")
 	received, read := 0.0, true
 	for _, n := range fieldNames {
@@ -636,14 +636,7 @@ func fieldsLeaseSeconds(ctx context.Context, b *testing.B, te *framework.TreeEnv
 			b.Logf("the Lease update times of %s: not read within two minutes", n)
 			return nil
 		}
-		if sum.Bounds == nil {
-			sum = framework.Histogram{Bounds: h.Bounds, Counts: make([]float64, len(h.Counts))}
-		}
-		sum.Sum += h.Sum
-		sum.Count += h.Count
-		for i := range min(len(sum.Counts), len(h.Counts)) {
-			sum.Counts[i] += h.Counts[i]
-		}
+		sum = sum.Add(h)
 	}
 	return &sum
 }
