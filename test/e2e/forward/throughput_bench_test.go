@@ -3,7 +3,10 @@ package forward
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -341,4 +344,53 @@ func reportSummed(b *testing.B, treeNames []string, tree time.Duration, treeCost
 	}
 	b.Logf("CPU summed over the clusters (etcd left out): tree %.1f s in %.1f s, of which idle %.1f s (%d clusters, %.3f cores each); flat %.1f s in %.1f s, of which idle %.1f s",
 		treeCPU, tree.Seconds(), treeIdle, len(treeNames), treeIdleCores/float64(len(treeNames)), flatCPU, flat.Seconds(), flatIdle)
+	reportFloor(b, treeNames, treeCost, flatCost["flat"], treeIdle)
+}
+
+// treeLevels is the depth of the tree Throughput1000 deploys to: every pod is
+// a pod of the root, of a middle cluster and of a leaf.
+const treeLevels = 3
+
+// reportFloor reports what the tree would cost if each level did exactly
+// the flat cluster's work for every pod it holds, and nothing more: an API
+// server and a scheduler per level, the kubelets (kwok) and the controller
+// manager (the Deployment and its ReplicaSet) once. No agent, and no idle
+// work of the six clusters more than the flat one. Every part is the flat
+// cluster's, measured in the same run. It is the least a tree with a real
+// pod at every level, placed by that level's scheduler, can spend; what
+// the tree spends above it is logged by component.
+func reportFloor(b *testing.B, treeNames []string, treeCost framework.Costs, flat framework.ClusterCost, treeIdle float64) {
+	b.Helper()
+	perLevel := []string{"kube-apiserver", "kube-scheduler"}
+	once := []string{"kwok", "kube-controller-manager"}
+	floor := map[string]float64{}
+	var total float64
+	for _, k := range perLevel {
+		floor[k] = treeLevels * flat.CPU[k].Seconds()
+	}
+	for _, k := range once {
+		floor[k] = flat.CPU[k].Seconds()
+	}
+	for _, s := range floor {
+		total += s
+	}
+	if total == 0 {
+		b.Log("no CPU measured in the flat cluster: no floor")
+		return
+	}
+	b.ReportMetric(total/flat.TotalCPU().Seconds(), "tree-floor-vs-flat-cpu")
+	above := map[string]float64{}
+	for _, n := range treeNames {
+		for k, d := range treeCost[n].CPU {
+			above[k] += d.Seconds()
+		}
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(above)) {
+		if d := above[k] - floor[k]; d >= 0.05 || d <= -0.05 {
+			parts = append(parts, fmt.Sprintf("%s %+.1f s", k, d))
+		}
+	}
+	b.Logf("floor %.1f s (%d levels' API servers and schedulers, kwok and the controller manager once, each as in the flat cluster); the tree above it by component: %s; the tree's idle, %.1f s, is part of those",
+		total, treeLevels, strings.Join(parts, ", "), treeIdle)
 }
