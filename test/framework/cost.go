@@ -182,6 +182,26 @@ func (c Costs) Sub(before Costs) Costs {
 	return out
 }
 
+// Sum returns the costs of the clusters among names added together: CPU
+// by component, requests and writes, and requests by kind; unread if any
+// of them is.
+func (c Costs) Sum(names []string) ClusterCost {
+	out := ClusterCost{CPU: map[string]time.Duration{}, ByKind: map[string]float64{}}
+	for _, n := range names {
+		cost := c[n]
+		for k, t := range cost.CPU {
+			out.CPU[k] += t
+		}
+		for k, v := range cost.ByKind {
+			out.ByKind[k] += v
+		}
+		out.Requests += cost.Requests
+		out.Writes += cost.Writes
+		out.RequestsUnread = out.RequestsUnread || cost.RequestsUnread
+	}
+	return out
+}
+
 // Busiest returns the cluster among names with the most CPU time.
 func (c Costs) Busiest(names []string) string {
 	best := ""

@@ -30,6 +30,23 @@ func TestCostsSubByKind(t *testing.T) {
 	require.Nil(t, d["b"].ByKind)
 }
 
+// The sum of some clusters' costs adds each component, kind and total,
+// leaves the others out, and is unread if any of them is.
+func TestCostsSum(t *testing.T) {
+	c := Costs{
+		"a": {CPU: map[string]time.Duration{"agent": time.Second, "kwok": 2 * time.Second}, Requests: 3, Writes: 2, ByKind: map[string]float64{"pods-POST": 2}},
+		"b": {CPU: map[string]time.Duration{"agent": 3 * time.Second}, Requests: 1, Writes: 1, ByKind: map[string]float64{"pods-POST": 1, "pods-GET": 4}},
+		"c": {CPU: map[string]time.Duration{"agent": time.Hour}, Requests: 100, RequestsUnread: true},
+	}
+	s := c.Sum([]string{"a", "b"})
+	require.Equal(t, map[string]time.Duration{"agent": 4 * time.Second, "kwok": 2 * time.Second}, s.CPU)
+	require.Equal(t, map[string]float64{"pods-POST": 3, "pods-GET": 4}, s.ByKind)
+	require.InDelta(t, 4, s.Requests, 0)
+	require.InDelta(t, 3, s.Writes, 0)
+	require.False(t, s.RequestsUnread)
+	require.True(t, c.Sum([]string{"a", "c"}).RequestsUnread)
+}
+
 // A histogram's sum and difference keep the buckets; its quantile is the upper
 // bound of the bucket that holds it.
 func TestHistogramSubQuantile(t *testing.T) {

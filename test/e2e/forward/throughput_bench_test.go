@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -361,33 +362,23 @@ const treeLevels = 3
 // the tree spends above it is logged by component.
 func reportFloor(b *testing.B, treeNames []string, treeCost framework.Costs, flat framework.ClusterCost, treeIdle float64) {
 	b.Helper()
-	perLevel := []string{"kube-apiserver", "kube-scheduler"}
-	once := []string{"kwok", "kube-controller-manager"}
+	// How many times the floor counts each component of the flat cluster.
+	times := map[string]float64{"kube-apiserver": treeLevels, "kube-scheduler": treeLevels, "kwok": 1, "kube-controller-manager": 1}
 	floor := map[string]float64{}
 	var total float64
-	for _, k := range perLevel {
-		floor[k] = treeLevels * flat.CPU[k].Seconds()
-	}
-	for _, k := range once {
-		floor[k] = flat.CPU[k].Seconds()
-	}
-	for _, s := range floor {
-		total += s
+	for k, n := range times {
+		floor[k] = n * flat.CPU[k].Seconds()
+		total += floor[k]
 	}
 	if total == 0 {
 		b.Log("no CPU measured in the flat cluster: no floor")
 		return
 	}
 	b.ReportMetric(total/flat.TotalCPU().Seconds(), "tree-floor-vs-flat-cpu")
-	above := map[string]float64{}
-	for _, n := range treeNames {
-		for k, d := range treeCost[n].CPU {
-			above[k] += d.Seconds()
-		}
-	}
+	spent := treeCost.Sum(treeNames).CPU
 	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(above)) {
-		if d := above[k] - floor[k]; d >= 0.05 || d <= -0.05 {
+	for _, k := range slices.Sorted(maps.Keys(spent)) {
+		if d := spent[k].Seconds() - floor[k]; math.Abs(d) >= 0.05 {
 			parts = append(parts, fmt.Sprintf("%s %+.1f s", k, d))
 		}
 	}

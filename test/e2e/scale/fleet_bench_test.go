@@ -395,17 +395,7 @@ func runTree(b *testing.B, f fleet, logger *klog.Logger) deployResult {
 	b.Logf("leaves' nodes seen going from Ready to not Ready in their fields: %d while they joined, %d during the deployment", lapses0, lapses)
 	b.ReportMetric(float64(lapses), "tree-leaf-nodes-not-ready-during-deploy")
 	logPerPod(b, "root", r.costs["root"], r.perPod)
-	fieldCost := framework.ClusterCost{CPU: map[string]time.Duration{}, ByKind: map[string]float64{}}
-	for _, n := range fieldNames {
-		for k, t := range r.costs[n].CPU {
-			fieldCost.CPU[k] += t
-		}
-		for k, v := range r.costs[n].ByKind {
-			fieldCost.ByKind[k] += v
-		}
-		fieldCost.RequestsUnread = fieldCost.RequestsUnread || r.costs[n].RequestsUnread
-	}
-	logPerPod(b, "all fields", fieldCost, r.perPod)
+	logPerPod(b, "all fields", r.costs.Sum(fieldNames), r.perPod)
 	b.Logf("during the deployment, per pod: shared etcd %.1f ms of CPU, this process (the hollow leaves) %.1f ms",
 		float64(r.costs[framework.SharedEtcd].TotalCPU().Microseconds())/1000/float64(r.perPod), float64(self.Microseconds())/1000/float64(r.perPod))
 	r.machineCPUPerPodMs += float64(self.Milliseconds()) / float64(r.perPod)
