@@ -239,3 +239,40 @@ func (c Costs) Report(b *testing.B, prefix string, names []string, pods int) {
 		}
 	}
 }
+
+// IdleCores returns the CPU each cluster of e (and the shared etcd) uses
+// with nothing to do, in cores, measured over window. Work left over from
+// whatever ran before (namespaces still being emptied, controllers
+// catching up with nodes just added) would count as idle, so it measures
+// windows one after another until one's total is no longer falling (not
+// a tenth below the window before it), for at most settle, and returns
+// the last window's figures and every window's total, in cores, in order.
+func IdleCores(ctx context.Context, e *launcher.Environment, window, settle time.Duration) (map[string]float64, []float64, error) {
+	var totals []float64
+	deadline := time.Now().Add(settle)
+	for {
+		before, start := measureCPU(e), time.Now()
+		select {
+		case <-ctx.Done():
+			return nil, totals, ctx.Err()
+		case <-time.After(window):
+		}
+		used, took := measureCPU(e).Sub(before), time.Since(start).Seconds()
+		cores, total := map[string]float64{}, 0.0
+		for name, c := range used {
+			cores[name] = c.TotalCPU().Seconds() / took
+			total += cores[name]
+		}
+		totals = append(totals, total)
+		if settled(totals) || time.Now().After(deadline) {
+			return cores, totals, nil
+		}
+	}
+}
+
+// settled tells whether the last of the windows' totals is no longer
+// falling: not a tenth below the one before it.
+func settled(totals []float64) bool {
+	n := len(totals)
+	return n >= 2 && totals[n-1] >= 0.9*totals[n-2]
+}

@@ -47,6 +47,17 @@ func TestCostsSum(t *testing.T) {
 	require.True(t, c.Sum([]string{"a", "c"}).RequestsUnread)
 }
 
+// The environment counts as quiet once a window's CPU is no longer
+// falling: one window alone says nothing, a drop of more than a tenth
+// means work left over from before is still ending.
+func TestSettled(t *testing.T) {
+	require.False(t, settled(nil))
+	require.False(t, settled([]float64{0.1}))
+	require.False(t, settled([]float64{0.5, 0.3}))
+	require.True(t, settled([]float64{0.5, 0.3, 0.28}))
+	require.True(t, settled([]float64{0.3, 0.4}))
+}
+
 // A histogram's sum and difference keep the buckets; its quantile is the upper
 // bound of the bucket that holds it.
 func TestHistogramSubQuantile(t *testing.T) {

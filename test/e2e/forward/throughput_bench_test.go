@@ -214,7 +214,16 @@ func BenchmarkThroughput1000(b *testing.B) {
 		b.StartTimer()
 		return took, costs
 	}
-	idle := idleCores(ctx, b, 20*time.Second)
+	// The clusters' idle CPU, once whatever ran before (the flat cluster
+	// and nodes just added, an earlier benchmark's namespaces being
+	// emptied) has ended: 20 s windows until one is no longer falling,
+	// for at most 3 minutes.
+	idle, windows, err := framework.IdleCores(ctx, env, 20*time.Second, 3*time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("idle CPU of the whole environment, in cores, by 20 s window until it stopped falling: %.3f", windows)
+	b.ReportMetric(float64(len(windows)), "idle-windows-measured")
 	for b.Loop() {
 		flat, flatCost := run("flat")
 		tree, treeCost := run("root")
@@ -294,37 +303,10 @@ func watchReady(ctx context.Context, b *testing.B, cluster string, flaps *atomic
 	}()
 }
 
-// idleCores measures, over window, the CPU each cluster of the environment
-// uses with nothing to do (leases, controllers' periodic work, the agents'
-// reports), in cores.
-func idleCores(ctx context.Context, b *testing.B, window time.Duration) map[string]float64 {
-	b.Helper()
-	before, err := framework.MeasureCosts(ctx, env)
-	if err != nil {
-		b.Fatal(err)
-	}
-	start := time.Now()
-	select {
-	case <-ctx.Done():
-		b.Fatal(ctx.Err())
-	case <-time.After(window):
-	}
-	after, err := framework.MeasureCosts(ctx, env)
-	if err != nil {
-		b.Fatal(err)
-	}
-	took := time.Since(start)
-	out := map[string]float64{}
-	for name, c := range after.Sub(before) {
-		out[name] = c.TotalCPU().Seconds() / took.Seconds()
-	}
-	return out
-}
-
 // reportSummed reports the tree's CPU summed over its clusters against the
 // flat cluster's for the same replicas (the shared etcd, which serves
 // both, left out of both), and the same with each cluster's idle CPU
-// (idleCores, times how long its run took) taken out of both sides: the
+// (framework.IdleCores, times how long its run took) taken out of both sides: the
 // part that grows with the pods, against the part every cluster pays
 // whether it holds pods or not, and for longer the longer a run takes.
 func reportSummed(b *testing.B, treeNames []string, tree time.Duration, treeCost framework.Costs, flat time.Duration, flatCost framework.Costs, idle map[string]float64) {
