@@ -69,10 +69,11 @@ type Config struct {
 	// Reported is called after each report is handed to the node
 	// controller (optional).
 	Reported func(time.Time)
-	// Reconnected is called when writing the summary works again after
-	// failing for at least OutageThreshold (optional): the parent was out
-	// of reach long enough for client-go's informers to back off (up to
-	// 30 s between attempts), and the caller may rather start afresh.
+	// Reconnected is called when writing the summary works again (or is
+	// answered, even with an error) after getting no answer at all for at
+	// least OutageThreshold (optional): the parent was out of reach long
+	// enough for client-go's informers to back off (up to 30 s between
+	// attempts), and the caller may rather start afresh.
 	Reconnected func(outage time.Duration)
 	// PatchSummary (optional) writes the summary annotation on the virtual
 	// node itself, as a merge patch of that one annotation. The summary is

@@ -2,15 +2,32 @@ package vnode
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/provider/summary"
 )
+
+// After a failed summary write, the next attempt comes retryFirst later,
+// then twice as long each time, up to retryMax.
+const (
+	retryFirst = time.Second
+	retryMax   = 4 * time.Second
+)
+
+// answered tells whether err is the parent's answer (an API status, an
+// error or not), rather than no answer: a connection refused, reset or
+// timed out, a response cut short.
+func answered(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status)
+}
 
 // markReported records r as reported now.
 func (p *Provider) markReported(r summary.Result, lastSent *time.Time) {
@@ -34,8 +51,14 @@ func (p *Provider) report(ctx context.Context, cb func(*corev1.Node)) {
 	period := p.cfg.Clock.NewTicker(p.cfg.ReportFrequency)
 	defer period.Stop()
 	var lastSent time.Time
-	var failingSince time.Time   // first failed write of the current outage
+	var failingSince time.Time   // first write of the current outage that got no answer
 	var pending <-chan time.Time // set while an early report waits for the rate limit
+	// retry is set after a failed write: the summary is written again
+	// soon (retryWait, doubling up to retryMax), not at the next change
+	// or period, so that a failure that passes costs one write and an
+	// outage is measured by attempts close together.
+	var retry <-chan time.Time
+	var retryWait time.Duration
 	// send reports the summary: at once on a change (force: also
 	// without one), else once the interval since the last report has
 	// passed. periodic marks the ticker's reports.
@@ -83,9 +106,22 @@ func (p *Provider) report(ctx context.Context, cb func(*corev1.Node)) {
 			return
 		}
 		written := true
-		if err := p.cfg.PatchSummary(ctx, node.Annotations[api.AnnotationSummary]); err != nil {
+		err = p.cfg.PatchSummary(ctx, node.Annotations[api.AnnotationSummary])
+		if err != nil {
 			logger.Error(err, "Writing the summary on the virtual node")
 			written = false // p.last is kept: retried as a change
+			if retry == nil {
+				retryWait = min(max(2*retryWait, retryFirst), retryMax)
+				retry = p.cfg.Clock.After(retryWait)
+			}
+		} else {
+			retry, retryWait = nil, 0
+		}
+		// Only a write that got no answer at all (no connection, no
+		// response) is an outage: an answer, even an error (a server too
+		// busy: 429, 503, 504), says the parent is reachable, and its
+		// watches need no fresh start, which would only add to its load.
+		if err != nil && !answered(err) {
 			if failingSince.IsZero() {
 				failingSince = p.cfg.Clock.Now()
 			}
@@ -119,6 +155,9 @@ func (p *Provider) report(ctx context.Context, cb func(*corev1.Node)) {
 		case <-pending:
 			pending = nil
 			send(false, false)
+		case <-retry:
+			retry = nil
+			send(true, true)
 		}
 	}
 }
