@@ -15,10 +15,12 @@ import (
 )
 
 // After a failed summary write, the next attempt comes retryFirst later,
-// then twice as long each time, up to retryMax.
+// then twice as long each time, up to retryMax (client-go's informers'
+// own longest wait): a failure that passes is found at once, and a parent
+// too busy to answer is not asked more often than its watches are.
 const (
 	retryFirst = time.Second
-	retryMax   = 4 * time.Second
+	retryMax   = 30 * time.Second
 )
 
 // answered tells whether err is the parent's answer (an API status, an

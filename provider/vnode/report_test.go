@@ -14,8 +14,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// A failed summary write is tried again a second later, then after 2 s and
-// 4 s, and every 4 s from then on. The Target starts afresh
+// A failed summary write is tried again a second later, then after 2 s,
+// 4 s, 8 s..., at most every 30 s. The Target starts afresh
 // (Reconnected) only after an outage of OutageThreshold or more in which
 // the parent did not answer at all; a failure that passes at the first
 // retry, or a parent that answers with errors (too busy), does not.
@@ -88,32 +88,41 @@ func TestFailedWritesRetriedAndOutagesMeasured(t *testing.T) {
 	after(time.Second)
 	noReconnect("a failure that passed at the first retry")
 
-	// No answer for 11 s: retries at +1, +3, +7, +11 s; the last works.
+	// No answer for 91 s: retries at +1, +3, +7, +15, +31, +61, +91 s;
+	// the last works.
 	fail(errors.New("dial tcp: connect: connection refused"))
 	p.PostStatus()
 	written(clock.Now())
-	for _, d := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+	for _, d := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second} {
 		after(d)
 	}
 	failWith.Store(nil)
-	after(4 * time.Second)
+	after(30 * time.Second)
 	select {
 	case d := <-reconnected:
-		require.Equal(t, 11*time.Second, d)
+		require.Equal(t, 91*time.Second, d)
 	default:
-		t.Fatal("an outage of 11 s without an answer did not start the Target afresh")
+		t.Fatal("an outage of 91 s without an answer did not start the Target afresh")
 	}
+	// A short one, two retries: 3 s, under the threshold.
+	fail(errors.New("connection reset by peer"))
+	p.PostStatus()
+	written(clock.Now())
+	after(time.Second)
+	failWith.Store(nil)
+	after(2 * time.Second)
+	noReconnect("an outage of 3 s")
 
-	// A parent too busy answers errors for 15 s: reachable throughout.
+	// A parent too busy answers errors for 31 s: reachable throughout.
 	fail(apierrors.NewTooManyRequests("busy", 1))
 	p.PostStatus()
 	written(clock.Now())
 	after(time.Second)
 	fail(apierrors.NewTimeoutError("request did not complete within requested timeout", 0))
-	for _, d := range []time.Duration{2 * time.Second, 4 * time.Second, 4 * time.Second} {
+	for _, d := range []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second} {
 		after(d)
 	}
 	failWith.Store(nil)
-	after(4 * time.Second)
+	after(16 * time.Second)
 	noReconnect("a parent that answered with errors")
 }
