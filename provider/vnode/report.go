@@ -53,14 +53,8 @@ func (p *Provider) report(ctx context.Context, cb func(*corev1.Node)) {
 	period := p.cfg.Clock.NewTicker(p.cfg.ReportFrequency)
 	defer period.Stop()
 	var lastSent time.Time
-	var failingSince time.Time   // first write of the current outage that got no answer
 	var pending <-chan time.Time // set while an early report waits for the rate limit
-	// retry is set after a failed write: the summary is written again
-	// soon (retryWait, doubling up to retryMax), not at the next change
-	// or period, so that a failure that passes costs one write and an
-	// outage is measured by attempts close together.
-	var retry <-chan time.Time
-	var retryWait time.Duration
+	w := &writes{p: p}
 	// send reports the summary: at once on a change (force: also
 	// without one), else once the interval since the last report has
 	// passed. periodic marks the ticker's reports.
@@ -107,34 +101,8 @@ func (p *Provider) report(ctx context.Context, cb func(*corev1.Node)) {
 			logger.V(4).Info("Reported summary", "changed", changed)
 			return
 		}
-		written := true
-		err = p.cfg.PatchSummary(ctx, node.Annotations[api.AnnotationSummary])
-		if err != nil {
-			logger.Error(err, "Writing the summary on the virtual node")
-			written = false // p.last is kept: retried as a change
-			if retry == nil {
-				retryWait = min(max(2*retryWait, retryFirst), retryMax)
-				retry = p.cfg.Clock.After(retryWait)
-			}
-		} else {
-			retry, retryWait = nil, 0
-		}
-		// Only a write that got no answer at all (no connection, no
-		// response) is an outage: an answer, even an error (a server too
-		// busy: 429, 503, 504), says the parent is reachable, and its
-		// watches need no fresh start, which would only add to its load.
-		if err != nil && !answered(err) {
-			if failingSince.IsZero() {
-				failingSince = p.cfg.Clock.Now()
-			}
-		} else if !failingSince.IsZero() {
-			outage := p.cfg.Clock.Since(failingSince)
-			failingSince = time.Time{}
-			if outage >= OutageThreshold && p.cfg.Reconnected != nil {
-				logger.Info("The parent is reachable again", "outage", outage.Round(time.Millisecond))
-				p.cfg.Reconnected(outage)
-			}
-		}
+		// p.last is kept when the write failed: retried as a change.
+		written := w.done(ctx, p.cfg.PatchSummary(ctx, node.Annotations[api.AnnotationSummary]))
 		if nodeChanged || (force && !periodic) {
 			cb(p.ControllerNode(node))
 		}
@@ -157,9 +125,54 @@ func (p *Provider) report(ctx context.Context, cb func(*corev1.Node)) {
 		case <-pending:
 			pending = nil
 			send(false, false)
-		case <-retry:
-			retry = nil
+		case <-w.retry:
+			w.retry = nil
 			send(true, true)
 		}
 	}
+}
+
+// writes follows the outcome of the summary writes. After a failed one,
+// retry is set: the summary is written again soon (retryWait, doubling up
+// to retryMax), not at the next change or period, so that a failure that
+// passes costs one write and an outage is measured by attempts close
+// together.
+type writes struct {
+	p            *Provider
+	retry        <-chan time.Time
+	retryWait    time.Duration
+	failingSince time.Time // first write of the current outage that got no answer
+}
+
+// done records a write's outcome (err), arms the retry after a failure,
+// and calls Config.Reconnected at the end of an outage long enough; it
+// returns whether the write worked.
+func (w *writes) done(ctx context.Context, err error) bool {
+	p, logger := w.p, klog.FromContext(ctx)
+	if err != nil {
+		logger.Error(err, "Writing the summary on the virtual node")
+		if w.retry == nil {
+			w.retryWait = min(max(2*w.retryWait, retryFirst), retryMax)
+			w.retry = p.cfg.Clock.After(w.retryWait)
+		}
+	} else {
+		w.retry, w.retryWait = nil, 0
+	}
+	// Only a write that got no answer at all (no connection, no
+	// response) is an outage: an answer, even an error (a server too
+	// busy: 429, 503, 504), says the parent is reachable, and its watches
+	// need no fresh start, which would only add to its load.
+	if err != nil && !answered(err) {
+		if w.failingSince.IsZero() {
+			w.failingSince = p.cfg.Clock.Now()
+		}
+	} else if !w.failingSince.IsZero() {
+		outage := p.cfg.Clock.Since(w.failingSince)
+		w.failingSince = time.Time{}
+		if outage >= OutageThreshold && p.cfg.Reconnected != nil {
+			logger.Info("The parent is reachable again", "outage", outage.Round(time.Millisecond))
+			p.cfg.Reconnected(outage)
+		}
+	}
+	return err == nil
 }
