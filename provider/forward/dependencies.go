@@ -196,9 +196,8 @@ func (d *dependencies) run(ctx context.Context) {
 		}
 	}
 	// Delegates that exist (after a restart) keep their copies followed.
-	delegates, _ := d.p.lister.List(labels.Everything())
-	for _, pod := range delegates {
-		for _, k := range references(pod) {
+	for _, obj := range d.p.delegates.GetStore().List() {
+		for _, k := range references(obj.(*corev1.Pod)) {
 			d.watch(k)
 		}
 	}

@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -60,11 +59,6 @@ type Config struct {
 	ParentPodEvents EventSource
 	// Child is a client of this cluster.
 	Child kubernetes.Interface
-	// ChildPods, when set, is a running (or to be started) informer of
-	// every pod of this cluster, with DelegateIndexers: the forwarder
-	// reads this Target's delegates from it instead of watching them
-	// itself. Unset, it watches them (pods with this Target's label).
-	ChildPods cache.SharedIndexInformer
 	// Recorder records events on parent pods and Services.
 	Recorder record.EventRecorder
 	// ChildRecorder records events on this cluster's objects (optional).
@@ -112,15 +106,9 @@ type EventSource interface {
 
 // Provider implements node.PodLifecycleHandler and node.PodNotifier.
 type Provider struct {
-	cfg Config
-	// delegates is the informer the delegates are read from: the
-	// forwarder's own (ownInf: run by Run) or Config.ChildPods; lister
-	// lists this Target's delegates in it, and synced are the handlers
-	// subscribed to them (onDelegates).
+	cfg       Config
 	delegates cache.SharedIndexInformer
-	ownInf    bool
 	lister    corelisters.PodLister
-	synced    []cache.InformerSynced
 	deps      *dependencies
 	services  *services
 	remote    *remoteEndpoints // with Config.AllServices
@@ -148,6 +136,8 @@ type Provider struct {
 	// replays are the sends reportOnFirstLook started and has not finished.
 	replays sync.WaitGroup
 }
+
+const indexParent = "parent"
 
 // New checks cfg, fills defaults, and builds the informer over this Target's
 // delegates. Call Run before handing the Provider to a PodController.
@@ -182,24 +172,27 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	inf, own := cfg.ChildPods, cfg.ChildPods == nil
-	if own {
-		factory := kubeclient.NewCoreFactory(cfg.Child,
-			func(o *metav1.ListOptions) { o.LabelSelector = api.LabelTargetUID + "=" + string(cfg.TargetUID) },
-			kubeclient.StripManagedFields)
-		inf = factory.CoreV1().Pods().Informer()
-		if err := inf.AddIndexers(DelegateIndexers()); err != nil {
-			return nil, err
+	factory := kubeclient.NewCoreFactory(cfg.Child,
+		func(o *metav1.ListOptions) { o.LabelSelector = api.LabelTargetUID + "=" + string(cfg.TargetUID) },
+		kubeclient.StripManagedFields)
+	inf := factory.CoreV1().Pods().Informer()
+	if err := inf.AddIndexers(cache.Indexers{indexParent: func(obj any) ([]string, error) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			return nil, nil
 		}
-	} else if err := hasDelegateIndexers(inf); err != nil {
+		if key := pod.Annotations[api.AnnotationParentPod]; key != "" {
+			return []string{key}, nil
+		}
+		return nil, nil
+	}}); err != nil {
 		return nil, err
 	}
 	p := &Provider{
 		ctx:       context.Background(),
 		cfg:       cfg,
 		delegates: inf,
-		ownInf:    own,
-		lister:    delegateLister{indexer: inf.GetIndexer(), target: string(cfg.TargetUID)},
+		lister:    corelisters.NewPodLister(inf.GetIndexer()),
 		deleting:  map[types.UID]bool{},
 		failed:    map[types.UID]*corev1.Pod{},
 		timers:    map[types.UID]clock.Timer{},
@@ -210,7 +203,7 @@ func New(cfg Config) (*Provider, error) {
 	p.events = newEventReflector(p)
 	p.ids = &identities{p: p, due: map[types.UID]time.Time{}}
 	p.claims = &claims{p: p}
-	err := p.onDelegates(cache.ResourceEventHandlerFuncs{
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { p.delegateChanged(obj) },
 		UpdateFunc: func(_, obj any) { p.delegateChanged(obj) },
 		DeleteFunc: p.delegateDeleted,
@@ -233,10 +226,8 @@ func New(cfg Config) (*Provider, error) {
 // once synced, leaving the informer running until ctx ends.
 func (p *Provider) Run(ctx context.Context) error {
 	p.ctx = ctx
-	if p.ownInf {
-		go p.delegates.RunWithContext(ctx)
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), append([]cache.InformerSynced{p.delegates.HasSynced}, p.synced...)...) {
+	go p.delegates.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), p.delegates.HasSynced) {
 		return fmt.Errorf("waiting for delegates to sync: %w", ctx.Err())
 	}
 	if err := p.services.start(ctx); err != nil {
@@ -257,10 +248,7 @@ func (p *Provider) Run(ctx context.Context) error {
 	if p.cfg.OriginAPI != nil {
 		go p.ids.run(ctx)
 	}
-	if klog.FromContext(ctx).V(2).Enabled() {
-		delegates, _ := p.lister.List(labels.Everything())
-		klog.FromContext(ctx).V(2).Info("Forwarding ready", "delegates", len(delegates))
-	}
+	klog.FromContext(ctx).V(2).Info("Forwarding ready", "delegates", len(p.delegates.GetStore().ListKeys()))
 	return nil
 }
 
@@ -283,7 +271,7 @@ func (p *Provider) send(pod *corev1.Pod) {
 
 // delegateOf returns the delegate of the parent pod namespace/name, or nil.
 func (p *Provider) delegateOf(namespace, name string) *corev1.Pod {
-	objs, err := p.delegates.GetIndexer().ByIndex(indexParent, string(p.cfg.TargetUID)+"/"+namespace+"/"+name)
+	objs, err := p.delegates.GetIndexer().ByIndex(indexParent, namespace+"/"+name)
 	if err != nil || len(objs) == 0 {
 		return nil
 	}
@@ -358,8 +346,8 @@ func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*c
 // that virtual-kubelet removes delegates whose parent pod is gone.
 func (p *Provider) GetPods(_ context.Context) ([]*corev1.Pod, error) {
 	var out []*corev1.Pod
-	delegates, _ := p.lister.List(labels.Everything())
-	for _, d := range delegates {
+	for _, obj := range p.delegates.GetStore().List() {
+		d := obj.(*corev1.Pod)
 		ns, name, ok := parentKey(d)
 		if !ok {
 			continue
