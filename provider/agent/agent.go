@@ -232,6 +232,12 @@ func New(cfg Config) (*Agent, error) {
 		readiness:   newReadiness(client, cfg.Ready, cfg.OutageTolerance, cfg.Clock),
 	}
 	a.nodes, a.pods = a.factory.CoreV1().Nodes().Lister(), a.factory.CoreV1().Pods().Lister()
+	// The informer of every pod here (for the summary) also holds every
+	// Target's delegates for its forwarder: one watch of the pods, not
+	// one more per Target.
+	if err := a.factory.CoreV1().Pods().Informer().AddIndexers(forward.DelegateIndexers()); err != nil {
+		return nil, err
+	}
 	a.targetLister = a.targetWatch.GetIndexer()
 	a.status = &statusWriter{targets: targets, lister: a.targetLister}
 	return a, nil

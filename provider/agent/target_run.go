@@ -293,6 +293,7 @@ func (r *targetRun) forwardConfig(parent string, avoider forward.Avoider) forwar
 		BounceTimeout:     r.a.cfg.BounceTimeout,
 		TrustedSchedulers: r.a.cfg.TrustedSchedulers,
 		Child:             r.a.client,
+		ChildPods:         r.a.factory.CoreV1().Pods().Informer(),
 		Avoider:           avoider,
 		Metrics:           r.a.metrics,
 		CopiesNamespace:   r.a.cfg.Namespace,

@@ -106,7 +106,7 @@ func TestCopiesWithoutReads(t *testing.T) {
 		return d.write(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pw", Namespace: "app", UID: "parent-pw", ResourceVersion: "1"},
 			Data: map[string][]byte{"password": []byte("s3cret")}})
 	}))
-	user := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "app"}, Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "pw",
+	user := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "app", Labels: map[string]string{api.LabelTargetUID: testTargetUID}}, Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "pw",
 		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "pw"}}}}}}
 	require.NoError(t, p.delegates.GetIndexer().Add(user))
 

@@ -196,8 +196,9 @@ func (d *dependencies) run(ctx context.Context) {
 		}
 	}
 	// Delegates that exist (after a restart) keep their copies followed.
-	for _, obj := range d.p.delegates.GetStore().List() {
-		for _, k := range references(obj.(*corev1.Pod)) {
+	delegates, _ := d.p.lister.List(labels.Everything())
+	for _, pod := range delegates {
+		for _, k := range references(pod) {
 			d.watch(k)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -314,9 +315,9 @@ func (ids *identities) run(ctx context.Context) {
 func (ids *identities) refresh(ctx context.Context) {
 	p := ids.p
 	now := p.cfg.Clock.Now()
-	for _, obj := range p.delegates.GetStore().List() {
-		d, ok := obj.(*corev1.Pod)
-		if !ok || d.Annotations[api.AnnotationIdentity] == "" || d.DeletionTimestamp != nil {
+	delegates, _ := p.lister.List(labels.Everything())
+	for _, d := range delegates {
+		if d.Annotations[api.AnnotationIdentity] == "" || d.DeletionTimestamp != nil {
 			continue
 		}
 		ns, name, ok := parentKey(d)

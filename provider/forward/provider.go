@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -59,6 +60,11 @@ type Config struct {
 	ParentPodEvents EventSource
 	// Child is a client of this cluster.
 	Child kubernetes.Interface
+	// ChildPods, when set, is a running (or to be started) informer of
+	// every pod of this cluster, with DelegateIndexers: the forwarder
+	// reads this Target's delegates from it instead of watching them
+	// itself. Unset, it watches them (pods with this Target's label).
+	ChildPods cache.SharedIndexInformer
 	// Recorder records events on parent pods and Services.
 	Recorder record.EventRecorder
 	// ChildRecorder records events on this cluster's objects (optional).
@@ -106,15 +112,24 @@ type EventSource interface {
 
 // Provider implements node.PodLifecycleHandler and node.PodNotifier.
 type Provider struct {
-	cfg       Config
-	delegates cache.SharedIndexInformer
-	lister    corelisters.PodLister
-	deps      *dependencies
-	services  *services
-	remote    *remoteEndpoints // with Config.AllServices
-	events    *eventReflector
-	ids       *identities
-	claims    *claims
+	cfg Config
+	// delegates is the informer the delegates are read from: the
+	// forwarder's own (ownInf: run by Run) or Config.ChildPods; lister
+	// lists this Target's delegates in it, and handlers are subscribed to
+	// them by Run until its context ends (onDelegates, subscribe), which
+	// closes unsubscribed.
+	delegates    cache.SharedIndexInformer
+	ownInf       bool
+	lister       corelisters.PodLister
+	handlers     []cache.ResourceEventHandler
+	subscribed   bool
+	unsubscribed chan struct{}
+	deps         *dependencies
+	services     *services
+	remote       *remoteEndpoints // with Config.AllServices
+	events       *eventReflector
+	ids          *identities
+	claims       *claims
 	// namespaces known to exist here (a namespace deleted later makes the
 	// create fail, and the pod is retried).
 	namespaces sync.Map
@@ -136,8 +151,6 @@ type Provider struct {
 	// replays are the sends reportOnFirstLook started and has not finished.
 	replays sync.WaitGroup
 }
-
-const indexParent = "parent"
 
 // New checks cfg, fills defaults, and builds the informer over this Target's
 // delegates. Call Run before handing the Provider to a PodController.
@@ -172,38 +185,36 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	factory := kubeclient.NewCoreFactory(cfg.Child,
-		func(o *metav1.ListOptions) { o.LabelSelector = api.LabelTargetUID + "=" + string(cfg.TargetUID) },
-		kubeclient.StripManagedFields)
-	inf := factory.CoreV1().Pods().Informer()
-	if err := inf.AddIndexers(cache.Indexers{indexParent: func(obj any) ([]string, error) {
-		pod, ok := obj.(*corev1.Pod)
-		if !ok {
-			return nil, nil
+	inf, own := cfg.ChildPods, cfg.ChildPods == nil
+	if own {
+		factory := kubeclient.NewCoreFactory(cfg.Child,
+			func(o *metav1.ListOptions) { o.LabelSelector = api.LabelTargetUID + "=" + string(cfg.TargetUID) },
+			kubeclient.StripManagedFields)
+		inf = factory.CoreV1().Pods().Informer()
+		if err := inf.AddIndexers(DelegateIndexers()); err != nil {
+			return nil, err
 		}
-		if key := pod.Annotations[api.AnnotationParentPod]; key != "" {
-			return []string{key}, nil
-		}
-		return nil, nil
-	}}); err != nil {
+	} else if err := hasDelegateIndexers(inf); err != nil {
 		return nil, err
 	}
 	p := &Provider{
-		ctx:       context.Background(),
-		cfg:       cfg,
-		delegates: inf,
-		lister:    corelisters.NewPodLister(inf.GetIndexer()),
-		deleting:  map[types.UID]bool{},
-		failed:    map[types.UID]*corev1.Pod{},
-		timers:    map[types.UID]clock.Timer{},
-		retries:   map[types.UID]*retryState{},
-		looked:    map[types.UID]bool{},
+		ctx:          context.Background(),
+		cfg:          cfg,
+		delegates:    inf,
+		ownInf:       own,
+		lister:       delegateLister{indexer: inf.GetIndexer(), target: string(cfg.TargetUID)},
+		deleting:     map[types.UID]bool{},
+		unsubscribed: make(chan struct{}),
+		failed:       map[types.UID]*corev1.Pod{},
+		timers:       map[types.UID]clock.Timer{},
+		retries:      map[types.UID]*retryState{},
+		looked:       map[types.UID]bool{},
 	}
 	p.deps = newDependencies(p)
 	p.events = newEventReflector(p)
 	p.ids = &identities{p: p, due: map[types.UID]time.Time{}}
 	p.claims = &claims{p: p}
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	err := p.onDelegates(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { p.delegateChanged(obj) },
 		UpdateFunc: func(_, obj any) { p.delegateChanged(obj) },
 		DeleteFunc: p.delegateDeleted,
@@ -226,8 +237,14 @@ func New(cfg Config) (*Provider, error) {
 // once synced, leaving the informer running until ctx ends.
 func (p *Provider) Run(ctx context.Context) error {
 	p.ctx = ctx
-	go p.delegates.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), p.delegates.HasSynced) {
+	if p.ownInf {
+		go p.delegates.RunWithContext(ctx)
+	}
+	synced, err := p.subscribe(ctx)
+	if err != nil {
+		return err
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("waiting for delegates to sync: %w", ctx.Err())
 	}
 	if err := p.services.start(ctx); err != nil {
@@ -248,7 +265,10 @@ func (p *Provider) Run(ctx context.Context) error {
 	if p.cfg.OriginAPI != nil {
 		go p.ids.run(ctx)
 	}
-	klog.FromContext(ctx).V(2).Info("Forwarding ready", "delegates", len(p.delegates.GetStore().ListKeys()))
+	if klog.FromContext(ctx).V(2).Enabled() {
+		delegates, _ := p.lister.List(labels.Everything())
+		klog.FromContext(ctx).V(2).Info("Forwarding ready", "delegates", len(delegates))
+	}
 	return nil
 }
 
@@ -271,7 +291,7 @@ func (p *Provider) send(pod *corev1.Pod) {
 
 // delegateOf returns the delegate of the parent pod namespace/name, or nil.
 func (p *Provider) delegateOf(namespace, name string) *corev1.Pod {
-	objs, err := p.delegates.GetIndexer().ByIndex(indexParent, namespace+"/"+name)
+	objs, err := p.delegates.GetIndexer().ByIndex(indexParent, string(p.cfg.TargetUID)+"/"+namespace+"/"+name)
 	if err != nil || len(objs) == 0 {
 		return nil
 	}
@@ -346,8 +366,8 @@ func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*c
 // that virtual-kubelet removes delegates whose parent pod is gone.
 func (p *Provider) GetPods(_ context.Context) ([]*corev1.Pod, error) {
 	var out []*corev1.Pod
-	for _, obj := range p.delegates.GetStore().List() {
-		d := obj.(*corev1.Pod)
+	delegates, _ := p.lister.List(labels.Everything())
+	for _, d := range delegates {
 		ns, name, ok := parentKey(d)
 		if !ok {
 			continue

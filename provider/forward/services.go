@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -68,7 +67,7 @@ func newServices(p *Provider) (*services, error) {
 	if _, err := s.copies.AddEventHandler(byKey); err != nil {
 		return nil, err
 	}
-	_, err := p.delegates.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	err := p.onDelegates(cache.ResourceEventHandlerFuncs{
 		AddFunc: s.delegateChanged,
 		UpdateFunc: func(old, obj any) {
 			if selectionChanged(old, obj) {
@@ -320,7 +319,7 @@ func (s *services) selectsDelegate(src *corev1.Service) bool {
 	if err == nil {
 		sel = sel.Add(*req)
 	}
-	pods, err := corelisters.NewPodLister(s.p.delegates.GetIndexer()).Pods(src.Namespace).List(sel)
+	pods, err := s.p.lister.Pods(src.Namespace).List(sel)
 	if err != nil {
 		return false
 	}
