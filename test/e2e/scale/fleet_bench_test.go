@@ -356,7 +356,18 @@ func runTree(b *testing.B, f fleet, logger *klog.Logger) deployResult {
 	b.ReportMetric(float64(time.Since(start).Milliseconds()), "tree-start-ms")
 
 	req0 := requestsOf(b, te, fieldNames)
+	// Who waited for the machine: logged also when the leaves do not all
+	// join (before the deferred Cleanup stops the processes).
+	queues0, phase := runQueues(te, fieldNames), "while the leaves joined"
+	defer func() {
+		if b.Failed() {
+			reportRunQueues(b, "failed", phase+", until the benchmark failed", queues0, runQueues(te, fieldNames))
+		}
+	}()
 	children, readyAt := joinLeaves(b, te, f, logger)
+	queues1 := runQueues(te, fieldNames)
+	reportRunQueues(b, "join", phase, queues0, queues1)
+	queues0, phase = queues1, "during the deployment"
 	// Every request the fields served while the leaves joined (a watch
 	// once it ended), per join: the parents' side of a join (the leaves'
 	// clusters are simulated).
@@ -386,7 +397,9 @@ func runTree(b *testing.B, f fleet, logger *klog.Logger) deployResult {
 	self0 := selfCPU()
 	lapses0 := readyAt.lapseCount()
 	leaseSeconds0 := fieldsLeaseSeconds(ctx, b, te, fieldNames)
+	queues0 = runQueues(te, fieldNames)
 	r := deployAndMeasure(ctx, b, te.Environment, root, f.Replicas)
+	reportRunQueues(b, "deploy", phase, queues0, runQueues(te, fieldNames))
 	reportRenewals(b, te, r, fieldNames, f.leaves(), leaseSeconds0)
 	self := selfCPU() - self0
 	// A field too busy to take its leaves' leases in time marks their

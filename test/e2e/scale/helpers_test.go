@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -270,4 +272,62 @@ func selfCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// The groups of processes whose run-queue waits the fleet reports.
+const (
+	groupHollow       = "this process (the hollow leaves)"
+	groupFieldServers = "the fields' API servers"
+	groupFieldOthers  = "the fields' other processes"
+	groupRoot         = "the root"
+)
+
+// runQueues reads from the kernel's scheduler how long each group of the
+// tree's processes has run and waited for a CPU so far: this process (the
+// hollow leaves), the fields' API servers, the fields' other processes
+// (controller managers, schedulers, agents), the root, and the rest by
+// name (etcd).
+func runQueues(te *framework.TreeEnv, fieldNames []string) map[string]framework.RunQueue {
+	out := map[string]framework.RunQueue{}
+	add := func(group string, pid int) {
+		if q, err := framework.RunQueueOf(pid); err == nil {
+			out[group] = out[group].Add(q)
+		}
+	}
+	add(groupHollow, os.Getpid())
+	group := func(cluster, component, name string) string {
+		switch {
+		case cluster == "root":
+			return groupRoot
+		case slices.Contains(fieldNames, cluster) && component == "kube-apiserver":
+			return groupFieldServers
+		case slices.Contains(fieldNames, cluster):
+			return groupFieldOthers
+		}
+		return name
+	}
+	for _, c := range te.Clusters() {
+		for _, p := range c.Processes() {
+			add(group(c.Name, p.Name, p.Name), p.PID())
+		}
+	}
+	for _, p := range te.Processes() {
+		cluster, component, _ := launcher.ProcessComponent(p.Name)
+		add(group(cluster, component, p.Name), p.PID())
+	}
+	return out
+}
+
+// reportRunQueues logs every group's run and wait between two readings of
+// runQueues and reports, as seconds waited for a CPU per second run, this
+// process's and the fields' API servers': which side of a slow answer was
+// starved of the machine.
+func reportRunQueues(b *testing.B, key, phase string, before, after map[string]framework.RunQueue) {
+	var parts []string
+	for _, g := range slices.Sorted(maps.Keys(after)) {
+		parts = append(parts, fmt.Sprintf("%s: %s", g, after[g].Sub(before[g])))
+	}
+	b.Logf("run queues %s: %s", phase, strings.Join(parts, "; "))
+	b.ReportMetric(after[groupHollow].Sub(before[groupHollow]).WaitPerRun(), "tree-"+key+"-hollow-wait-per-cpu-s")
+	b.ReportMetric(after[groupFieldServers].Sub(before[groupFieldServers]).WaitPerRun(), "tree-"+key+"-field-apiservers-wait-per-cpu-s")
 }
