@@ -150,7 +150,10 @@ type deployResult struct {
 // and per cluster CPU and requests per pod for the root and the busiest
 // field (what each cluster would need of its own machine), beside the
 // whole machine's. Ratios against the flat cluster: root memory, CPU per
-// pod, scheduling p99, time to all Running.
+// pod, scheduling p99, time to all Running. During the joins and the
+// deployment, how long this process (the leaves) and the fields' API
+// servers waited for a CPU per second they ran (the kernel's run queue):
+// which side of a slow answer the machine starved.
 //
 // Figures only, no timed assertion; everything started is stopped.
 func BenchmarkFleet(b *testing.B) {
