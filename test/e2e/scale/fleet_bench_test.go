@@ -562,30 +562,43 @@ func logPerPod(b *testing.B, what string, cost framework.ClusterCost, pods int) 
 	b.Logf("during the deployment, per pod, %s: CPU ms %s; requests %s", what, strings.Join(cpu, ", "), strings.Join(reqs, ", "))
 }
 
-// requestsOf sums the requests of the named clusters by resource and verb,
-// all asked at once and given two minutes together (a field the fleet keeps
-// busy may not answer at once): nil, logged, when one did not answer.
+// requestsOf sums the requests of the named clusters by resource and verb
+// (fromEach): nil when one did not answer.
 func requestsOf(b *testing.B, te *framework.TreeEnv, names []string) map[string]float64 {
-	read := make([]map[string]float64, len(names))
+	read := fromEach(b.Context(), b, te, names, "requests", framework.Requests)
+	if read == nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, reqs := range read {
+		for k, v := range reqs {
+			out[k] += v
+		}
+	}
+	return out
+}
+
+// fromEach reads something of every named cluster, all at once, each asked
+// again every 5 s, two minutes in all (a field the fleet keeps busy may not
+// answer at once): nil, logged, when one did not answer in time.
+func fromEach[T any](ctx context.Context, b *testing.B, te *framework.TreeEnv, names []string, what string, read func(context.Context, *launcher.Cluster) (T, error)) []T {
+	out := make([]T, len(names))
+	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
 		wg.Go(func() {
-			reqs, err := framework.RequestsWithin(b.Context(), te.Cluster(name), 2*time.Minute, b.Logf)
-			if err != nil {
-				b.Logf("requests of %s: not read within two minutes", name)
-				return
-			}
-			read[i] = reqs
+			errs[i] = wait.PollUntilContextTimeout(ctx, 5*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+				var err error
+				out[i], err = read(ctx, te.Cluster(name))
+				return err == nil, nil
+			})
 		})
 	}
 	wg.Wait()
-	out := map[string]float64{}
-	for _, reqs := range read {
-		if reqs == nil {
+	for i, err := range errs {
+		if err != nil {
+			b.Logf("%s of %s: not read within two minutes", what, names[i])
 			return nil
-		}
-		for k, v := range reqs {
-			out[k] += v
 		}
 	}
 	return out
@@ -639,35 +652,19 @@ func reportRenewals(b *testing.B, te *framework.TreeEnv, r deployResult, fieldNa
 }
 
 // fieldsLeaseSeconds sums the fields' histograms of Lease updates
-// (framework.RequestSeconds), all asked at once and given two minutes
-// together, or nil when one did not answer in time (a field the
-// deployment keeps busy).
+// (framework.RequestSeconds, fromEach), or nil when one did not answer in
+// time (a field the deployment keeps busy).
 func fieldsLeaseSeconds(ctx context.Context, b *testing.B, te *framework.TreeEnv, fieldNames []string) *framework.Histogram {
 	b.Helper()
-	read := make([]*framework.Histogram, len(fieldNames))
-	var wg sync.WaitGroup
-	for i, n := range fieldNames {
-		wg.Go(func() {
-			var h framework.Histogram
-			err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-				var err error
-				h, err = framework.RequestSeconds(ctx, te.Cluster(n), "leases", "PUT")
-				return err == nil, nil
-			})
-			if err != nil {
-				b.Logf("the Lease update times of %s: not read within two minutes", n)
-				return
-			}
-			read[i] = &h
-		})
+	read := fromEach(ctx, b, te, fieldNames, "the Lease update times", func(ctx context.Context, c *launcher.Cluster) (framework.Histogram, error) {
+		return framework.RequestSeconds(ctx, c, "leases", "PUT")
+	})
+	if read == nil {
+		return nil
 	}
-	wg.Wait()
 	var sum framework.Histogram
 	for _, h := range read {
-		if h == nil {
-			return nil
-		}
-		sum = sum.Add(*h)
+		sum = sum.Add(h)
 	}
 	return &sum
 }
