@@ -64,11 +64,12 @@ func (j *joiner) identity(ctx context.Context) (*join.Identity, *join.Parent, er
 	if isSelf(j.own, t.Spec.ParentURL, parent.CAData) {
 		return nil, nil, selfTarget()
 	}
-	bootstrap, err := kubernetes.NewForConfig(&rest.Config{Host: parent.URL, BearerToken: token,
+	bootstrap, done, err := join.OwnClient(&rest.Config{Host: parent.URL, BearerToken: token,
 		TLSClientConfig: rest.TLSClientConfig{CAData: parent.CAData}})
 	if err != nil {
 		return nil, nil, err
 	}
+	defer done()
 	id, err := j.request(ctx, bootstrap, parent)
 	if err != nil {
 		return nil, nil, err

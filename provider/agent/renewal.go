@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -76,10 +75,13 @@ func (n *renewal) request(ctx context.Context, old *join.Identity) (*join.Identi
 	j := n.joiner
 	logger := klog.FromContext(ctx)
 	parent := &join.Parent{URL: old.ParentURL, CAData: old.CAData, ClusterName: old.ParentClusterName}
-	client, err := kubernetes.NewForConfig(old.RESTConfig())
+	// Clients of their own: client-go would keep a shared transport for
+	// each certificate renewed with, for the life of the process.
+	client, done, err := join.OwnClient(old.RESTConfig())
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	id, err := j.request(ctx, client, parent)
 	if err != nil {
 		logger.Info("Renewing with the node certificate failed, trying the bootstrap token", "err", err)
@@ -87,10 +89,11 @@ func (n *renewal) request(ctx context.Context, old *join.Identity) (*join.Identi
 		if terr != nil {
 			return nil, err
 		}
-		bootstrap, berr := kubernetes.NewForConfig(&rest.Config{Host: parent.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: parent.CAData}})
+		bootstrap, done, berr := join.OwnClient(&rest.Config{Host: parent.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: parent.CAData}})
 		if berr != nil {
 			return nil, berr
 		}
+		defer done()
 		if id, err = j.request(ctx, bootstrap, parent); err != nil {
 			return nil, err
 		}

@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -94,10 +93,11 @@ func Discover(ctx context.Context, o DiscoveryOptions) (*Parent, error) {
 
 	cfg := &rest.Config{Host: o.ParentURL, BearerToken: o.Token, Timeout: o.Timeout,
 		TLSClientConfig: rest.TLSClientConfig{CAData: caData}}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, done, err := OwnClient(cfg)
 	if err != nil {
 		return nil, Errorf(v1alpha1.ReasonInvalidSpec, err, "cannot build a client for %s", o.ParentURL)
 	}
+	defer done()
 	// One read, with the token, over a connection that trusts only the
 	// parent's CA: it checks both (a token the parent does not know is
 	// refused here, 401), and it learns what the parent publishes about
@@ -127,10 +127,11 @@ func discoverCA(ctx context.Context, o DiscoveryOptions, tokenID, tokenSecret st
 		return nil, nil, Errorf(v1alpha1.ReasonInvalidSpec, err, "caCertHash %q is not a sha256:<hex> pin", o.CACertHash)
 	}
 	insecure := &rest.Config{Host: o.ParentURL, Timeout: o.Timeout, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
-	client, err := kubernetes.NewForConfig(insecure)
+	client, done, err := OwnClient(insecure)
 	if err != nil {
 		return nil, nil, Errorf(v1alpha1.ReasonInvalidSpec, err, "cannot build a client for %s", o.ParentURL)
 	}
+	defer done()
 	var kubeconfig string
 	for attempt := 0; ; attempt++ {
 		cm, err := client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, bootstrapapi.ConfigMapClusterInfo, metav1.GetOptions{})
