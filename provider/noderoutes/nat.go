@@ -3,6 +3,7 @@ package noderoutes
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -12,7 +13,7 @@ import (
 
 // NATTable is the nftables table (family ip) that keeps the source address
 // of what leaves for the rest of the tree, and accepts VXLAN from the
-// cluster's nodes only.
+// cluster's nodes only (and not from their pods).
 const NATTable = "nestlet"
 
 // natPriority runs the chain just before source NAT (100), where network
@@ -32,7 +33,12 @@ var natPriority = *nftables.ChainPriorityNATSource - 1
 //     not do: the next NAT chain would still run);
 //   - with p.Peers (not nil) and a role, UDP packets to the VXLAN port from
 //     any other address are dropped on their way in: only the cluster's
-//     nodes send into the VXLAN. A drop in any table is final.
+//     nodes send into the VXLAN. A drop in any table is final;
+//   - with them too, the node forwards no UDP packet to the VXLAN port of
+//     a node's address: what it forwards there comes from a pod (the
+//     node's own VXLAN packets are its own output, not forwarded), which a
+//     network plugin's masquerade would give the node's address, and the
+//     gateway's node would take for the node's.
 func setTable(c *nftables.Conn, p Plan, port int) error {
 	table := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: NATTable}
 	// Add, delete and add again: the old table goes whether or not it
@@ -87,8 +93,7 @@ func keepSources(c *nftables.Conn, table *nftables.Table, routes []netip.Prefix)
 // accepted from.
 const PeersSet = "nodes"
 
-// vxlanFromPeers adds the input chain of setTable: udp dport port ip saddr
-// != @nodes drop.
+// vxlanFromPeers adds the input and forward chains of setTable.
 func vxlanFromPeers(c *nftables.Conn, table *nftables.Table, peers []netip.Addr, port int) error {
 	set := &nftables.Set{Table: table, Name: PeersSet, KeyType: nftables.TypeIPAddr}
 	elements := make([]nftables.SetElement, 0, len(peers))
@@ -100,18 +105,30 @@ func vxlanFromPeers(c *nftables.Conn, table *nftables.Table, peers []netip.Addr,
 	if err := c.AddSet(set, elements); err != nil {
 		return fmt.Errorf("the nodes' addresses (nftables set %s): %w", PeersSet, err)
 	}
-	chain := c.AddChain(&nftables.Chain{Name: "input", Table: table, Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter})
-	c.AddRule(&nftables.Rule{Table: table, Chain: chain, Exprs: []expr.Any{
+	toPort := []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(uint16(port))},
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
-		&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID, Invert: true},
+	}
+	drop := []expr.Any{
 		&expr.Counter{}, // what was dropped: nft list table ip nestlet
 		&expr.Verdict{Kind: expr.VerdictDrop},
-	}})
+	}
+	// input: udp dport port ip saddr != @nodes drop
+	input := c.AddChain(&nftables.Chain{Name: "input", Table: table, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter})
+	c.AddRule(&nftables.Rule{Table: table, Chain: input, Exprs: slices.Concat(toPort, []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+		&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID, Invert: true},
+	}, drop)})
+	// forward: udp dport port ip daddr @nodes drop
+	forward := c.AddChain(&nftables.Chain{Name: "forward", Table: table, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter})
+	c.AddRule(&nftables.Rule{Table: table, Chain: forward, Exprs: slices.Concat(toPort, []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+		&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID},
+	}, drop)})
 	return nil
 }
 

@@ -27,7 +27,9 @@
 // connections to the published CIDRs a source NAT to their own address
 // (nat.go), which keeps a network plugin's masquerade in netfilter from
 // applying to them. The same table drops VXLAN packets from any address
-// that is not a node's of the cluster (Plan.Peers).
+// that is not a node's of the cluster (Plan.Peers), and those a node would
+// forward to another node's VXLAN port: they come from its pods, and a
+// network plugin's masquerade would give them the node's address.
 package noderoutes
 
 import (

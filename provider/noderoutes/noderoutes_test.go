@@ -350,3 +350,107 @@ func dropped(t *testing.T, c *nftables.Conn) uint64 {
 	t.Fatal("the drop rule has no counter")
 	return 0
 }
+
+// A pod cannot send into the VXLAN through its node: a network plugin that
+// masquerades what leaves the node gives the pod's packets the node's
+// address, which the gateway's node accepts VXLAN from. The pod's node,
+// which forwards them, drops them; without its table (the control), a
+// frame the pod makes arrives on the hub's interface.
+func TestApplyDropsAPodsVXLAN(t *testing.T) {
+	spoke, hub := threeNamespaces(t)
+	pod := "nrt-p-" + fmt.Sprint(os.Getpid())
+	ip(t, "netns", "add", pod)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", pod).Run() })
+	ip(t, "link", "add", "nrt0", "netns", spoke, "type", "veth", "peer", "name", "nrt1", "netns", pod)
+	ip(t, "-n", spoke, "addr", "add", "10.244.1.1/24", "dev", "nrt0")
+	ip(t, "-n", pod, "addr", "add", "10.244.1.2/24", "dev", "nrt1")
+	ip(t, "-n", spoke, "link", "set", "nrt0", "up")
+	ip(t, "-n", pod, "link", "set", "nrt1", "up")
+	ip(t, "-n", pod, "route", "add", "default", "via", "10.244.1.1")
+	require.NoError(t, exec.Command("ip", "netns", "exec", spoke, "sysctl", "-qw", "net.ipv4.ip_forward=1").Run())
+	// The plugin's masquerade: what leaves for the node network has the
+	// node's address.
+	spokeNAT := nftConn(t, spoke)
+	plugin := spokeNAT.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: "plugin"})
+	chain := spokeNAT.AddChain(&nftables.Chain{Name: "postrouting", Table: plugin, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource})
+	spokeNAT.AddRule(&nftables.Rule{Table: plugin, Chain: chain, Exprs: []expr.Any{
+		&expr.Immediate{Register: 1, Data: []byte{10, 200, 0, 2}},
+		&expr.NAT{Type: expr.NATTypeSourceNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegAddrMax: 1},
+	}})
+	require.NoError(t, spokeNAT.Flush())
+
+	nodes := []netip.Addr{netip.MustParseAddr("10.200.0.1"), netip.MustParseAddr("10.200.0.2")}
+	hubA := applier(t, hub)
+	hubA.NAT = nftConn(t, hub)
+	_, err := hubA.Apply(Plan{Role: RoleHub, GatewayNode: "hub", Peers: nodes})
+	require.NoError(t, err)
+	plan := Plan{Role: RoleSpoke, GatewayNode: "hub", Gateway: netip.MustParseAddr("10.200.0.1"),
+		Routes: []netip.Prefix{netip.MustParsePrefix("10.99.0.0/24")}, Peers: nodes}
+	without := applier(t, spoke)
+	_, err = without.Apply(plan)
+	require.NoError(t, err)
+
+	received := func() uint64 {
+		link, err := hubA.Handle.LinkByName(Device)
+		require.NoError(t, err)
+		return link.Attrs().Statistics.RxPackets
+	}
+	send := func() {
+		var c net.Conn
+		inNetns(t, pod, func() { c, err = net.Dial("udp4", fmt.Sprintf("10.200.0.1:%d", DefaultPort)) })
+		require.NoError(t, err)
+		defer func() { _ = c.Close() }()
+		_, err = c.Write(vxlanFrame(DefaultVNI))
+		require.NoError(t, err)
+	}
+	send()
+	require.Eventually(t, func() bool { return received() > 0 }, 10*time.Second, 10*time.Millisecond,
+		"the pod's frame did not arrive on the hub's interface without the spoke's table (the control)")
+
+	with := applier(t, spoke)
+	with.NAT = nftConn(t, spoke)
+	_, err = with.Apply(plan)
+	require.NoError(t, err)
+	before := received()
+	send()
+	// The drop is counted when the spoke forwards the packet, before it
+	// could reach the hub: once counted, the frame is known gone.
+	table := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: NATTable}
+	require.Eventually(t, func() bool {
+		rules, err := with.NAT.GetRules(table, &nftables.Chain{Name: "forward", Table: table})
+		require.NoError(t, err)
+		require.Len(t, rules, 1)
+		for _, e := range rules[0].Exprs {
+			if counter, ok := e.(*expr.Counter); ok {
+				return counter.Packets > 0
+			}
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond, "the spoke forwarded its pod's VXLAN packet")
+	require.Equal(t, before, received(), "the pod's frame arrived on the hub's interface")
+
+	answer, err := exchange(t, spoke, "10.99.0.1:7")
+	require.NoError(t, err, "the node's own traffic no longer goes through the VXLAN")
+	require.True(t, strings.HasPrefix(answer, "10.200.0.2:"), "the remote sees %s", answer)
+}
+
+// vxlanFrame is a VXLAN packet's payload with the given VNI: an Ethernet
+// frame to HubMAC holding an IPv4 datagram to the remote (10.99.0.1:7).
+func vxlanFrame(vni int) []byte {
+	b := []byte{0x08, 0, 0, 0, byte(vni >> 16), byte(vni >> 8), byte(vni), 0}
+	b = append(b, HubMAC...)
+	b = append(b, 0x02, 0, 0, 0, 0, 0x99, 0x08, 0x00)
+	ipHeader := []byte{0x45, 0, 0, 33, 0, 0, 0, 0, 64, unix.IPPROTO_UDP, 0, 0, 10, 244, 1, 2, 10, 99, 0, 1}
+	var sum uint32
+	for i := 0; i < len(ipHeader); i += 2 {
+		sum += uint32(ipHeader[i])<<8 | uint32(ipHeader[i+1])
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	ipHeader[10], ipHeader[11] = byte(^sum>>8), byte(^sum)
+	b = append(b, ipHeader...)
+	// UDP from 40000 to 7, 13 bytes, no checksum, then "hello".
+	return append(b, 0x9c, 0x40, 0, 7, 0, 13, 0, 0, 'h', 'e', 'l', 'l', 'o')
+}
