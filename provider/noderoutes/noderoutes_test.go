@@ -139,15 +139,7 @@ func TestApplyCarriesANodesPodsToTheGateway(t *testing.T) {
 func TestApplyKeepsSourcesFromAPluginsMasquerade(t *testing.T) {
 	spoke, hub := threeNamespaces(t)
 	ip(t, "-n", spoke, "addr", "add", "10.200.0.9/24", "dev", "to-"+hub[:5])
-	spokeNAT := nftConn(t, spoke)
-	plugin := spokeNAT.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: "plugin"})
-	chain := spokeNAT.AddChain(&nftables.Chain{Name: "postrouting", Table: plugin, Type: nftables.ChainTypeNAT,
-		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource})
-	spokeNAT.AddRule(&nftables.Rule{Table: plugin, Chain: chain, Exprs: []expr.Any{
-		&expr.Immediate{Register: 1, Data: []byte{10, 200, 0, 9}},
-		&expr.NAT{Type: expr.NATTypeSourceNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegAddrMax: 1},
-	}})
-	require.NoError(t, spokeNAT.Flush())
+	spokeNAT := pluginMasquerade(t, spoke, [4]byte{10, 200, 0, 9})
 
 	plan := Plan{Role: RoleSpoke, GatewayNode: "hub", Gateway: netip.MustParseAddr("10.200.0.1"),
 		Routes: []netip.Prefix{netip.MustParsePrefix("10.99.0.0/24")}}
@@ -177,6 +169,22 @@ func TestApplyKeepsSourcesFromAPluginsMasquerade(t *testing.T) {
 	for _, tb := range tables {
 		require.NotEqual(t, NATTable, tb.Name, "the table stays without a plan")
 	}
+}
+
+// pluginMasquerade gives namespace ns a network plugin's masquerade: a
+// source NAT of everything leaving to addr, in a table of its own at
+// srcnat. It returns the namespace's nftables connection.
+func pluginMasquerade(t *testing.T, ns string, addr [4]byte) *nftables.Conn {
+	c := nftConn(t, ns)
+	plugin := c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: "plugin"})
+	chain := c.AddChain(&nftables.Chain{Name: "postrouting", Table: plugin, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource})
+	c.AddRule(&nftables.Rule{Table: plugin, Chain: chain, Exprs: []expr.Any{
+		&expr.Immediate{Register: 1, Data: addr[:]},
+		&expr.NAT{Type: expr.NATTypeSourceNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegAddrMax: 1},
+	}})
+	require.NoError(t, c.Flush())
+	return c
 }
 
 // nftConn is an nftables connection in the named namespace.
@@ -313,7 +321,7 @@ func TestApplyAcceptsVXLANFromPeersOnly(t *testing.T) {
 
 	_, err = exchange(t, spoke, "10.99.0.1:7")
 	require.Error(t, err, "a node that is not a peer sent through the VXLAN")
-	require.NotZero(t, dropped(t, hubA.NAT), "the drop rule counted nothing")
+	require.NotZero(t, dropped(t, hubA.NAT, "input"), "the drop rule counted nothing")
 	link, err := hubA.Handle.LinkByName(Device)
 	require.NoError(t, err)
 	require.Zero(t, link.Attrs().Statistics.RxPackets, "the hub's interface received a packet from a stranger")
@@ -335,11 +343,12 @@ func TestApplyAcceptsVXLANFromPeersOnly(t *testing.T) {
 	require.NoError(t, err, "without peers, VXLAN is accepted from anywhere")
 }
 
-// dropped is the packet count of the VXLAN filter's drop rule.
-func dropped(t *testing.T, c *nftables.Conn) uint64 {
+// dropped is the packet count of the VXLAN filter's drop rule in chain
+// ("input" or "forward").
+func dropped(t *testing.T, c *nftables.Conn, chain string) uint64 {
 	t.Helper()
 	table := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: NATTable}
-	rules, err := c.GetRules(table, &nftables.Chain{Name: "input", Table: table})
+	rules, err := c.GetRules(table, &nftables.Chain{Name: chain, Table: table})
 	require.NoError(t, err)
 	require.Len(t, rules, 1)
 	for _, e := range rules[0].Exprs {
@@ -370,15 +379,7 @@ func TestApplyDropsAPodsVXLAN(t *testing.T) {
 	require.NoError(t, exec.Command("ip", "netns", "exec", spoke, "sysctl", "-qw", "net.ipv4.ip_forward=1").Run())
 	// The plugin's masquerade: what leaves for the node network has the
 	// node's address.
-	spokeNAT := nftConn(t, spoke)
-	plugin := spokeNAT.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: "plugin"})
-	chain := spokeNAT.AddChain(&nftables.Chain{Name: "postrouting", Table: plugin, Type: nftables.ChainTypeNAT,
-		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource})
-	spokeNAT.AddRule(&nftables.Rule{Table: plugin, Chain: chain, Exprs: []expr.Any{
-		&expr.Immediate{Register: 1, Data: []byte{10, 200, 0, 2}},
-		&expr.NAT{Type: expr.NATTypeSourceNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegAddrMax: 1},
-	}})
-	require.NoError(t, spokeNAT.Flush())
+	pluginMasquerade(t, spoke, [4]byte{10, 200, 0, 2})
 
 	nodes := []netip.Addr{netip.MustParseAddr("10.200.0.1"), netip.MustParseAddr("10.200.0.2")}
 	hubA := applier(t, hub)
@@ -416,18 +417,8 @@ func TestApplyDropsAPodsVXLAN(t *testing.T) {
 	send()
 	// The drop is counted when the spoke forwards the packet, before it
 	// could reach the hub: once counted, the frame is known gone.
-	table := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: NATTable}
-	require.Eventually(t, func() bool {
-		rules, err := with.NAT.GetRules(table, &nftables.Chain{Name: "forward", Table: table})
-		require.NoError(t, err)
-		require.Len(t, rules, 1)
-		for _, e := range rules[0].Exprs {
-			if counter, ok := e.(*expr.Counter); ok {
-				return counter.Packets > 0
-			}
-		}
-		return false
-	}, 10*time.Second, 10*time.Millisecond, "the spoke forwarded its pod's VXLAN packet")
+	require.Eventually(t, func() bool { return dropped(t, with.NAT, "forward") > 0 },
+		10*time.Second, 10*time.Millisecond, "the spoke forwarded its pod's VXLAN packet")
 	require.Equal(t, before, received(), "the pod's frame arrived on the hub's interface")
 
 	answer, err := exchange(t, spoke, "10.99.0.1:7")
