@@ -78,6 +78,7 @@ var targets = map[string]target{
 	"own-cpu-e2e-2hop-p50-ms":           {ratio: true, atMost: true, value: 1.5},
 	"own-cpu-e2e-2hop-p99-ms":           {ratio: true, atMost: true, value: 1.5},
 	"deploy1000-3level-pods/s":          {ratio: true, value: 0.7},
+	"own-cpu-deploy1000-3level-pods/s":  {ratio: true, value: 0.7},
 	"tree-summed-vs-flat-cpu":           {atMost: true, value: 2.5},
 	"busiest-tree-cluster-vs-flat-cpu":  {atMost: true, value: 1.0},
 	"tree-busiest-field-cpu-ms-per-pod": {ratio: true, atMost: true, value: 1.2},
@@ -171,6 +172,9 @@ var baselines = map[string]string{
 
 	"deploy1000-3level-ms":     "deploy1000-flat-ms",
 	"deploy1000-3level-pods/s": "deploy1000-flat-pods/s",
+
+	"own-cpu-deploy1000-3level-ms":     "own-cpu-deploy1000-flat-ms",
+	"own-cpu-deploy1000-3level-pods/s": "own-cpu-deploy1000-flat-pods/s",
 }
 
 func main() {

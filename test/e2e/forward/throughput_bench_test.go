@@ -7,11 +7,14 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,25 +78,7 @@ func BenchmarkThroughput1000(b *testing.B) {
 		fctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		s.Follow(fctx, b, c.Client, ns)
-		labels := map[string]string{"app": "tp"}
-		d := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: "tp", Namespace: ns},
-			Spec: appsv1.DeploymentSpec{
-				Replicas: ptr.To(int32(replicas)),
-				Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec: corev1.PodSpec{
-						// Both regions (in the tree: the virtual nodes, not
-						// root's own node).
-						Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-							NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
-								Key: "topology.kubernetes.io/region", Operator: corev1.NodeSelectorOpIn, Values: []string{"east", "west"}}}}}}}},
-						Containers: []corev1.Container{{Name: "app", Image: "nginx"}},
-					},
-				},
-			},
-		}
+		d := tpDeployment(ns, replicas)
 		var flaps atomic.Int32
 		if cluster == "root" {
 			for _, l := range leaves {
@@ -249,8 +234,99 @@ func BenchmarkThroughput1000(b *testing.B) {
 		b.ReportMetric(float64(flat.Milliseconds()), "deploy1000-flat-ms")
 		b.ReportMetric(replicas/tree.Seconds(), "deploy1000-3level-pods/s")
 		b.ReportMetric(replicas/flat.Seconds(), "deploy1000-flat-pods/s")
+		ownCPUThroughput(ctx, b, replicas, treeNames)
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// ownCPUThroughput deploys the same replicas again, in the flat cluster
+// and then at the root of the tree, with every cluster limited to the same
+// share of a core (launcher LimitCPU; NESTLET_THROUGHPUT_CLUSTER_CORES,
+// 0.25 by default, so that the tree's seven clusters fit in this machine's
+// two cores at once): each cluster as if on a small machine of its own.
+// The tree then has seven such machines and the flat cluster one, so the
+// figure does not say that a tree needs less CPU (tree-summed-vs-flat-cpu
+// says what it needs); it says whether its levels work on their pods side
+// by side, so that the tree deploys about as fast as its busiest cluster
+// (the root, which does about the flat cluster's work per pod) allows,
+// instead of every level waiting for the one above. Reported as
+// own-cpu-deploy1000-*, with the busiest cluster's CPU in the limited run
+// against the flat cluster's. The shared etcd and this program are not
+// limited; the limit is lifted before the pods are deleted.
+func ownCPUThroughput(ctx context.Context, b *testing.B, replicas int32, treeNames []string) {
+	b.Helper()
+	cores := 0.25
+	if v := os.Getenv("NESTLET_THROUGHPUT_CLUSTER_CORES"); v != "" {
+		var err error
+		cores, err = strconv.ParseFloat(v, 64)
+		require.NoError(b, err, "NESTLET_THROUGHPUT_CLUSTER_CORES")
+	}
+	took, busiest := map[string]time.Duration{}, map[string]time.Duration{}
+	for _, cluster := range []string{"flat", "root"} {
+		c := env.Cluster(cluster)
+		ns := fmt.Sprintf("tp-own-%d", time.Now().UnixNano()%1_000_000_000)
+		require.NoError(b, c.EnsureNamespace(ctx, ns))
+		s := framework.NewPodTimes()
+		fctx, cancel := context.WithCancel(ctx)
+		s.Follow(fctx, b, c.Client, ns)
+		undo, err := env.LimitCPU(cores)
+		require.NoError(b, err)
+		var once sync.Once
+		unlimit := func() { once.Do(func() { require.NoError(b, undo()) }) }
+		b.Cleanup(unlimit)
+		costs0, err := framework.MeasureCosts(ctx, env)
+		require.NoError(b, err)
+		start := time.Now()
+		_, err = c.Client.AppsV1().Deployments(ns).Create(ctx, tpDeployment(ns, replicas), metav1.CreateOptions{})
+		require.NoError(b, err)
+		s.WaitRunning(ctx, b, int(replicas))
+		took[cluster] = time.Since(start)
+		costs1, err := framework.MeasureCosts(ctx, env)
+		require.NoError(b, err)
+		unlimit()
+		cancel()
+		// The busiest cluster's CPU: at most cores x the time taken.
+		costs := costs1.Sub(costs0)
+		names := []string{"flat"}
+		if cluster == "root" {
+			names = treeNames
+		}
+		busiest[cluster] = costs[costs.Busiest(names)].TotalCPU()
+		b.Logf("limited to %.2f core per cluster: %d replicas Running in %s in %s; busiest cluster %s, %s CPU",
+			cores, replicas, cluster, took[cluster].Round(time.Millisecond), costs.Busiest(names), busiest[cluster].Round(time.Millisecond))
+		_ = c.Client.AppsV1().Deployments(ns).Delete(context.WithoutCancel(ctx), "tp", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
+		_ = c.Client.CoreV1().Namespaces().Delete(context.WithoutCancel(ctx), ns, metav1.DeleteOptions{})
+		waitNoPods(ctx, b, ns)
+	}
+	b.ReportMetric(cores, "own-cpu-throughput-cores-per-cluster")
+	b.ReportMetric(float64(took["root"].Milliseconds()), "own-cpu-deploy1000-3level-ms")
+	b.ReportMetric(float64(took["flat"].Milliseconds()), "own-cpu-deploy1000-flat-ms")
+	b.ReportMetric(float64(replicas)/took["root"].Seconds(), "own-cpu-deploy1000-3level-pods/s")
+	b.ReportMetric(float64(replicas)/took["flat"].Seconds(), "own-cpu-deploy1000-flat-pods/s")
+	b.ReportMetric(busiest["root"].Seconds()/busiest["flat"].Seconds(), "own-cpu-busiest-tree-cluster-vs-flat-cpu")
+}
+
+// tpDeployment is Throughput1000's Deployment: replicas pods of one
+// container, in either region (in the tree: on the virtual nodes, not on
+// root's own node).
+func tpDeployment(ns string, replicas int32) *appsv1.Deployment {
+	labels := map[string]string{"app": "tp"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "tp", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+						NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+							Key: "topology.kubernetes.io/region", Operator: corev1.NodeSelectorOpIn, Values: []string{"east", "west"}}}}}}}},
+					Containers: []corev1.Container{{Name: "app", Image: "nginx"}},
+				},
+			},
+		},
+	}
 }
 
 // writesByCluster returns, per cluster, the number of write requests so
