@@ -2,6 +2,7 @@ package forward
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"maps"
 	"net/http"
@@ -373,10 +374,14 @@ func waitNoPods(ctx context.Context, b *testing.B, namespaces ...string) {
 	}
 }
 
+// schedulerHTTP reads the test schedulers' /debug/pprof.
+var schedulerHTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test schedulers' self-signed certificates
+
 // profileAgents, with NESTLET_PROFILE_DIR set, records CPU profiles of the
-// agents and the API servers of clusters over the next d into that
-// directory (<cluster>-agent-cpu.pprof, <cluster>-apiserver-cpu.pprof, for
-// `go tool pprof`); the function it returns waits for them. Without it, it
+// agents, the API servers and the schedulers of clusters over the next d
+// into that directory (<cluster>-agent-cpu.pprof,
+// <cluster>-apiserver-cpu.pprof, <cluster>-scheduler-cpu.pprof, for `go
+// tool pprof`); the function it returns waits for them. Without it, it
 // does nothing.
 func profileAgents(b *testing.B, clusters []string, d time.Duration) func() {
 	b.Helper()
@@ -412,6 +417,18 @@ func profileAgents(b *testing.B, clusters []string, d time.Duration) func() {
 			raw, err := env.Cluster(c).Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
 				Param("seconds", seconds).Timeout(d + time.Minute).DoRaw(context.Background())
 			save(c+"-apiserver-cpu.pprof", raw, err)
+		})
+		// The scheduler serves it on its own port (the launcher's
+		// SchedulerMetrics, set with NESTLET_PROFILE_DIR).
+		wg.Go(func() {
+			if env.Cluster(c).SchedulerMetricsURL == "" {
+				return
+			}
+			url := strings.TrimSuffix(env.Cluster(c).SchedulerMetricsURL, "/metrics") + "/debug/pprof/profile?seconds=" + seconds
+			file := c + "-scheduler-cpu.pprof"
+			if err := framework.SaveProfile(context.Background(), schedulerHTTP, url, filepath.Join(dir, file)); err != nil {
+				b.Errorf("profile %s: %v", file, err)
+			}
 		})
 	}
 	return wg.Wait

@@ -42,10 +42,11 @@ func TestMain(m *testing.M) {
 		{Name: "root", Nodes: []launcher.NodeOptions{{Name: "root-node"}}}, {Name: "east"}, {Name: "west"},
 		leaf("east-1", "east"), leaf("east-2", "east"), leaf("west-1", "west"), leaf("west-2", "west"),
 	}
-	// BenchmarkForwardingLatency records the API servers' CPU profiles
-	// too with NESTLET_PROFILE_DIR set.
+	// The benchmarks record the API servers' and the schedulers' CPU
+	// profiles too with NESTLET_PROFILE_DIR set.
 	for i := range clusters {
 		clusters[i].Profiling = os.Getenv("NESTLET_PROFILE_DIR") != ""
+		clusters[i].SchedulerMetrics = clusters[i].Profiling
 	}
 	os.Exit(framework.RunTreeMain(m, framework.Tree{
 		Clusters: clusters,

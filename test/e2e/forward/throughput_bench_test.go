@@ -48,8 +48,9 @@ func BenchmarkThroughput1000(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	profiling := os.Getenv("NESTLET_PROFILE_DIR") != ""
 	if err := env.AddClusters(ctx, launcher.ClusterOptions{Name: "flat", StockScheduler: true, Nodes: flatNodes, ControllerManagerArgs: kwokGrace,
-		Profiling: os.Getenv("NESTLET_PROFILE_DIR") != ""}); err != nil {
+		Profiling: profiling, SchedulerMetrics: profiling}); err != nil {
 		b.Fatal(err)
 	}
 	// The tree's summaries include the new nodes before the run.
