@@ -209,19 +209,8 @@ func followTree(ctx context.Context, b *testing.B, ns string) (root, mid, leaves
 func ownCPUBursts(ctx context.Context, b *testing.B, n int, spec corev1.PodSpec) {
 	b.Helper()
 	const rounds = 3
-	cores := 0.4
-	if v := os.Getenv("NESTLET_BURST_CLUSTER_CORES"); v != "" {
-		var err error
-		cores, err = strconv.ParseFloat(v, 64)
-		require.NoError(b, err, "NESTLET_BURST_CLUSTER_CORES")
-	}
-	undo, err := env.LimitCPU(cores)
-	require.NoError(b, err)
-	var once sync.Once
-	unlimit := func() {
-		once.Do(func() { require.NoError(b, undo()) })
-	}
-	b.Cleanup(unlimit)
+	cores := coresFromEnv(b, "NESTLET_BURST_CLUSTER_CORES", 0.4)
+	unlimit := limitCPU(b, cores)
 
 	var flat50, flat99, tree50, tree99, ratio50, ratio99 []float64
 	stages := map[string][]time.Duration{}
@@ -286,6 +275,32 @@ func ownCPUBursts(ctx context.Context, b *testing.B, n int, spec corev1.PodSpec)
 	b.ReportMetric(slices.Max(ratio50), "own-cpu-e2e/direct-p50-max")
 	b.ReportMetric(slices.Min(ratio99), "own-cpu-e2e/direct-p99-min")
 	b.ReportMetric(slices.Max(ratio99), "own-cpu-e2e/direct-p99-max")
+}
+
+// coresFromEnv is the number of cores the environment variable name
+// gives, def when it is unset.
+func coresFromEnv(b *testing.B, name string, def float64) float64 {
+	b.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	cores, err := strconv.ParseFloat(v, 64)
+	require.NoError(b, err, name)
+	return cores
+}
+
+// limitCPU limits every cluster of the environment to cores (launcher
+// LimitCPU) and returns the function that lifts the limit; it runs at the
+// benchmark's end too if not called before, and only once either way.
+func limitCPU(b *testing.B, cores float64) (unlimit func()) {
+	b.Helper()
+	undo, err := env.LimitCPU(cores)
+	require.NoError(b, err)
+	var once sync.Once
+	unlimit = func() { once.Do(func() { require.NoError(b, undo()) }) }
+	b.Cleanup(unlimit)
+	return unlimit
 }
 
 // flowControlWaits reads each cluster's FlowControlWait, by priority level.

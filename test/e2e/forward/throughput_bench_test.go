@@ -7,9 +7,7 @@ import (
 	"math"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/launcher"
@@ -192,11 +191,7 @@ func BenchmarkThroughput1000(b *testing.B) {
 			b.ReportMetric(float64(n), cluster+"-failed-scheduling")
 		}
 		b.StopTimer()
-		_ = c.Client.AppsV1().Deployments(ns).Delete(context.WithoutCancel(ctx), "tp", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
-		_ = c.Client.CoreV1().Namespaces().Delete(context.WithoutCancel(ctx), ns, metav1.DeleteOptions{})
-		// Deleting 1,000 pods (and, in the tree, their delegates) would
-		// take CPU from the next run.
-		waitNoPods(ctx, b, ns)
+		deleteTP(ctx, b, c.Client, ns)
 		b.StartTimer()
 		return took, costs
 	}
@@ -256,12 +251,7 @@ func BenchmarkThroughput1000(b *testing.B) {
 // limited; the limit is lifted before the pods are deleted.
 func ownCPUThroughput(ctx context.Context, b *testing.B, replicas int32, treeNames []string) {
 	b.Helper()
-	cores := 0.25
-	if v := os.Getenv("NESTLET_THROUGHPUT_CLUSTER_CORES"); v != "" {
-		var err error
-		cores, err = strconv.ParseFloat(v, 64)
-		require.NoError(b, err, "NESTLET_THROUGHPUT_CLUSTER_CORES")
-	}
+	cores := coresFromEnv(b, "NESTLET_THROUGHPUT_CLUSTER_CORES", 0.25)
 	took, busiest := map[string]time.Duration{}, map[string]time.Duration{}
 	for _, cluster := range []string{"flat", "root"} {
 		c := env.Cluster(cluster)
@@ -270,11 +260,7 @@ func ownCPUThroughput(ctx context.Context, b *testing.B, replicas int32, treeNam
 		s := framework.NewPodTimes()
 		fctx, cancel := context.WithCancel(ctx)
 		s.Follow(fctx, b, c.Client, ns)
-		undo, err := env.LimitCPU(cores)
-		require.NoError(b, err)
-		var once sync.Once
-		unlimit := func() { once.Do(func() { require.NoError(b, undo()) }) }
-		b.Cleanup(unlimit)
+		unlimit := limitCPU(b, cores)
 		costs0, err := framework.MeasureCosts(ctx, env)
 		require.NoError(b, err)
 		start := time.Now()
@@ -292,12 +278,11 @@ func ownCPUThroughput(ctx context.Context, b *testing.B, replicas int32, treeNam
 		if cluster == "root" {
 			names = treeNames
 		}
-		busiest[cluster] = costs[costs.Busiest(names)].TotalCPU()
+		name := costs.Busiest(names)
+		busiest[cluster] = costs[name].TotalCPU()
 		b.Logf("limited to %.2f core per cluster: %d replicas Running in %s in %s; busiest cluster %s, %s CPU",
-			cores, replicas, cluster, took[cluster].Round(time.Millisecond), costs.Busiest(names), busiest[cluster].Round(time.Millisecond))
-		_ = c.Client.AppsV1().Deployments(ns).Delete(context.WithoutCancel(ctx), "tp", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
-		_ = c.Client.CoreV1().Namespaces().Delete(context.WithoutCancel(ctx), ns, metav1.DeleteOptions{})
-		waitNoPods(ctx, b, ns)
+			cores, replicas, cluster, took[cluster].Round(time.Millisecond), name, busiest[cluster].Round(time.Millisecond))
+		deleteTP(ctx, b, c.Client, ns)
 	}
 	b.ReportMetric(cores, "own-cpu-throughput-cores-per-cluster")
 	b.ReportMetric(float64(took["root"].Milliseconds()), "own-cpu-deploy1000-3level-ms")
@@ -307,27 +292,26 @@ func ownCPUThroughput(ctx context.Context, b *testing.B, replicas int32, treeNam
 	b.ReportMetric(busiest["root"].Seconds()/busiest["flat"].Seconds(), "own-cpu-busiest-tree-cluster-vs-flat-cpu")
 }
 
-// tpDeployment is Throughput1000's Deployment: replicas pods of one
-// container, in either region (in the tree: on the virtual nodes, not on
-// root's own node).
+// tpDeployment is Throughput1000's Deployment: the package's plain
+// Deployment of replicas pods, in either region instead of one (in the
+// tree: on the virtual nodes, not on root's own node).
 func tpDeployment(ns string, replicas int32) *appsv1.Deployment {
-	labels := map[string]string{"app": "tp"}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "tp", Namespace: ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-						NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
-							Key: "topology.kubernetes.io/region", Operator: corev1.NodeSelectorOpIn, Values: []string{"east", "west"}}}}}}}},
-					Containers: []corev1.Container{{Name: "app", Image: "nginx"}},
-				},
-			},
-		},
-	}
+	d := deployment(ns, "tp", replicas, "")
+	d.Spec.Template.Spec.NodeSelector = nil
+	d.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+			Key: "topology.kubernetes.io/region", Operator: corev1.NodeSelectorOpIn, Values: []string{"east", "west"}}}}}}}}
+	return d
+}
+
+// deleteTP deletes Throughput1000's Deployment and its namespace ns and
+// waits until no cluster has a pod of it left: deleting 1,000 pods (and,
+// in the tree, their delegates) would take CPU from the next run.
+func deleteTP(ctx context.Context, b *testing.B, client kubernetes.Interface, ns string) {
+	b.Helper()
+	_ = client.AppsV1().Deployments(ns).Delete(context.WithoutCancel(ctx), "tp", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
+	_ = client.CoreV1().Namespaces().Delete(context.WithoutCancel(ctx), ns, metav1.DeleteOptions{})
+	waitNoPods(ctx, b, ns)
 }
 
 // writesByCluster returns, per cluster, the number of write requests so
