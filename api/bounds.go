@@ -4,7 +4,7 @@ import corev1 "k8s.io/api/core/v1"
 
 // MaxChildAnnotationBytes bounds each annotation a child writes on its
 // virtual node that its parent reads (the avoid list, desired taints,
-// gateway key and tunnel state, leaving mark), the summary aside
+// gateway key and peer state, leaving mark), the summary aside
 // (MaxSummaryBytes): a child may write up to the API server's 256 KiB, and
 // the parent's scheduler and agent read them at every change.
 const MaxChildAnnotationBytes = 16 << 10
@@ -18,4 +18,12 @@ func ChildAnnotation(n *corev1.Node, key string) (string, bool) {
 		return "", false
 	}
 	return v, true
+}
+
+// Leaving reports whether the child of virtual node n asked to leave: it
+// marked n with AnnotationLeaving, set to its own AnnotationClusterUID
+// (the child marks, the parent's agent deletes the node).
+func Leaving(n *corev1.Node) bool {
+	uid, _ := ChildAnnotation(n, AnnotationLeaving)
+	return uid != "" && uid == n.Annotations[AnnotationClusterUID]
 }

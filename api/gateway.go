@@ -4,38 +4,38 @@ import "time"
 
 // GatewayParent is what a parent's agent tells each child on its virtual
 // node (AnnotationGatewayParent) about the parent's gateway: the key and
-// the address the child's gateway opens its tunnel to, and the pod CIDRs
+// the address the child's gateway dials as its peer, and the pod CIDRs
 // the parent carries (its own nodes', its other children's, and those its
 // own parents route to it). The child routes those of them outside its
-// own subtree through the tunnel.
+// own subtree to that peer.
 type GatewayParent struct {
 	// PublicKey is the parent gateway's WireGuard public key (base64).
 	PublicKey string `json:"publicKey"`
 	// Endpoint is host:port (UDP) where children reach it; empty when the
-	// parent's agent was given none (the children cannot open tunnels).
+	// parent's agent was given none (the children cannot dial it).
 	Endpoint string `json:"endpoint,omitempty"`
 	// Routes are pod CIDRs reachable through the parent.
 	Routes []string `json:"routes,omitempty"`
 	// PeerKey is the child's gateway key the parent's gateway knows it by
 	// (empty while the child is no peer there, e.g. its pod CIDRs overlap
-	// another's). A child that rotated its key opens the tunnel again at
+	// another's). A child that rotated its key dials its parent again at
 	// once when it reads its new key here.
 	PeerKey string `json:"peerKey,omitempty"`
 	// APIAddress is ip:port where pods anywhere below reach the parent's
-	// API server through the tunnels (the parent's gateway relays it; one
+	// API server through the peers (the parent's gateway relays it; one
 	// of Routes holds the address); empty when the parent offers none.
 	// Pods made in the parent call it there (--pod-api=origin).
 	APIAddress string `json:"apiAddress,omitempty"`
 }
 
-// TunnelStats is what a child tells its parent of the tunnel between
+// PeerStats is what a child tells its parent of the peer link between
 // their gateways (AnnotationGatewayTunnelStats), as its gateway counts
-// it: written with each change of the tunnel's state and, while traffic
+// it: written with each change of the link's state and, while traffic
 // flows, at most once a minute (the agent's metrics have it live).
-type TunnelStats struct {
+type PeerStats struct {
 	// LastHandshake is the last WireGuard handshake; none before the first.
 	LastHandshake *time.Time `json:"lastHandshake,omitempty"`
-	// Received and Sent are the bytes through the tunnel, as the child
+	// Received and Sent are the bytes through the link, as the child
 	// counts them, since its gateway started.
 	Received int64 `json:"received"`
 	Sent     int64 `json:"sent"`

@@ -9,6 +9,9 @@ const (
 	// DefaultNamespace is where the agent keeps node identities and where
 	// `nestctl join` stores bootstrap tokens, unless told otherwise.
 	DefaultNamespace = "nestlet-system"
+	// FieldManager is the field manager of the agent's writes, in its own
+	// cluster and, as the node identity, in its parents.
+	FieldManager = "nestlet"
 
 	// FinalizerCleanup holds a Target until the agent has removed its
 	// virtual node from the parent and forgotten its identity. `nestctl
@@ -64,20 +67,21 @@ const (
 	AnnotationPodCIDROverlap = "nestlet.io/pod-cidr-overlap"
 	// AnnotationGatewayKey is set by a child on its virtual node: the
 	// public key of its gateway (WireGuard, base64), with which the parent
-	// lets the child's tunnel in and routes the child's pod CIDRs (its
-	// summary's) to it.
+	// makes the child's gateway its peer and routes the child's pod CIDRs
+	// (its summary's) to it.
 	AnnotationGatewayKey = "nestlet.io/gateway-public-key"
 	// AnnotationGatewayParent is set by the parent's agent on a child's
 	// virtual node: JSON GatewayParent, what the child's gateway needs to
-	// open its tunnel to the parent's and what to route through it.
+	// dial the parent's as its peer and what to route to it.
 	AnnotationGatewayParent = "nestlet.io/gateway-parent"
 	// AnnotationGatewayTunnel is set by a child on its virtual node: the
-	// state of the tunnel its gateway opened to the parent's ("up",
-	// "down", "no endpoint", "no gateway in the parent"), written when it
-	// changes; the Target's Tunnel condition says more.
+	// state of its gateway's peer link to the parent's ("up", "down", "no
+	// endpoint", "no gateway in the parent"), written when it changes; the
+	// Target's Tunnel condition says more. (The name predates the word
+	// "peer" for the WireGuard link and is kept for compatibility.)
 	AnnotationGatewayTunnel = "nestlet.io/gateway-tunnel"
 	// AnnotationGatewayTunnelStats is set by a child on its virtual node
-	// beside AnnotationGatewayTunnel: JSON TunnelStats.
+	// beside AnnotationGatewayTunnel: JSON PeerStats.
 	AnnotationGatewayTunnelStats = "nestlet.io/gateway-tunnel-stats"
 	// AnnotationTokenChildName is set by `nestctl token create
 	// --child-name` on the bootstrap token's Secret: the one node name the
@@ -125,7 +129,7 @@ const (
 	AnnotationPath = "nestlet.io/path"
 	// AnnotationIdentity is set on a delegate whose service account tokens
 	// are its parent pod's, issued by the parent's API server: the name of
-	// the Secret here that holds them (provider/forward/identity.go).
+	// the Secret here that holds them (provider/forward/pod_api_identity.go).
 	AnnotationIdentity = "nestlet.io/identity-secret"
 	// AnnotationIdentityOf marks such a Secret: "<parent cluster>/<parent
 	// pod UID>".
@@ -139,7 +143,7 @@ const (
 
 	// StorageProvisioner is the provisioner of StorageClassName, run by the
 	// agent of every cluster for claims whose first pod goes to one of its
-	// children (provider/agent/volumes.go): the volume made is a promise
+	// children (provider/parent/volumes.go): the volume made is a promise
 	// pinned to that child's virtual node, kept by the claim the child
 	// makes of the same name.
 	StorageProvisioner = "nestlet.io/subtree"

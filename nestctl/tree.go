@@ -46,11 +46,12 @@ type Child struct {
 	// Shared are the covered clusters another child covers too (a
 	// diamond): counted once thanks to their shares.
 	Shared map[string]bool
-	// Tunnel is the state of the child's gateway tunnel to this cluster
-	// ("up", "down"...), empty without gateways; TunnelStats its last
-	// handshake and bytes, as the child last wrote them.
-	Tunnel      string
-	TunnelStats *api.TunnelStats
+	// Peer is the state of the child gateway's peer link to this
+	// cluster's ("up", "down"...), empty without gateways; PeerStats its
+	// last handshake and bytes, as the child last wrote them. Printed as
+	// "tunnel ...", the name it has had since before the word "peer".
+	Peer      string
+	PeerStats *api.PeerStats
 }
 
 // now is the time `nestctl tree` reads handshake ages against.
@@ -122,11 +123,11 @@ func (c Child) below() []string {
 
 func childOf(n *corev1.Node, pods int) Child {
 	c := Child{Name: n.Name, Ready: "NotReady", Pods: pods, SharePercent: 100}
-	c.Tunnel, _ = api.ChildAnnotation(n, api.AnnotationGatewayTunnel)
+	c.Peer, _ = api.ChildAnnotation(n, api.AnnotationGatewayTunnel)
 	if raw, ok := api.ChildAnnotation(n, api.AnnotationGatewayTunnelStats); ok {
-		var st api.TunnelStats
+		var st api.PeerStats
 		if json.Unmarshal([]byte(raw), &st) == nil {
-			c.TunnelStats = &st
+			c.PeerStats = &st
 		}
 	}
 	for _, cond := range n.Status.Conditions {
@@ -191,8 +192,8 @@ func (t *Tree) Render(w io.Writer) {
 		if c.SharePercent < 100 {
 			share = fmt.Sprintf("  share %d%%", c.SharePercent)
 		}
-		if c.Tunnel != "" {
-			share += "  tunnel " + c.Tunnel + tunnelDetail(c.TunnelStats)
+		if c.Peer != "" {
+			share += "  tunnel " + c.Peer + peerDetail(c.PeerStats)
 		}
 		fmt.Fprintf(w, "%s%s%s  %s  depth %d  nodes %d  cpu %s/%s  memory %s/%s  pods %d  regions %s%s\n",
 			branch, c.Name, mark(c.Shared[c.Name]), c.Ready, c.Depth, c.Nodes, c.CPU[1].String(), c.CPU[0].String(), c.Memory[1].String(), c.Memory[0].String(), c.Pods, regions, share)
@@ -209,9 +210,9 @@ func (t *Tree) Render(w io.Writer) {
 	}
 }
 
-// tunnelDetail is the last handshake's age and the bytes through a
-// tunnel (received and sent by the child).
-func tunnelDetail(st *api.TunnelStats) string {
+// peerDetail is the last handshake's age and the bytes through a peer
+// link (received and sent by the child).
+func peerDetail(st *api.PeerStats) string {
 	if st == nil {
 		return ""
 	}

@@ -34,7 +34,7 @@ func TestTree(t *testing.T) {
 		Groups: []api.Group{group("east", "4", "3"), group("west", "6", "5500m")}})
 	mid.Annotations[api.AnnotationGatewayTunnel] = "up"
 	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	stats, err := json.Marshal(api.TunnelStats{LastHandshake: &at, Received: 3 << 20, Sent: 1536, At: at.Add(time.Second)})
+	stats, err := json.Marshal(api.PeerStats{LastHandshake: &at, Received: 3 << 20, Sent: 1536, At: at.Add(time.Second)})
 	require.NoError(t, err)
 	mid.Annotations[api.AnnotationGatewayTunnelStats] = string(stats)
 	now = func() time.Time { return at.Add(95 * time.Second) }

@@ -177,9 +177,11 @@ const (
 	// (False, ReasonPodCIDROverlap): pod IPs, and so Service endpoints,
 	// would be ambiguous across the tree.
 	ConditionPodCIDRsDistinct = "PodCIDRsDistinct"
-	// ConditionTunnel is the state of the tunnel this cluster's gateway
-	// opened to the parent's (the agent's --gateway): pod traffic to the
-	// other clusters goes through it. Absent without a gateway.
+	// ConditionTunnel is the state of the peer link this cluster's
+	// gateway opened to the parent's (the agent's --gateway): pod traffic
+	// to the other clusters goes through it. Absent without a gateway.
+	// (The name predates the word "peer" for the WireGuard link and is
+	// kept for compatibility, as are its reasons.)
 	ConditionTunnel = "Tunnel"
 	// ConditionCompatible says whether this agent and the parent share a
 	// protocol (True, ReasonProtocolsMeet) or not (False,

@@ -1,45 +1,9 @@
-// Package agent is the Nestlet agent of one cluster. For every Target of
-// its cluster it joins that parent and runs a virtual node there; it also
-// decorates the virtual nodes of its own children (role label, taints).
-// Targets are watched: adding, changing or deleting one takes effect at
-// run time. One type per controller, one file each:
-//
-//   - agent.go: Agent, its Config; New builds the shared parts, Run wires
-//     and starts the controllers below.
-//   - target_controller.go: "a Target was added, edited or deleted"
-//     (targetController): one run per Target generation; leaving the
-//     parent and the finalizer on deletion.
-//   - target_status.go: the Targets' status written only when it changed
-//     (statusWriter); run_status.go: what one run writes there (runStatus).
-//   - target_run.go: one Target's run (targetRun): join or reuse the
-//     identity, run the virtual node until something ends it, back off,
-//     again.
-//   - identity.go: the node identity, stored or got by joining (joiner).
-//   - registration.go: the virtual node created or adopted in the parent
-//     and virtual-kubelet's node controller over it (registrar), sparing
-//     the parent repeated requests (registration).
-//   - virtualnode.go: the virtual node's provider (provider/vnode).
-//   - renewal.go: the node certificate renewed and rotated in place
-//     (renewal).
-//   - pod_controller.go: "a parent pod changed" (forwarding):
-//     virtual-kubelet's pod controller over the forwarder
-//     (provider/forward: lifecycle.go creates, updates, deletes delegates;
-//     reconcile.go puts back a status someone else changed).
-//   - kubeletapi.go: the virtual node's kubelet API, tunnel or direct
-//     (kubeletAPI), bound before the node registers, served with the
-//     forwarder's delegates.
-//   - readiness.go: this cluster's readiness for the virtual nodes'
-//     pings, with outage tolerance (readiness).
-//   - decorator.go, podcidrs.go: the virtual nodes of this cluster's own
-//     children (role label, taints, pod CIDR overlaps).
-//   - volumes.go: the provisioner of the "nestlet" StorageClass, whose
-//     volumes are pinned to a child's virtual node.
-//   - tunnels.go, tunnels_status.go: the gateway (Config.Gateway), its
-//     peers and routes, and the tunnels' state (tunnels); tunnels_api.go
-//     its relay to this cluster's API server; tunnels_nodes.go its node
-//     and routes published for the other nodes' route agents.
-//   - ownnode.go, secrets.go, changes.go, validate.go: helpers of the
-//     above.
+// Package agent is the Nestlet agent of one cluster, wired from its two
+// sides: the child's side (provider/child) joins each parent a Target
+// names and runs a virtual node there, and the parent's side
+// (provider/parent) looks after the virtual nodes of this cluster's own
+// children; with a gateway (provider/peers), both route pod traffic
+// through it. The folder map of the repository is docs/layout.md.
 package agent
 
 import (
@@ -52,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -63,17 +26,32 @@ import (
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/pkg/kubeclient"
-	"github.com/nestlet/nestlet/pkg/quota"
-	"github.com/nestlet/nestlet/pkg/revoked"
 	"github.com/nestlet/nestlet/pkg/version"
+	"github.com/nestlet/nestlet/provider/child"
 	"github.com/nestlet/nestlet/provider/forward"
+	"github.com/nestlet/nestlet/provider/parent"
+	"github.com/nestlet/nestlet/provider/peers"
 )
 
 // Values of Config.PodAPI.
 const (
-	PodAPILocal  = "local"
-	PodAPIOrigin = "origin"
+	PodAPILocal  = child.PodAPILocal
+	PodAPIOrigin = child.PodAPIOrigin
 )
+
+// Values of Config.KubeletAPI.
+const (
+	KubeletAPIAuto   = child.KubeletAPIAuto
+	KubeletAPITunnel = child.KubeletAPITunnel
+	KubeletAPIDirect = child.KubeletAPIDirect
+	KubeletAPIOff    = child.KubeletAPIOff
+)
+
+// DefaultOutageTolerance is Config.OutageTolerance's default.
+const DefaultOutageTolerance = child.DefaultOutageTolerance
+
+// GatewayConfig runs a gateway in the agent (provider/peers).
+type GatewayConfig = peers.Config
 
 // DefaultTrustedSchedulers is Config.TrustedSchedulers' default.
 var DefaultTrustedSchedulers = forward.DefaultTrustedSchedulers
@@ -110,7 +88,7 @@ type Config struct {
 	// PodAPI is which API server the parents' pods talk to:
 	// PodAPILocal (default), this cluster's, with its tokens, as the
 	// kubelet mounts them; PodAPIOrigin, the parent's, with tokens the
-	// parent issues (provider/forward/identity.go), reached at the
+	// parent issues (provider/forward/pod_api_identity.go), reached at the
 	// parent's URL.
 	PodAPI string
 	// KubeletAPI is how virtual nodes serve the kubelet API (logs, exec,
@@ -126,8 +104,8 @@ type Config struct {
 	Client  kubernetes.Interface
 	Targets v1alpha1.TargetInterface
 	Ready   func(context.Context) error
-	// Gateway, when set, runs a gateway in the agent: WireGuard tunnels
-	// to the parents and from the children that carry pod traffic
+	// Gateway, when set, runs a gateway in the agent: WireGuard peers,
+	// the parents' gateways and the children's, that carry pod traffic
 	// between the clusters (GatewayConfig).
 	Gateway *GatewayConfig
 	// Metrics receives the agent's Prometheus metrics (optional).
@@ -135,31 +113,16 @@ type Config struct {
 	Clock   clock.WithTicker
 }
 
-// Agent runs the Targets of one cluster. New builds its parts, Run starts
-// them; the runs of the Targets share them.
+// Agent runs the two sides of one cluster's agent. New builds the clients
+// and the shared informers, Run starts both sides.
 type Agent struct {
 	cfg     Config
 	client  kubernetes.Interface
 	targets v1alpha1.TargetInterface
-	// clusterUID identifies this cluster (kube-system's UID), read by Run.
-	clusterUID string
-
-	// factory holds the informers of this cluster's nodes and pods.
-	factory      *kubeclient.CoreFactory
-	nodes        corelisters.NodeLister
-	pods         corelisters.PodLister
-	targetWatch  cache.SharedIndexInformer
-	targetLister cache.Indexer
-	secrets      *ownSecrets
-	// status writes the Targets' status.
-	status *statusWriter
-	// changes tells the virtual nodes that a node or pod changed here.
-	changes *broadcaster
+	// factory holds the informers of this cluster's nodes and pods, which
+	// both sides read.
+	factory *kubeclient.CoreFactory
 	metrics *forward.Metrics
-	// readiness answers every virtual node's ping.
-	readiness *readiness
-	// tunnels is the gateway and its peers (nil without Config.Gateway).
-	tunnels *tunnels
 }
 
 // New checks cfg, fills its defaults and builds the clients.
@@ -189,7 +152,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("agent: unknown pod API %q: use %s or %s", cfg.PodAPI, PodAPILocal, PodAPIOrigin)
 	}
 	if g := cfg.Gateway; g != nil && g.APIAddress != "" {
-		if _, err := parseAPIAddress(g.APIAddress); err != nil {
+		if _, err := peers.ParseAPIAddress(g.APIAddress); err != nil {
 			return nil, fmt.Errorf("agent: %w", err)
 		}
 	}
@@ -223,24 +186,10 @@ func New(cfg Config) (*Agent, error) {
 			return nil, err
 		}
 	}
-	a := &Agent{cfg: cfg, client: client, targets: targets,
-		factory:     kubeclient.NewCoreFactory(client, nil, kubeclient.StripManagedFields),
-		targetWatch: newTargetInformer(targets),
-		secrets:     newOwnSecrets(client, cfg.Namespace),
-		changes:     newBroadcaster(),
-		metrics:     forward.NewMetrics(cfg.Metrics),
-		readiness:   newReadiness(client, cfg.Ready, cfg.OutageTolerance, cfg.Clock),
-	}
-	a.nodes, a.pods = a.factory.CoreV1().Nodes().Lister(), a.factory.CoreV1().Pods().Lister()
-	// The informer of every pod here (for the summary) also holds every
-	// Target's delegates for its forwarder: one watch of the pods, not
-	// one more per Target.
-	if err := a.factory.CoreV1().Pods().Informer().AddIndexers(forward.DelegateIndexers()); err != nil {
-		return nil, err
-	}
-	a.targetLister = a.targetWatch.GetIndexer()
-	a.status = &statusWriter{targets: targets, lister: a.targetLister}
-	return a, nil
+	return &Agent{cfg: cfg, client: client, targets: targets,
+		factory: kubeclient.NewCoreFactory(client, nil, kubeclient.StripManagedFields),
+		metrics: forward.NewMetrics(cfg.Metrics),
+	}, nil
 }
 
 // Run runs the agent until ctx is cancelled.
@@ -250,81 +199,61 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading kube-system to identify this cluster: %w", err)
 	}
-	a.clusterUID = string(ns.UID)
-	if _, err := a.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.Namespace}}, metav1.CreateOptions{FieldManager: fieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+	clusterUID := string(ns.UID)
+	if _, err := a.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.Namespace}}, metav1.CreateOptions{FieldManager: api.FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s: %w", a.cfg.Namespace, err)
 	}
-
 	nodeInformer := a.factory.CoreV1().Nodes()
-	podInformer := a.factory.CoreV1().Pods()
-	notify := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { a.changes.notify() },
-		UpdateFunc: func(any, any) { a.changes.notify() },
-		DeleteFunc: func(any) { a.changes.notify() },
-	}
-	if _, err := nodeInformer.Informer().AddEventHandler(notify); err != nil {
-		return err
-	}
-	if _, err := podInformer.Informer().AddEventHandler(notify); err != nil {
-		return err
-	}
 
+	var gw *peers.Peers
 	if a.cfg.Gateway != nil {
-		if a.tunnels, err = startTunnels(a.cfg.Gateway, a.nodes, a.cfg.RESTConfig.Host); err != nil {
+		if gw, err = peers.Start(a.cfg.Gateway, nodeInformer.Lister(), a.cfg.RESTConfig.Host); err != nil {
 			return fmt.Errorf("starting the gateway: %w", err)
 		}
-		defer a.tunnels.close()
+		defer gw.Close()
 		if node := a.cfg.Gateway.NodeName; node != "" {
-			nr := newNodeRoutes(a.client, a.cfg.Namespace, node)
-			a.tunnels.routed = nr.set
-			nr.set(nil)
-			go nr.run(ctx)
+			gw.PublishRoutes(ctx, a.client, a.cfg.Namespace, node)
 		}
 		if a.cfg.Metrics != nil {
-			if err := a.cfg.Metrics.Register(newTunnelMetrics(a.tunnels)); err != nil {
+			if err := a.cfg.Metrics.Register(gw.Collector()); err != nil {
 				return err
 			}
 		}
-		if _, err := nodeInformer.Informer().AddEventHandler(a.tunnels.ownNodeEvents(ctx)); err != nil {
+		if _, err := nodeInformer.Informer().AddEventHandler(gw.OwnNodeEvents(ctx)); err != nil {
 			return err
 		}
 	}
 
-	tc, err := newTargetController(a.targets, a.targetWatch, a.status, a.store(), a.clusterUID, a.cfg.Clock,
-		func(t *v1alpha1.Target) *targetRun { return newTargetRun(a, t) })
+	children, err := child.New(child.Config{
+		RESTConfig: a.cfg.RESTConfig, Client: a.client, Targets: a.targets, Factory: a.factory,
+		Namespace: a.cfg.Namespace, ClusterUID: clusterUID, GroupKeys: a.cfg.GroupKeys,
+		LeaseDurationSeconds: a.cfg.LeaseDurationSeconds, OutageTolerance: a.cfg.OutageTolerance, Ready: a.cfg.Ready,
+		PodWorkers: a.cfg.PodWorkers, BounceTimeout: a.cfg.BounceTimeout, TrustedSchedulers: a.cfg.TrustedSchedulers,
+		PodAPI: a.cfg.PodAPI, KubeletAPI: a.cfg.KubeletAPI, DirectAddress: a.cfg.DirectAddress,
+		Peers: gw, Metrics: a.metrics, Clock: a.cfg.Clock,
+	})
 	if err != nil {
 		return err
 	}
-	dc, err := newDecorator(a.client, nodeInformer, a.cfg.Clock, a.tunnels)
-	if err != nil {
-		return err
-	}
-	rev := revoked.New(a.client, func(map[string]bool) { dc.enqueueAll() })
-	dc.revoked = rev
-	quotas := quota.New(a.client)
-	dc.quotas = &childQuotas{quotas: quotas, recorder: newRecorder(ctx, a.client, ""), warned: map[string]string{}}
-	ap, err := newApprover(a.client, rev, nodeInformer.Lister())
+	parents, err := parent.New(parent.Config{Client: a.client, Nodes: nodeInformer, Peers: gw, Clock: a.cfg.Clock})
 	if err != nil {
 		return err
 	}
 	a.factory.Start(ctx.Done())
-	go a.targetWatch.RunWithContext(ctx)
-	// Not waited for: without it every Secret is read from the API server.
-	go a.secrets.run(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), nodeInformer.Informer().HasSynced, podInformer.Informer().HasSynced, a.targetWatch.HasSynced) {
+	defer a.factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), nodeInformer.Informer().HasSynced, a.factory.CoreV1().Pods().Informer().HasSynced) {
 		return fmt.Errorf("waiting for caches to sync: %w", ctx.Err())
 	}
-	logger.Info("Agent started", "version", version.String(), "clusterUID", a.clusterUID, "namespace", a.cfg.Namespace)
+	logger.Info("Agent started", "version", version.String(), "clusterUID", clusterUID, "namespace", a.cfg.Namespace)
 
 	var wg sync.WaitGroup
-	wg.Go(func() { dc.run(ctx) })
-	wg.Go(func() { ap.run(ctx) })
-	wg.Go(func() { rev.Run(ctx) })
-	wg.Go(func() { quotas.Run(ctx) })
-	wg.Go(func() { tc.run(ctx, a.cfg.Workers) })
-	wg.Go(func() { runVolumes(ctx, a.client, a.nodes) })
+	wg.Go(func() { parents.Run(ctx) })
+	wg.Go(func() {
+		if err := children.Run(ctx, a.cfg.Workers); err != nil && ctx.Err() == nil {
+			logger.Error(err, "Running the Targets")
+		}
+	})
 	<-ctx.Done()
 	wg.Wait()
-	a.factory.Shutdown()
 	return nil
 }

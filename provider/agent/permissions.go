@@ -12,16 +12,16 @@ import "github.com/nestlet/nestlet/pkg/permissions"
 // token).
 var Permissions = []permissions.Rule{
 	{APIGroups: []string{"nestlet.io"}, Resources: []string{"targets"}, Verbs: []string{"get", "list", "watch", "update"},
-		Why: "Targets are watched, a finalizer is added and removed on them (targets.go)"},
+		Why: "Targets are watched, a finalizer is added and removed on them (provider/child/controller.go)"},
 	{APIGroups: []string{"nestlet.io"}, Resources: []string{"targets/status"}, Verbs: []string{"update"},
-		Why: "a Target's status carries its conditions (targets.go)"},
+		Why: "a Target's status carries its conditions (provider/child/controller.go)"},
 	{APIGroups: []string{""}, Resources: []string{"namespaces"}, ResourceNames: []string{"kube-system"}, Verbs: []string{"get"},
 		Why: "the UID of kube-system identifies this cluster (nestlet.io/cluster-uid on its virtual nodes)"},
 	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"create"},
 		Why: "the agent's own namespace at start, and each delegate's, on demand (provider/forward/lifecycle.go)"},
 	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "update", "patch", "delete"},
-		Why: "the summary's node informer; as a parent, its children's virtual nodes: role label, asked taints (decorator.go), " +
-			"deleted when a child leaves or is revoked (revoked.go)"},
+		Why: "the summary's node informer; as a parent, its children's virtual nodes: role label, asked taints (provider/parent/decorator.go), " +
+			"deleted when a child leaves or is revoked (provider/parent/removal.go)"},
 	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"},
 		Why: "the summary's pod informer, and the delegates (provider/forward)"},
 	{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"},
@@ -44,26 +44,26 @@ var Permissions = []permissions.Rule{
 		Why: "a PriorityClass a forwarded pod names, missing here (provider/forward/lifecycle.go)"},
 	{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"},
 		Why: "the claims of forwarded pods, made here and deleted once the parent's volume is gone (provider/forward/claims.go); " +
-			"as a parent, the claims of the nestlet StorageClass, watched and updated by the provisioner (volumes.go)"},
+			"as a parent, the claims of the nestlet StorageClass, watched and updated by the provisioner (provider/parent/volumes.go)"},
 	{APIGroups: []string{""}, Resources: []string{"persistentvolumes"}, Verbs: []string{"get", "list", "watch", "create", "delete"},
-		Why: "as a parent, the volumes of the nestlet StorageClass, pinned to a child's virtual node (volumes.go)"},
+		Why: "as a parent, the volumes of the nestlet StorageClass, pinned to a child's virtual node (provider/parent/volumes.go)"},
 	{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"}, Verbs: []string{"get", "list", "watch"},
-		Why: "as a parent, the provisioner reads the classes it serves (volumes.go)"},
+		Why: "as a parent, the provisioner reads the classes it serves (provider/parent/volumes.go)"},
 	{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"create"},
 		Why: "the ServiceAccount a delegate runs as"},
 	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"get", "list", "watch"},
-		Why: "as a parent, its children's node certificate requests (approver.go)"},
+		Why: "as a parent, its children's node certificate requests (provider/parent/approver.go)"},
 	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests/approval"}, Verbs: []string{"update"},
-		Why: "as a parent, approving or denying them (approver.go)"},
+		Why: "as a parent, approving or denying them (provider/parent/approver.go)"},
 	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, Verbs: []string{"approve"},
 		ResourceNames: []string{"kubernetes.io/kube-apiserver-client-kubelet", "kubernetes.io/kubelet-serving"},
-		Why:           "the node client certificates of children, and the serving certificates of those in direct mode (approver.go)"},
+		Why:           "the node client certificates of children, and the serving certificates of those in direct mode (provider/parent/approver.go)"},
 	{NonResourceURLs: []string{"/readyz"}, Verbs: []string{"get"},
 		Why: "a virtual node is Ready only while this cluster's API server is"},
 	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{""}, Resources: []string{"secrets"},
 		Verbs: []string{"get", "list", "watch", "create", "update", "delete"},
-		Why: "the bootstrap tokens the Targets name and the node identities (provider/join/identity.go) live in its namespace, " +
-			"the only one where it reads Secrets; watched so that a join reads none (secrets.go)"},
+		Why: "the bootstrap tokens the Targets name and the node identities (provider/join/node_identity.go) live in its namespace, " +
+			"the only one where it reads Secrets; watched so that a join reads none (provider/child/secrets.go)"},
 	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update"},
 		Why: "each Target's ledger of the copies it made (provider/forward/copies_ledger.go), read after a restart to collect them"},
 	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"},
@@ -73,7 +73,7 @@ var Permissions = []permissions.Rule{
 		Why: "leader election: the Lease is read and renewed by name"},
 	{Namespace: "kube-system", APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"nestlet-revoked", "nestlet-quotas"},
 		Verbs: []string{"get", "list", "watch"},
-		Why:   "as a parent, the children cut off (revoked.go) and their capacity quotas (quotas.go)"},
+		Why:   "as a parent, the children cut off (provider/parent/removal.go) and their capacity quotas (provider/parent/quotas.go)"},
 }
 
 // LeaseNamePlaceholder in Permissions is the agent's Lease, the release's

@@ -27,7 +27,7 @@ const claimsPeriod = 5 * time.Second
 // a delegate is made, each claim its parent pod names is made here, of the
 // same name, with the StorageClass the Target maps the parent's to (or
 // this cluster's default), and this cluster's own provisioner binds it; a
-// child cluster's is the agent's (provider/agent/volumes.go), a leaf's a
+// child cluster's is the agent's (provider/parent/volumes.go), a leaf's a
 // real one. A claim made here stands for the parent's as long as the
 // parent's provisioner keeps the volume's record on the virtual node;
 // once it is gone (the parent's claim deleted, its volume reclaimed), the
@@ -80,7 +80,7 @@ func (c *claims) ensure(ctx context.Context, parent *corev1.PersistentVolumeClai
 	want := c.childClaim(parent, node)
 	pvcs := c.p.cfg.Child.CoreV1().PersistentVolumeClaims(parent.Namespace)
 	c.made.Add(1)
-	_, err := pvcs.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
+	_, err := pvcs.Create(ctx, want, metav1.CreateOptions{FieldManager: api.FieldManager})
 	if err == nil {
 		klog.FromContext(ctx).V(2).Info("Created claim", "claim", klog.KObj(want), "class", ptr.Deref(want.Spec.StorageClassName, "(default)"))
 		return "", nil

@@ -146,9 +146,9 @@ func (d *dependencies) create(ctx context.Context, obj metav1.Object) error {
 	var err error
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
-		_, err = d.p.cfg.Child.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, metav1.CreateOptions{FieldManager: fieldManager})
+		_, err = d.p.cfg.Child.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, metav1.CreateOptions{FieldManager: api.FieldManager})
 	case *corev1.Secret:
-		_, err = d.p.cfg.Child.CoreV1().Secrets(o.Namespace).Create(ctx, o, metav1.CreateOptions{FieldManager: fieldManager})
+		_, err = d.p.cfg.Child.CoreV1().Secrets(o.Namespace).Create(ctx, o, metav1.CreateOptions{FieldManager: api.FieldManager})
 	}
 	return err
 }
@@ -159,7 +159,7 @@ func (d *dependencies) patch(ctx context.Context, k depKey, ops []jsonOp) (types
 	if err != nil {
 		return "", err
 	}
-	opts := metav1.PatchOptions{FieldManager: fieldManager}
+	opts := metav1.PatchOptions{FieldManager: api.FieldManager}
 	switch k.kind {
 	case kindConfigMap:
 		cm, err := d.p.cfg.Child.CoreV1().ConfigMaps(k.namespace).Patch(ctx, k.name, types.JSONPatchType, body, opts)

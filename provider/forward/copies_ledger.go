@@ -166,10 +166,10 @@ func (l *ledger) persistLocked(ctx context.Context) error {
 		var out *corev1.ConfigMap
 		var err error
 		if !l.exists {
-			out, err = l.client.Create(ctx, cm, metav1.CreateOptions{FieldManager: fieldManager})
+			out, err = l.client.Create(ctx, cm, metav1.CreateOptions{FieldManager: api.FieldManager})
 		} else {
 			cm.ResourceVersion = l.rv
-			out, err = l.client.Update(ctx, cm, metav1.UpdateOptions{FieldManager: fieldManager})
+			out, err = l.client.Update(ctx, cm, metav1.UpdateOptions{FieldManager: api.FieldManager})
 		}
 		if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
 			cur, gerr := l.client.Get(ctx, l.name, metav1.GetOptions{})

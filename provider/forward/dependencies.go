@@ -14,12 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/pkg/kubeclient"
+	"github.com/nestlet/nestlet/pkg/queue"
 )
 
 // rootCAConfigMap is published in every namespace of every cluster by the
@@ -63,7 +63,7 @@ func references(pod *corev1.Pod) []depKey {
 // of this cluster (copies.go); the ledger says which copies exist.
 type dependencies struct {
 	p      *Provider
-	queue  workqueue.TypedRateLimitingInterface[string] // namespaces to collect
+	queue  *queue.Worker[string] // namespaces to collect
 	ledger *ledger
 
 	mu       sync.Mutex
@@ -81,13 +81,15 @@ type copyVersion struct {
 }
 
 func newDependencies(p *Provider) *dependencies {
-	return &dependencies{
+	d := &dependencies{
 		p:        p,
-		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "dependency-gc"}),
 		ledger:   newLedger(&p.cfg),
 		watches:  map[depKey]context.CancelFunc{},
 		versions: map[depKey]copyVersion{},
 	}
+	d.queue = queue.New(queue.Config[string]{Name: "dependency-gc", Failure: "Collecting unused copies", KeyName: "namespace",
+		Reconcile: func(ctx context.Context, ns string) (time.Duration, error) { return 0, d.gc(ctx, ns) }})
+	return d
 }
 
 // copyFor copies every object pod references into this cluster and starts
@@ -129,7 +131,7 @@ func (d *dependencies) copyOne(ctx context.Context, k depKey) error {
 func (d *dependencies) ensureServiceAccount(ctx context.Context, ns, name string) error {
 	_, err := d.p.cfg.Child.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
 		Name: name, Namespace: ns, Labels: map[string]string{api.LabelTargetUID: string(d.p.cfg.TargetUID)},
-	}}, metav1.CreateOptions{FieldManager: fieldManager})
+	}}, metav1.CreateOptions{FieldManager: api.FieldManager})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating service account %s/%s: %w", ns, name, err)
 	}
@@ -186,7 +188,6 @@ func (d *dependencies) enqueueGC(namespace string) { d.queue.AddAfter(namespace,
 // run collects unused copies: at start in every namespace holding copies of
 // this Target, then whenever a delegate goes away.
 func (d *dependencies) run(ctx context.Context) {
-	defer d.queue.ShutDown()
 	if !d.p.cfg.New {
 		if err := d.ledger.load(ctx); err != nil {
 			klog.FromContext(ctx).Error(err, "Unused copies made before this start are not collected until the ledger can be read")
@@ -202,23 +203,7 @@ func (d *dependencies) run(ctx context.Context) {
 			d.watch(k)
 		}
 	}
-	go func() {
-		<-ctx.Done()
-		d.queue.ShutDown()
-	}()
-	for {
-		ns, shutdown := d.queue.Get()
-		if shutdown {
-			return
-		}
-		if err := d.gc(ctx, ns); err != nil && ctx.Err() == nil {
-			klog.FromContext(ctx).Error(err, "Collecting unused copies", "namespace", ns)
-			d.queue.AddRateLimited(ns)
-		} else {
-			d.queue.Forget(ns)
-		}
-		d.queue.Done(ns)
-	}
+	d.queue.Run(ctx, 1)
 }
 
 // gc deletes the copies in namespace that no delegate of this Target uses,

@@ -18,8 +18,6 @@ import (
 	"github.com/nestlet/nestlet/api"
 )
 
-const fieldManager = "nestlet"
-
 // CreatePod creates the delegate of pod in this cluster, after the objects
 // it references. It is idempotent: a pod that already has its delegate is
 // left alone, so an agent restarted at any point creates no second one. A
@@ -77,7 +75,7 @@ func (p *Provider) createPod(ctx context.Context, pod *corev1.Pod) error {
 				return p.errorf("identity", "pod %s/%s: %w", pod.Namespace, pod.Name, err)
 			}
 		}
-		created, err := pods.Create(ctx, d, metav1.CreateOptions{FieldManager: fieldManager})
+		created, err := pods.Create(ctx, d, metav1.CreateOptions{FieldManager: api.FieldManager})
 		if err == nil {
 			if identity {
 				if err := p.ids.own(ctx, pod, created); err != nil {
@@ -114,7 +112,7 @@ func (p *Provider) ensureNamespace(ctx context.Context, name string) error {
 	}
 	_, err := p.cfg.Child.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name: name, Labels: map[string]string{"app.kubernetes.io/managed-by": "nestlet"},
-	}}, metav1.CreateOptions{FieldManager: fieldManager})
+	}}, metav1.CreateOptions{FieldManager: api.FieldManager})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
@@ -124,7 +122,7 @@ func (p *Provider) ensureNamespace(ctx context.Context, name string) error {
 		// before that is refused: make it now. Should this fail, the
 		// refusal is retried (transient).
 		_, err := p.cfg.Child.CoreV1().ServiceAccounts(name).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}},
-			metav1.CreateOptions{FieldManager: fieldManager})
+			metav1.CreateOptions{FieldManager: api.FieldManager})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			klog.FromContext(ctx).V(2).Info("Creating the default service account of a new namespace", "namespace", name, "err", err)
 		}
@@ -179,7 +177,7 @@ func (p *Provider) updatePod(ctx context.Context, pod *corev1.Pod) error {
 	if len(pod.Spec.Tolerations) > len(want.Spec.Tolerations) {
 		want.Spec.Tolerations = append(want.Spec.Tolerations, pod.Spec.Tolerations[len(want.Spec.Tolerations):]...)
 	}
-	_, err := p.cfg.Child.CoreV1().Pods(d.Namespace).Update(ctx, want, metav1.UpdateOptions{FieldManager: fieldManager})
+	_, err := p.cfg.Child.CoreV1().Pods(d.Namespace).Update(ctx, want, metav1.UpdateOptions{FieldManager: api.FieldManager})
 	if err != nil {
 		return p.errorf("update", "updating delegate %s/%s: %w", d.Namespace, d.Name, err)
 	}
@@ -234,7 +232,7 @@ func (p *Provider) ensurePriorityClass(ctx context.Context, pod *corev1.Pod) err
 	if pod.Spec.PreemptionPolicy != nil {
 		pc.PreemptionPolicy = ptr.To(*pod.Spec.PreemptionPolicy)
 	}
-	_, err := p.cfg.Child.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{FieldManager: fieldManager})
+	_, err := p.cfg.Child.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{FieldManager: api.FieldManager})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}

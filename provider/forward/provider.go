@@ -88,7 +88,7 @@ type Config struct {
 	// endpoints.
 	AllServices bool
 	// OriginAPI, when set, gives pods the API identity of the parent
-	// (identity.go): their service account tokens are issued by the
+	// (pod_api_identity.go): their service account tokens are issued by the
 	// parent, and they call its API server there. Unset, a pod's tokens
 	// are this cluster's, as its kubelet mounts them.
 	OriginAPI *OriginAPI

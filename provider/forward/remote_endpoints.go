@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -14,11 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/queue"
 )
 
 // remoteEndpoints gives each Service reflected here (services, with
@@ -41,14 +42,13 @@ type remoteEndpoints struct {
 	parent cache.SharedIndexInformer // the parent's EndpointSlices
 	mine   cache.SharedIndexInformer // the remote slices of this Target here
 	copies cache.SharedIndexInformer // the Services reflected here
-	queue  workqueue.TypedRateLimitingInterface[string]
+	queue  *queue.Worker[string]
 }
 
 func newRemoteEndpoints(p *Provider, copies cache.SharedIndexInformer) (*remoteEndpoints, error) {
-	r := &remoteEndpoints{p: p, copies: copies,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "remote-endpoints"}),
-	}
+	r := &remoteEndpoints{p: p, copies: copies}
+	r.queue = queue.New(queue.Config[string]{Name: "remote-endpoints", Failure: "Publishing remote endpoints", KeyName: "service",
+		Reconcile: func(ctx context.Context, key string) (time.Duration, error) { return 0, r.sync(ctx, key) }})
 	// The parent grants its nodes the reading of EndpointSlices
 	// (proxy/bootstrap: nestlet:node-endpointslices-read).
 	r.parent = informers.NewSharedInformerFactory(p.cfg.Parent, 0).Discovery().V1().EndpointSlices().Informer()
@@ -98,32 +98,18 @@ func (r *remoteEndpoints) enqueueSlice(obj any) {
 // cluster read its EndpointSlices (a parent whose plumbing predates it says
 // no: then nothing is published, and the log says what to do).
 func (r *remoteEndpoints) run(ctx context.Context) {
-	go func() {
-		<-ctx.Done()
-		r.queue.ShutDown()
-	}()
 	if _, err := r.p.cfg.Parent.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{Limit: 1}); apierrors.IsForbidden(err) {
 		klog.FromContext(ctx).Error(err, "The parent does not let this cluster read its EndpointSlices: Services reflected here reach only the endpoints of this subtree. Run `nestctl token create` against the parent once (it grants nestlet:node-endpointslices-read to nodes), then restart this agent")
+		r.queue.ShutDown()
 		return
 	}
 	go r.parent.RunWithContext(ctx)
 	go r.mine.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), r.parent.HasSynced, r.mine.HasSynced) {
+		r.queue.ShutDown()
 		return
 	}
-	for {
-		key, shutdown := r.queue.Get()
-		if shutdown {
-			return
-		}
-		if err := r.sync(ctx, key); err != nil && ctx.Err() == nil {
-			klog.FromContext(ctx).Error(err, "Publishing remote endpoints", "service", key)
-			r.queue.AddRateLimited(key)
-		} else {
-			r.queue.Forget(key)
-		}
-		r.queue.Done(key)
-	}
+	r.queue.Run(ctx, 1)
 }
 
 // sync makes the remote slices of Service key here what the parent's
@@ -153,13 +139,13 @@ func (r *remoteEndpoints) sync(ctx context.Context, key string) error {
 		delete(have, w.Name)
 		switch {
 		case !ok:
-			if _, err := client.Create(ctx, w, metav1.CreateOptions{FieldManager: fieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+			if _, err := client.Create(ctx, w, metav1.CreateOptions{FieldManager: api.FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("creating EndpointSlice %s/%s: %w", ns, w.Name, err)
 			}
 		case !equality.Semantic.DeepEqual(cur.Endpoints, w.Endpoints) || !equality.Semantic.DeepEqual(cur.Ports, w.Ports) || !equality.Semantic.DeepEqual(cur.Labels, w.Labels):
 			next := cur.DeepCopy()
 			next.Endpoints, next.Ports, next.Labels, next.OwnerReferences = w.Endpoints, w.Ports, w.Labels, w.OwnerReferences
-			if _, err := client.Update(ctx, next, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+			if _, err := client.Update(ctx, next, metav1.UpdateOptions{FieldManager: api.FieldManager}); err != nil {
 				return fmt.Errorf("updating EndpointSlice %s/%s: %w", ns, w.Name, err)
 			}
 		}

@@ -12,11 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/pkg/kubeclient"
+	"github.com/nestlet/nestlet/pkg/queue"
 )
 
 // takenRetry is how often a Service whose name is taken in the child is
@@ -39,7 +39,7 @@ type services struct {
 	p      *Provider
 	parent cache.SharedIndexInformer
 	copies cache.SharedIndexInformer // Services made by Nestlet here (any Target)
-	queue  workqueue.TypedRateLimitingInterface[string]
+	queue  *queue.Worker[string]
 
 	mu    sync.Mutex
 	taken map[string]bool // keys whose name is held here by a Service not made by Nestlet
@@ -48,9 +48,10 @@ type services struct {
 func newServices(p *Provider) (*services, error) {
 	s := &services{
 		p:     p,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "services"}),
 		taken: map[string]bool{},
 	}
+	s.queue = queue.New(queue.Config[string]{Name: "services", Failure: "Reflecting Service", KeyName: "service",
+		Reconcile: func(ctx context.Context, key string) (time.Duration, error) { return 0, s.sync(ctx, key) }})
 	// The node identity may list and watch every Service (a kubelet needs
 	// them for environment variables).
 	s.parent = kubeclient.NewCoreFactory(p.cfg.Parent, nil, kubeclient.StripManagedFields).CoreV1().Services().Informer()
@@ -129,36 +130,7 @@ func (s *services) start(ctx context.Context) error {
 }
 
 // run reconciles until ctx ends.
-func (s *services) run(ctx context.Context) {
-	defer s.queue.ShutDown()
-	go func() {
-		<-ctx.Done()
-		s.queue.ShutDown()
-	}()
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Go(func() {
-			for s.next(ctx) {
-			}
-		})
-	}
-	wg.Wait()
-}
-
-func (s *services) next(ctx context.Context) bool {
-	key, shutdown := s.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer s.queue.Done(key)
-	if err := s.sync(ctx, key); err != nil && ctx.Err() == nil {
-		klog.FromContext(ctx).Error(err, "Reflecting Service", "service", key)
-		s.queue.AddRateLimited(key)
-		return true
-	}
-	s.queue.Forget(key)
-	return true
-}
+func (s *services) run(ctx context.Context) { s.queue.Run(ctx, 2) }
 
 // sync makes this cluster's copy of the Service key what the parent's
 // asks for.
@@ -213,7 +185,7 @@ func (s *services) create(ctx context.Context, src, want *corev1.Service) error 
 			return err
 		}
 	}
-	_, err := client.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
+	_, err := client.Create(ctx, want, metav1.CreateOptions{FieldManager: api.FieldManager})
 	switch {
 	case err == nil:
 		klog.FromContext(ctx).V(2).Info("Reflected Service", "service", klog.KObj(want), "path", want.Annotations[api.AnnotationPath])
@@ -279,7 +251,7 @@ func (s *services) update(ctx context.Context, cur, want *corev1.Service) error 
 	next.Spec.SessionAffinity, next.Spec.SessionAffinityConfig = want.Spec.SessionAffinity, want.Spec.SessionAffinityConfig
 	next.Spec.PublishNotReadyAddresses = want.Spec.PublishNotReadyAddresses
 	next.Spec.InternalTrafficPolicy, next.Spec.TrafficDistribution = want.Spec.InternalTrafficPolicy, want.Spec.TrafficDistribution
-	if _, err := client.Update(ctx, next, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+	if _, err := client.Update(ctx, next, metav1.UpdateOptions{FieldManager: api.FieldManager}); err != nil {
 		return fmt.Errorf("updating Service %s/%s here: %w", cur.Namespace, cur.Name, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Updated reflected Service", "service", klog.KObj(cur))

@@ -1,10 +1,10 @@
-// Package gateway is a cluster's end of the WireGuard tunnels that carry
+// Package gateway is a cluster's end of the WireGuard peer links that carry
 // pod traffic between the clusters of a tree: a TUN interface run by
 // wireguard-go (the userspace implementation, golang.zx2c4.com/wireguard:
 // no kernel module needed) in this process, its peers, and the routes of
 // their pod CIDRs through it.
 //
-// A child behind NAT knows its parent's endpoint and opens the tunnel,
+// A child behind NAT knows its parent's endpoint and dials it,
 // keeping it open with keepalives; its parent learns the child's endpoint
 // from the child's handshakes, as WireGuard roams, and so reaches the
 // child through the NAT on the path the child opened. Packets keep their
@@ -50,7 +50,7 @@ type Options struct {
 	// behind NAT needs no fixed port).
 	ListenPort int
 	// Addresses are given to the interface: the address this cluster's
-	// own traffic through the tunnels leaves with.
+	// own traffic to the peers leaves with.
 	Addresses []netip.Prefix
 	// MTU of the interface; DefaultMTU when 0.
 	MTU int
@@ -63,10 +63,10 @@ type Options struct {
 	Implementation string
 }
 
-// Peer is the other end of one tunnel.
+// Peer is the other end of one peer link.
 type Peer struct {
 	PublicKey wgtypes.Key
-	// Endpoint is the peer's UDP address, when this end opens the tunnel
+	// Endpoint is the peer's UDP address, when this end dials the link
 	// (a child: its parent's gateway); invalid when the peer opens it
 	// (a parent, for a child behind NAT).
 	Endpoint netip.AddrPort
@@ -211,7 +211,7 @@ func (g *Gateway) PublicKey() wgtypes.Key {
 
 // SetPrivateKey replaces the gateway's key. Every session ends: each peer
 // knows this gateway by its public key, and takes the new one only once
-// told (the tunnels are opened again then, see Reconnect).
+// told (the links are opened again then, see Reconnect).
 func (g *Gateway) SetPrivateKey(key wgtypes.Key) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()

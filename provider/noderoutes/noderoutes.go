@@ -3,7 +3,7 @@
 // those of the gateway's node, reaches the rest of the tree.
 //
 // The gateway (provider/gateway, run by the agent on its node's network)
-// routes the tree's other pod CIDRs into its tunnels on its own node only.
+// routes the tree's other pod CIDRs to its peers on its own node only.
 // The working agent publishes which node that is and those CIDRs in the
 // ConfigMap nestlet-gateway of its namespace (ConfigMapName); a route agent
 // on every node (cmd/nestlet-routes, the chart's DaemonSet) reads it:
@@ -14,7 +14,7 @@
 //     permanent neighbour entry to the gateway node's interface (HubMAC);
 //   - on the gateway's node, it holds the receiving end: a VXLAN interface
 //     with that MAC, from which the kernel forwards the packets into the
-//     gateway's tunnels.
+//     gateway's peers.
 //
 // VXLAN and not routes to the gateway's node address: the nodes need not
 // share a link (a routed network, or a cloud's that forwards only the
@@ -45,11 +45,11 @@ import (
 const (
 	// ConfigMapName is the ConfigMap, in the agent's namespace, where the
 	// working agent publishes its gateway's node (KeyNode) and the CIDRs
-	// routed into the tunnels (KeyRoutes).
+	// routed to the peers (KeyRoutes).
 	ConfigMapName = "nestlet-gateway"
 	// KeyNode is the name of the node the gateway runs on.
 	KeyNode = "node"
-	// KeyRoutes are the CIDRs the gateway routes into its tunnels,
+	// KeyRoutes are the CIDRs the gateway routes to its peers,
 	// comma-separated.
 	KeyRoutes = "routes"
 

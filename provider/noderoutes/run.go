@@ -52,7 +52,7 @@ type Options struct {
 var Permissions = []permissions.Rule{
 	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{ConfigMapName},
 		Verbs: []string{"get", "list", "watch"},
-		Why:   "the node the gateway runs on and the CIDRs it routes into the tunnels, published by the working agent"},
+		Why:   "the node the gateway runs on and the CIDRs it routes to its peers, published by the working agent"},
 	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch"},
 		Why: "the gateway's node's address, the VXLAN's remote end; every node's addresses, the only sources VXLAN is accepted from; on exit, its own node's labels and taints (whether its DaemonSet runs a pod there again)"},
 	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, ResourceNames: []string{DaemonSetNamePlaceholder},

@@ -78,7 +78,7 @@ func EnsurePlumbing(ctx context.Context, client kubernetes.Interface, o Options)
 	// kube-controller-manager's approval of bootstrappers' requests would
 	// give any token holder any node name: the parent's agent approves
 	// them instead, for the name each token was made for
-	// (provider/agent/approver.go). A binding left by an earlier version
+	// (provider/parent/approver.go). A binding left by an earlier version
 	// goes.
 	if err := client.RbacV1().ClusterRoleBindings().Delete(ctx, BootstrapperApprove, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing clusterrolebinding %s: %w", BootstrapperApprove, err)

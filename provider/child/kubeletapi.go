@@ -1,0 +1,370 @@
+package child
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/pkg/kubeletapi"
+	"github.com/nestlet/nestlet/pkg/tunnel"
+	"github.com/nestlet/nestlet/provider/join"
+)
+
+// Kubelet API modes (Config.KubeletAPI).
+const (
+	// KubeletAPIAuto uses the parent's nestlet-proxy when it publishes
+	// one, else direct mode when a direct address is set, else none.
+	KubeletAPIAuto = "auto"
+	// KubeletAPITunnel requires the parent's nestlet-proxy: the agent
+	// dials out and listens on nothing.
+	KubeletAPITunnel = "tunnel"
+	// KubeletAPIDirect listens on Config.DirectAddress; the virtual node
+	// advertises it.
+	KubeletAPIDirect = "direct"
+	// KubeletAPIOff serves no kubelet API (logs and exec are refused by
+	// the parent's API server).
+	KubeletAPIOff = "off"
+)
+
+// kubeletAPI serves one virtual node's kubelet API, through a tunnel or
+// directly. It is chosen, and its listener bound, before the node registers
+// (the node advertises its endpoint); serve starts it once the forwarder
+// whose delegates it reaches exists.
+type kubeletAPI struct {
+	mode string
+	// follow is set when the configured mode follows the parent's
+	// nestlet-proxy (auto, tunnel): watchProxy watches it.
+	follow bool
+	// proxy is what the parent published when the mode was chosen (the
+	// nestlet-proxy keys of kube-public/nestlet-info).
+	proxy map[string]string
+	// endpoint is the host:port advertised by the virtual node: in tunnel
+	// mode the node's own port on the proxy once it gave one, else the
+	// proxy's shared port (set again as the proxy answers: mu).
+	mu       sync.Mutex
+	endpoint string
+	// advertised is called when endpoint changes after the node registered
+	// (its status is reported again).
+	advertised func()
+	// tunnel is the proxy's tunnel (tunnel mode, Handler unset).
+	tunnel tunnel.ClientConfig
+	// tunnelDown is signalled when the tunnel drops: the proxy may have
+	// moved, so watchProxy looks at once rather than at its next tick.
+	tunnelDown chan struct{}
+	// listener and auth serve direct mode.
+	listener net.Listener
+	auth     *kubeletapi.Auth
+	// serving is direct mode's certificate, requested from the parent with
+	// nodeClient once served.
+	serving    *servingCert
+	nodeClient kubernetes.Interface
+}
+
+// describe says how the kubelet API is served, for the Ready condition.
+func (k *kubeletAPI) describe() string {
+	switch k.mode {
+	case KubeletAPITunnel:
+		return fmt.Sprintf("kubelet API (logs, exec, attach, port-forward) through the parent's nestlet-proxy at %s over a reverse tunnel", k.advertisedEndpoint())
+	case KubeletAPIDirect:
+		return fmt.Sprintf("kubelet API (logs, exec, attach, port-forward, stats) served directly at %s", k.advertisedEndpoint())
+	}
+	return "no kubelet API: the parent publishes no nestlet-proxy and this agent has no --kubelet-direct-address, so kubectl logs/exec at the parent cannot reach these pods"
+}
+
+// hostPort splits the advertised endpoint (empty host when off).
+func (k *kubeletAPI) hostPort() (string, int32) {
+	if k == nil {
+		return "", 0
+	}
+	host, port, err := net.SplitHostPort(k.advertisedEndpoint())
+	if err != nil {
+		return "", 0
+	}
+	p, _ := strconv.Atoi(port)
+	return host, int32(p)
+}
+
+func (k *kubeletAPI) advertisedEndpoint() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.endpoint
+}
+
+// nodePortRecheck is how often an agent in tunnel mode asks the proxy for
+// its node's kubelet port again, besides each time its tunnel comes up.
+const nodePortRecheck = time.Minute
+
+// askNodePort asks the proxy for the node's own kubelet port (tunnel
+// mode) and advertises it; it keeps the shared port when the proxy gives
+// none, and reports whether the answer was final (false: ask again).
+func (k *kubeletAPI) askNodePort(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ep, err := tunnel.NodeEndpoint(ctx, k.tunnel)
+	logger := klog.FromContext(ctx)
+	switch {
+	case errors.Is(err, tunnel.ErrNoNodePort):
+		logger.V(2).Info("The parent's proxy serves this node on its shared kubelet port: node-level routes (stats, kubectl top) are not served", "reason", err)
+		ep = k.proxy[api.ClusterInfoProxyKubeletEndpoint]
+	case err != nil:
+		logger.Info("Cannot get this node's kubelet port from the parent's proxy yet; advertising its shared port meanwhile", "err", err)
+		return false
+	}
+	k.mu.Lock()
+	changed := k.endpoint != ep
+	k.endpoint = ep
+	notify := k.advertised
+	k.mu.Unlock()
+	if changed && notify != nil {
+		logger.Info("Advertising the kubelet endpoint the parent's proxy gave this node", "endpoint", ep)
+		notify()
+	}
+	return true
+}
+
+// close releases what chooseKubeletAPI bound, when serve will not run.
+func (k *kubeletAPI) close() {
+	if k.listener != nil {
+		_ = k.listener.Close()
+	}
+}
+
+// chooseKubeletAPI picks the mode for this parent, from the configured
+// mode and directAddress (Config.KubeletAPI, Config.DirectAddress), and
+// binds what it needs: the listener in direct mode, so that its port is
+// known before the node registers. discovered is the parent as a join
+// just discovered it (its nestlet-info then is not read again), or nil.
+func chooseKubeletAPI(ctx context.Context, nodeClient kubernetes.Interface, id *join.Identity, cert *join.ClientCert, mode, directAddress string, discovered *join.Parent) (*kubeletAPI, error) {
+	follow := mode == KubeletAPIAuto || mode == KubeletAPITunnel
+	var info, proxy map[string]string
+	if follow {
+		var err error
+		if discovered != nil {
+			info = discovered.Info
+		} else if cm, gerr := nodeClient.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{}); gerr == nil {
+			info = cm.Data
+		} else {
+			err = gerr
+		}
+		proxy = proxyKeys(info)
+		switch {
+		case info[api.ClusterInfoProxyTunnelURL] != "":
+			mode = KubeletAPITunnel
+		case mode == KubeletAPITunnel:
+			return nil, join.Errorf(v1alpha1.ReasonKubeletAPIUnavailable, err,
+				"--kubelet-api=tunnel, but the parent publishes no nestlet-proxy in kube-public/%s: install the proxy in the parent (helm chart value proxy.enabled) or use --kubelet-api=direct", api.ClusterInfoConfigMap)
+		case directAddress != "":
+			mode = KubeletAPIDirect
+		default:
+			mode = KubeletAPIOff
+		}
+	}
+	k := &kubeletAPI{mode: mode, follow: follow, proxy: proxy, tunnelDown: make(chan struct{}, 1)}
+	switch mode {
+	case KubeletAPIOff:
+	case KubeletAPITunnel:
+		k.endpoint = info[api.ClusterInfoProxyKubeletEndpoint]
+		k.tunnel = tunnel.ClientConfig{
+			URL: info[api.ClusterInfoProxyTunnelURL], CA: []byte(info[api.ClusterInfoProxyCA]),
+			GetClientCertificate: cert.GetClientCertificate,
+		}
+		// The node registers with its own port when the proxy gives one
+		// now; else it is asked again each time the tunnel comes up. A
+		// proxy out of reach delays the registration 5 s at most.
+		askCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		k.askNodePort(askCtx)
+		cancel()
+	case KubeletAPIDirect:
+		auth, err := kubeletapi.NewAuth(nodeClient, id.CAData)
+		if err != nil {
+			return nil, err
+		}
+		l, serving, err := listenDirect(directAddress)
+		if err != nil {
+			return nil, join.Errorf(v1alpha1.ReasonKubeletAPIUnavailable, err, "cannot serve the kubelet API on --kubelet-direct-address %s", directAddress)
+		}
+		k.auth, k.listener, k.serving, k.nodeClient, k.endpoint = auth, l, serving, nodeClient, l.Addr().String()
+	default:
+		return nil, join.Errorf(v1alpha1.ReasonKubeletAPIUnavailable, nil, "unknown kubelet API mode %q: use auto, tunnel, direct or off", mode)
+	}
+	return k, nil
+}
+
+// serve builds the kubelet API server of cfg (its virtual node, and the
+// forwarder's delegates through which it reaches the pods) and serves it
+// in the background until ctx ends.
+func (k *kubeletAPI) serve(ctx context.Context, cfg kubeletapi.Config) error {
+	if k.mode == KubeletAPIOff {
+		return nil
+	}
+	nodeName := cfg.NodeName
+	srv, err := kubeletapi.New(cfg)
+	if err != nil {
+		k.close()
+		return err
+	}
+	logger := klog.FromContext(ctx)
+	switch k.mode {
+	case KubeletAPITunnel:
+		tc := k.tunnel
+		tc.Handler = srv.Handler()
+		// Each time the tunnel comes up (a proxy restarted, moved or
+		// reconfigured), the node's port is asked for again.
+		asking := make(chan struct{}, 1)
+		tc.Connected = func(up bool) {
+			if !up {
+				select {
+				case k.tunnelDown <- struct{}{}:
+				default: // a look is due already
+				}
+				return
+			}
+			select {
+			case asking <- struct{}{}:
+				go func() {
+					defer func() { <-asking }()
+					// Every 5 s at first, backing off to every 2 minutes.
+					backoff := wait.Backoff{Duration: 5 * time.Second, Factor: 2, Cap: 2 * time.Minute, Steps: math.MaxInt32}
+					_ = wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+						return k.askNodePort(ctx), nil
+					})
+				}()
+			default: // already asking
+			}
+		}
+		go func() {
+			if err := tunnel.Run(ctx, tc); err != nil {
+				logger.Error(err, "Tunnel to the parent's proxy")
+			}
+		}()
+		// And every nodePortRecheck while it runs: the question goes
+		// through the proxy's Service, so in a rollout between releases
+		// of the proxy with and without node ports it can be answered by
+		// another replica than the one holding the tunnel, whose answer
+		// would otherwise stand until the tunnel next comes up.
+		go func() {
+			tick := time.NewTicker(nodePortRecheck)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+					k.askNodePort(ctx)
+				}
+			}
+		}()
+	case KubeletAPIDirect:
+		host, _ := k.hostPort()
+		if err := k.serving.request(ctx, k.nodeClient, nodeName, host); err != nil {
+			k.close()
+			return err
+		}
+		hs := &http.Server{Handler: k.auth.Wrap(nodeName, srv.Handler()), ReadHeaderTimeout: 30 * time.Second}
+		go func() {
+			<-ctx.Done()
+			_ = hs.Close()
+		}()
+		go func() {
+			if err := hs.Serve(k.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error(err, "Serving the kubelet API")
+			}
+		}()
+	}
+	return nil
+}
+
+// listenDirect listens on address (an IP, port chosen by the system, or
+// IP:port), presenting serving (self-signed until the parent issues its
+// own) and asking callers for a client certificate (the parent's API
+// server presents its kubelet client certificate).
+func listenDirect(address string) (net.Listener, *servingCert, error) {
+	host, port := address, "0"
+	if h, p, err := net.SplitHostPort(address); err == nil {
+		host, port = h, p
+	}
+	serving, err := newServingCert(host)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := tls.Listen("tcp", net.JoinHostPort(host, port), &tls.Config{
+		GetCertificate: serving.getCertificate,
+		ClientAuth:     tls.RequestClientCert,
+		MinVersion:     tls.VersionTLS12,
+		NextProtos:     []string{"http/1.1"},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listening for the kubelet API on %s: %w", address, err)
+	}
+	return l, serving, nil
+}
+
+// proxyKeys returns the nestlet-proxy keys of nestlet-info.
+func proxyKeys(info map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, k := range []string{api.ClusterInfoProxyTunnelURL, api.ClusterInfoProxyCA, api.ClusterInfoProxyKubeletEndpoint} {
+		if v := info[k]; v != "" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// proxyCheckPeriod is how often the agent looks at what the parent
+// publishes about its nestlet-proxy.
+const proxyCheckPeriod = 30 * time.Second
+
+// watchProxy returns a channel closed when the parent's nestlet-proxy, as
+// published in kube-public/nestlet-info, is no longer what the kubelet API
+// was set up with: a proxy installed after the join, removed, or restarted
+// with another certificate or address. Only in the modes that follow the
+// proxy (auto, tunnel); a read that fails changes nothing. It looks every
+// proxyCheckPeriod, and at once when the tunnel drops.
+func (k *kubeletAPI) watchProxy(ctx context.Context, clk clock.WithTicker, nodeClient kubernetes.Interface) <-chan struct{} {
+	changed := make(chan struct{})
+	if !k.follow {
+		return changed
+	}
+	go func() {
+		tick := clk.NewTicker(proxyCheckPeriod)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C():
+			case <-k.tunnelDown:
+			}
+			cm, err := nodeClient.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				continue
+			}
+			var now map[string]string
+			if cm != nil {
+				now = proxyKeys(cm.Data)
+			}
+			if !maps.Equal(now, k.proxy) { // a nil and an empty map are equal
+				close(changed)
+				return
+			}
+		}
+	}()
+	return changed
+}

@@ -1,0 +1,86 @@
+package child
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/provider/vnode"
+)
+
+// Pod CIDR overlaps are found by the parent (provider/parent/podcidrs.go),
+// which alone sees all its nodes, and written on the child's virtual node
+// (api.AnnotationPodCIDROverlap): the child reads it back from its own
+// node and reports it as ConditionPodCIDRsDistinct on its Target.
+
+// checkPodCIDRs keeps ConditionPodCIDRsDistinct of the Target in step with
+// what the parent found (see above), reading this cluster's virtual node
+// (prov's, named name) every few report periods, until ctx ends.
+func checkPodCIDRs(ctx context.Context, clk clock.WithTicker, nodeClient kubernetes.Interface, name string, prov *vnode.Provider, status *runStatus) {
+	every := max(3*reportFrequency(status.target), 15*time.Second)
+	tick := clk.NewTicker(every)
+	defer tick.Stop()
+	// The Ready write of the run recorded the check as pending (or
+	// impossible): the parent's agent answers within a report or two.
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C():
+		}
+		if cond, err := podCIDRCondition(ctx, nodeClient, name, prov); err == nil {
+			status.set(ctx, cond)
+		} else if ctx.Err() == nil {
+			klog.FromContext(ctx).V(2).Info("Reading the parent's pod CIDR check", "err", err)
+		}
+	}
+}
+
+// podCIDRCondition reads what the parent found about prov's pod CIDRs on
+// virtual node name.
+func podCIDRCondition(ctx context.Context, nodeClient kubernetes.Interface, name string, prov *vnode.Provider) (metav1.Condition, error) {
+	own, err := prov.PodCIDRs()
+	if err != nil {
+		return metav1.Condition{}, err
+	}
+	cond := podCIDRPending(own)
+	if len(own) == 0 {
+		return cond, nil
+	}
+	n, err := nodeClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
+	if err != nil {
+		return cond, err
+	}
+	switch found, ok := n.Annotations[api.AnnotationPodCIDROverlap]; {
+	case !ok:
+	case found == api.PodCIDROverlapNone:
+		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPodCIDRsDistinct
+		cond.Message = fmt.Sprintf("pod CIDRs %s overlap no other node or cluster of the parent", strings.Join(own, ", "))
+	default:
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonPodCIDROverlap
+		cond.Message = fmt.Sprintf("pod CIDRs collide in the parent: %s. Pods in both places may get the same IP, so pod IPs and the endpoints of Services seen from the parent are ambiguous, and the parent's gateway routes none of the colliding ranges (the others still are); give every joined cluster its own pod CIDR (kube-controller-manager --cluster-cidr, or the CNI's IP pool)", found)
+	}
+	return cond, nil
+}
+
+// podCIDRPending is the pod CIDR condition before the parent has answered:
+// pending, or impossible without pod CIDRs.
+func podCIDRPending(own []string) metav1.Condition {
+	cond := metav1.Condition{Type: v1alpha1.ConditionPodCIDRsDistinct, Status: metav1.ConditionUnknown}
+	if len(own) == 0 {
+		cond.Reason = v1alpha1.ReasonNoPodCIDRs
+		cond.Message = "no node of this cluster's subtree has spec.podCIDR set, so overlaps with the parent's other clusters cannot be checked"
+		return cond
+	}
+	cond.Reason = v1alpha1.ReasonPodCIDRCheckPending
+	cond.Message = fmt.Sprintf("pod CIDRs %s: the parent's Nestlet agent has not compared them with its other clusters yet", strings.Join(own, ", "))
+	return cond
+}

@@ -1,0 +1,295 @@
+package parent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/queue"
+	"github.com/nestlet/nestlet/pkg/revoked"
+	"github.com/nestlet/nestlet/provider/peers"
+	"github.com/nestlet/nestlet/provider/summary"
+)
+
+// decorator is the parent's side: it gives the virtual nodes of this
+// cluster's children what a node may not set on itself, the role label
+// (so ROLES shows cluster) and changes of taints after registration, and
+// what a child cannot see, whether its pod CIDRs overlap another node's or
+// child's (api.AnnotationPodCIDROverlap).
+type decorator struct {
+	client kubernetes.Interface
+	nodes  corelisters.NodeLister
+	queue  *queue.Worker[string]
+	cidrs  cidrCache
+	clock  clock.PassiveClock
+	held   sync.Map // node name -> time.Time it was first held back (holdForNLC)
+	skewed sync.Map // node name -> true while its child's protocols do not meet ours
+	// peers, when this cluster runs a gateway, gets each child's key
+	// and pod CIDRs, and gives each child the parent's gateway.
+	peers *peers.Peers
+	// revoked are the children cut off: their virtual nodes are deleted.
+	revoked *revoked.Watcher
+	// quotas records and checks the children's capacity quotas.
+	quotas *childQuotas
+}
+
+// enqueueAll queues every virtual node.
+func (d *decorator) enqueueAll() {
+	all, err := d.nodes.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, n := range all {
+		if n.Labels[api.LabelCluster] != "" {
+			d.queue.Add(n.Name)
+		}
+	}
+}
+
+func newDecorator(client kubernetes.Interface, nodes coreinformers.NodeInformer, clk clock.PassiveClock, p *peers.Peers) (*decorator, error) {
+	d := &decorator{
+		client: client,
+		nodes:  nodes.Lister(),
+		clock:  clk,
+		peers:  p,
+	}
+	d.queue = queue.New(queue.Config[string]{Name: "virtual-nodes", Reconcile: d.sync, Failure: "Decorating virtual node", KeyName: "node"})
+	enqueue := func(obj any) {
+		if n, ok := obj.(*corev1.Node); ok && n.Labels[api.LabelCluster] != "" {
+			d.queue.Add(n.Name)
+		}
+	}
+	if p != nil {
+		// What this cluster carries changed: every child is told.
+		p.OnCarriedChange(d.enqueueAll)
+	}
+	// A node whose pod CIDRs come, change or go may change the overlap of
+	// the children whose pod CIDRs overlap them, and only theirs.
+	overlapping := func(obj any, deleted bool) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if n, ok := obj.(*corev1.Node); ok {
+			own, _ := d.cidrs.of(n)
+			if deleted {
+				d.cidrs.m.Delete(n.Name)
+			}
+			d.enqueueOverlapping(n.Name, own)
+		}
+	}
+	_, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { enqueue(obj); overlapping(obj, false) },
+		UpdateFunc: func(old, obj any) {
+			enqueue(obj)
+			a, _ := d.cidrs.of(old.(*corev1.Node))
+			b, _ := d.cidrs.of(obj.(*corev1.Node))
+			if !slices.Equal(a, b) {
+				d.enqueueOverlapping(obj.(*corev1.Node).Name, append(slices.Clone(a), b...))
+			}
+		},
+		DeleteFunc: func(obj any) { overlapping(obj, true) },
+	})
+	return d, err
+}
+
+// enqueueOverlapping queues every virtual node of this cluster but name
+// whose pod CIDRs overlap cidrs: a join costs the decorator one look at
+// each node, not a new description of every child (which compares it with
+// every node again).
+func (d *decorator) enqueueOverlapping(name string, cidrs []string) {
+	if len(cidrs) == 0 {
+		return
+	}
+	nodes, _ := d.nodes.List(labels.Everything())
+	for _, n := range nodes {
+		if n.Name == name || n.Labels[api.LabelCluster] == "" {
+			continue
+		}
+		if theirs, _ := d.cidrs.of(n); len(summary.Overlaps(cidrs, theirs)) > 0 {
+			d.queue.Add(n.Name)
+		}
+	}
+}
+
+// nlcGrace bounds how long a new virtual node waits for the node lifecycle
+// controller (holdForNLC) before it is decorated anyway: a parent whose
+// controller manager is down gets its role labels 5 s late.
+const nlcGrace = 5 * time.Second
+
+// holdForNLC returns how long to leave a new virtual node alone. Admission
+// gives every new node the not-ready taint, and once the node is Ready the
+// node lifecycle controller removes it with a read and a patch that
+// carries the version it read: a write of ours in between makes that
+// patch conflict, and the controller reads and patches again. So a new,
+// Ready node that still has the taint waits for the controller's patch,
+// whose update event brings it back here, for nlcGrace at most.
+func (d *decorator) holdForNLC(n *corev1.Node) time.Duration {
+	_, decorated := n.Labels[api.LabelNodeRoleCluster]
+	tainted := slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == corev1.TaintNodeNotReady && t.Effect == corev1.TaintEffectNoSchedule
+	})
+	if decorated || !tainted || !summary.NodeReady(n) {
+		d.held.Delete(n.Name)
+		return 0
+	}
+	now := d.clock.Now()
+	first, _ := d.held.LoadOrStore(n.Name, now)
+	if left := nlcGrace - now.Sub(first.(time.Time)); left > 0 {
+		return left
+	}
+	d.held.Delete(n.Name)
+	return 0
+}
+
+// sync decorates node name, or returns how long to wait before it does.
+func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error) {
+	n, err := d.nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		d.held.Delete(name)
+		if d.peers != nil {
+			d.peers.SetChild(ctx, name, "", nil)
+		}
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if d.revoked.Has(name) {
+		return 0, deleteRevoked(ctx, d.client, n)
+	}
+	if api.Leaving(n) {
+		return 0, deleteChildNode(ctx, d.client, n, "Deleted the virtual node of a child that left")
+	}
+	if wait := d.holdForNLC(n); wait > 0 {
+		return wait, nil
+	}
+	d.quotas.check(n)
+	want := n.DeepCopy()
+	if want.Labels == nil {
+		want.Labels = map[string]string{}
+	}
+	want.Labels[api.LabelNodeRoleCluster] = ""
+	// A node names itself: a child may not take another node's name
+	// (pods pinned to that node would come here).
+	want.Labels[corev1.LabelHostname] = name
+	if want.Annotations == nil {
+		want.Annotations = map[string]string{}
+	}
+	overlap, clashing := podCIDRClashes(n, d.nodes, &d.cidrs)
+	want.Annotations[api.AnnotationPodCIDROverlap] = overlap
+	patchAnnotations := map[string]string{api.AnnotationPodCIDROverlap: overlap}
+	if key, _ := api.ChildAnnotation(n, api.AnnotationGatewayKey); d.peers != nil && key != "" {
+		// Addresses that the child's pod CIDRs share with another node's
+		// are routed to neither (their packets would go to either); the
+		// rest of the child's are.
+		own, _ := d.cidrs.of(n)
+		d.peers.SetChild(ctx, name, key, peers.Routable(own, clashing))
+		want.Annotations[api.AnnotationGatewayParent] = d.peers.ParentAnnotation(name)
+		patchAnnotations[api.AnnotationGatewayParent] = want.Annotations[api.AnnotationGatewayParent]
+	}
+	// The provider taint always (a node that registered again without it
+	// gets it back), the child's desired taints, and every other taint
+	// (an admin's) as it is.
+	var desired []corev1.Taint
+	if raw, ok := api.ChildAnnotation(n, api.AnnotationDesiredTaints); ok {
+		if err := json.Unmarshal([]byte(raw), &desired); err != nil {
+			return 0, fmt.Errorf("parsing %s of node %s: %w", api.AnnotationDesiredTaints, name, err)
+		}
+	}
+	// Which taints are ours to remove: those applied before (none
+	// known on a node decorated before this was recorded).
+	var applied []string
+	if raw, ok := n.Annotations[api.AnnotationAppliedTaints]; ok {
+		_ = json.Unmarshal([]byte(raw), &applied)
+	}
+	desired = d.versions(ctx, n, desired, want.Annotations, patchAnnotations)
+	want.Spec.Taints = mergeTaints(n.Spec.Taints, desired, applied)
+	keys := []string{}
+	for _, t := range desired {
+		keys = append(keys, t.Key)
+	}
+	slices.Sort(keys)
+	appliedNow, err := json.Marshal(slices.Compact(keys))
+	if err != nil {
+		return 0, err
+	}
+	want.Annotations[api.AnnotationAppliedTaints] = string(appliedNow)
+	patchAnnotations[api.AnnotationAppliedTaints] = string(appliedNow)
+	if reflect.DeepEqual(want.Labels, n.Labels) && reflect.DeepEqual(want.Spec.Taints, n.Spec.Taints) && reflect.DeepEqual(want.Annotations, n.Annotations) {
+		return 0, nil
+	}
+	if reflect.DeepEqual(want.Spec.Taints, n.Spec.Taints) {
+		// Labels and annotations only: a merge patch of those keys, which
+		// the child's own patches of its summary cannot conflict with.
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"labels":      map[string]string{api.LabelNodeRoleCluster: "", corev1.LabelHostname: name},
+			"annotations": patchAnnotations,
+		}})
+		if err != nil {
+			return 0, err
+		}
+		_, err = d.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: api.FieldManager})
+		return 0, err
+	}
+	// Taints: the whole node, from this version (a concurrent change of
+	// its taints, by the node lifecycle controller, is retried).
+	_, err = d.client.CoreV1().Nodes().Update(ctx, want, metav1.UpdateOptions{FieldManager: api.FieldManager})
+	return 0, err
+}
+
+// mergeTaints returns the provider taint, the desired taints, and every
+// current taint of another owner (node lifecycle taints such as
+// node.kubernetes.io/unreachable, an admin's), in that order. applied are
+// the keys of the taints applied from an earlier desired list: those the
+// child asks for no more are dropped.
+func mergeTaints(current, desired []corev1.Taint, applied []string) []corev1.Taint {
+	out := append([]corev1.Taint{api.ProviderTaint()}, desired...)
+	managed := map[string]bool{api.TaintKeyProvider: true}
+	for _, t := range desired {
+		managed[t.Key] = true
+	}
+	for _, t := range current {
+		if managed[t.Key] || (!isSystemTaint(t) && slices.Contains(applied, t.Key)) {
+			continue
+		}
+		out = append(out, t)
+	}
+	if len(out) == len(current) {
+		same := true
+		for i := range out {
+			if !out[i].MatchTaint(&current[i]) || out[i].Value != current[i].Value {
+				same = false
+				break
+			}
+		}
+		if same {
+			return current
+		}
+	}
+	return out
+}
+
+func isSystemTaint(t corev1.Taint) bool {
+	for _, prefix := range []string{"node.kubernetes.io/", "node.cloudprovider.kubernetes.io/", "node-role.kubernetes.io/"} {
+		if len(t.Key) >= len(prefix) && t.Key[:len(prefix)] == prefix {
+			return true
+		}
+	}
+	return false
+}
