@@ -45,11 +45,12 @@ go test -count=1 -p 1 -run '^$' -bench . -benchtime 1x -timeout 120m "${pkgs[@]}
   | _output/benchtable -json _output/bench.json -md _output/bench.md -machine "${machine}" -commit "${commit}" \
   | tee _output/bench.txt || status=$?
 echo "figures saved in _output/bench.txt, _output/bench.json and _output/bench.md"
-# A full run (every package) is the README's table, whole, and goes into
-# docs/bench beside the earlier ones.
+# A full run (every package) is the table of docs/performance.md, whole,
+# and the README's headline rows (hack/bench-readme.sh); its table and
+# output go into docs/bench, where docs/performance.md cites them.
 if [[ -z "${BENCH:-}" ]]; then
-  # A later run of the same day gets a letter (-b, -c, ...): earlier runs
-  # stay.
+  # A later run of the same day gets a letter (-b, -c, ...). Earlier runs
+  # stay until nothing cites them; git keeps them after.
   name="$(date -u +%Y-%m-%d)-full"
   for letter in b c d e f g h i j k l m n o p q r s t u v w x y z; do
     [[ -e "docs/bench/${name}.md" ]] || break
@@ -58,7 +59,7 @@ if [[ -z "${BENCH:-}" ]]; then
   cp _output/bench.md "docs/bench/${name}.md"
   cp _output/bench.txt "docs/bench/${name}.txt"
   hack/bench-readme.sh _output/bench.md
-  echo "README.md's figures are this run's; docs/bench/${name}.{md,txt} keep it"
+  echo "docs/performance.md's table and README.md's headline are this run's; docs/bench/${name}.{md,txt} keep it"
 fi
 if [[ ${status} -ne 0 ]]; then
   echo "some benchmarks failed (named in the table's first line): exit ${status}" >&2

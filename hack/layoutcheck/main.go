@@ -1,7 +1,8 @@
 // Command layoutcheck fails when the tree breaks the layout's contracts:
 // a forbidden import between folders (Rules), a shipped binary that links
-// the testing package, or product code over the size limits. `make verify`
-// runs it from the module root.
+// the testing package, product code over the size limits, or a top-level
+// entry that docs/layout.md does not name. `make verify` runs it from the
+// module root.
 package main
 
 import (
@@ -46,16 +47,16 @@ func run() error {
 		return err
 	}
 	problems = append(problems, sizes...)
-	readme, err := os.ReadFile("README.md")
+	doc, err := os.ReadFile(LayoutDoc)
 	if err != nil {
 		return err
 	}
-	problems = append(problems, CheckReadmeLayout(string(readme), topLevel(files))...)
+	problems = append(problems, CheckLayoutDoc(string(doc), topLevel(files))...)
 	for _, p := range problems {
 		fmt.Fprintln(os.Stderr, p)
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("%d layout problems (see docs/architecture.md, Layout)", len(problems))
+		return fmt.Errorf("%d layout problems (see %s)", len(problems), LayoutDoc)
 	}
 	return nil
 }

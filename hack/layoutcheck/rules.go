@@ -32,14 +32,24 @@ type Rule struct {
 	Why   string
 }
 
-// Rules are the folders' contracts (docs/architecture.md, "Layout"): an
-// allow-list, so that a new arrow between folders is refused until it is
-// added here on purpose. Tests count with their package.
+// Rules are the folders' contracts (docs/layout.md, "Which folder may
+// import which"): an allow-list, so that a new arrow between folders is
+// refused until it is added here on purpose. Tests count with their
+// package.
 var Rules = []Rule{
 	{From: "api", Allow: []string{"api"}, Why: "api/ holds the wire contracts and imports nothing else of ours"},
 	{From: "pkg", Allow: []string{"api", "pkg"}, Why: "pkg/ is the code both sides share: it depends on the wire contracts and libraries only"},
-	{From: "provider", Allow: []string{"api", "pkg", "provider"}, Why: "the child's side (provider/) meets the parent's side only in api/ and pkg/"},
-	{From: "proxy", Allow: []string{"api", "pkg", "proxy"}, Why: "the parent's side (proxy/) meets the child's side only in api/ and pkg/"},
+	{From: "provider", Allow: []string{"api", "pkg", "provider/forward", "provider/gateway", "provider/join", "provider/noderoutes", "provider/summary", "provider/vnode"},
+		Why: "the agent's building blocks (forward, gateway, join, noderoutes, summary, vnode) meet the proxy (proxy/) only in api/ and pkg/, and never import the agent's sides or its wiring"},
+	{From: "provider/agent", Allow: []string{"api", "pkg", "provider/child", "provider/parent", "provider/peers", "provider/forward"},
+		Why: "provider/agent only wires the agent's two sides and its gateway"},
+	{From: "provider/child", Allow: []string{"api", "pkg", "provider/child", "provider/forward", "provider/join", "provider/peers", "provider/summary", "provider/vnode"},
+		Why: "the child's side (a Target's run) never imports the parent's side or the wiring: the two meet in api/ and on the virtual node"},
+	{From: "provider/parent", Allow: []string{"api", "pkg", "provider/parent", "provider/join", "provider/peers", "provider/summary"},
+		Why: "the parent's side (what a cluster does about its children's virtual nodes) never imports the child's side or the wiring"},
+	{From: "provider/peers", Allow: []string{"api", "pkg", "provider/peers", "provider/gateway", "provider/noderoutes"},
+		Why: "the WireGuard peers sit on the gateway device and publish for the route agents, below both sides of the agent"},
+	{From: "proxy", Allow: []string{"api", "pkg", "proxy"}, Why: "the proxy (proxy/) meets the agent (provider/) only in api/ and pkg/"},
 	{From: "scheduler-plugins", Allow: []string{"api", "pkg/quota", "pkg/permissions", "scheduler-plugins"}, Why: "the scheduler reads the wire contracts in api/ and the parent's quotas (pkg/quota), and lists its permissions (pkg/permissions), never the agent"},
 	{From: "charts", Allow: []string{"charts"}, Why: "the chart's Go package (the CRDs) depends on nothing of ours"},
 	{From: "nestctl", Allow: []string{"api", "pkg", "charts/nestlet/crds", "provider/join", "proxy/bootstrap"},
@@ -85,7 +95,7 @@ func CheckImports(pkgs []Package, rules []Rule) []string {
 		}
 		for _, imp := range p.Imports {
 			if !slices.ContainsFunc(r.Allow, func(a string) bool { return under(imp, a) }) {
-				out = append(out, fmt.Sprintf("%s imports %s, which its rule (from %s: %s) does not allow: %s; if this arrow is meant, add it to hack/layoutcheck/rules.go and docs/architecture.md",
+				out = append(out, fmt.Sprintf("%s imports %s, which its rule (from %s: %s) does not allow: %s; if this arrow is meant, add it to hack/layoutcheck/rules.go and docs/layout.md",
 					p.Path, imp, r.From, strings.Join(r.Allow, ", "), r.Why))
 			}
 		}
@@ -159,14 +169,22 @@ func CheckSizes(root string, files []string) ([]string, error) {
 	return out, nil
 }
 
-// CheckReadmeLayout returns one line per top-level entry of the repository
-// (entries: tracked files and folders, dot-files excepted) that the
-// README's "## Layout" table does not name, and per path the table names
-// that does not exist. A table cell names its paths in backquotes.
-func CheckReadmeLayout(readme string, entries []string) []string {
-	_, section, ok := strings.Cut(readme, "\n## Layout\n")
+// LayoutDoc is the page that maps the repository, and LayoutSection the
+// heading of its table of the top level.
+const (
+	LayoutDoc     = "docs/layout.md"
+	LayoutSection = "## Top level"
+)
+
+// CheckLayoutDoc returns one line per top-level entry of the repository
+// (entries: tracked files and folders, dot-files excepted) that the table
+// under LayoutSection of LayoutDoc (doc, the page's text) does not name,
+// and per path the table names that does not exist. A row names its paths
+// in backquotes in its first cell: | `api/` | ... |.
+func CheckLayoutDoc(doc string, entries []string) []string {
+	_, section, ok := strings.Cut(doc, "\n"+LayoutSection+"\n")
 	if !ok {
-		return []string{"README.md has no \"## Layout\" section"}
+		return []string{fmt.Sprintf("%s has no %q section", LayoutDoc, LayoutSection)}
 	}
 	if i := strings.Index(section, "\n## "); i >= 0 {
 		section = section[:i]
@@ -187,12 +205,12 @@ func CheckReadmeLayout(readme string, entries []string) []string {
 	var out []string
 	for _, e := range entries {
 		if !named[e] {
-			out = append(out, fmt.Sprintf("README.md's Layout table does not name %s", e))
+			out = append(out, fmt.Sprintf("%s's top-level table does not name %s", LayoutDoc, e))
 		}
 		delete(named, e)
 	}
 	for n := range named {
-		out = append(out, fmt.Sprintf("README.md's Layout table names %s, which is not in the repository", n))
+		out = append(out, fmt.Sprintf("%s's top-level table names %s, which is not in the repository", LayoutDoc, n))
 	}
 	slices.Sort(out)
 	return out

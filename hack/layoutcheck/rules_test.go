@@ -22,6 +22,13 @@ func TestCheckImports(t *testing.T) {
 		{name: "agent imports the scheduler", pkg: Package{Path: "provider/agent", Imports: []string{"scheduler-plugins/watermark"}}, want: "provider/agent imports scheduler-plugins/watermark"},
 		{name: "agent imports the parent side", pkg: Package{Path: "provider/agent", Imports: []string{"proxy/bootstrap"}}, want: "provider/agent imports proxy/bootstrap"},
 		{name: "agent imports the launcher", pkg: Package{Path: "provider/agent", Imports: []string{"launcher"}}, want: "provider/agent imports launcher"},
+		{name: "agent wires both sides and the peers", pkg: Package{Path: "provider/agent", Imports: []string{"provider/child", "provider/parent", "provider/peers", "pkg/kubeclient"}}},
+		{name: "child side imports the parent side", pkg: Package{Path: "provider/child", Imports: []string{"provider/parent"}}, want: "provider/child imports provider/parent"},
+		{name: "child side imports the wiring", pkg: Package{Path: "provider/child", Imports: []string{"provider/agent"}}, want: "provider/child imports provider/agent"},
+		{name: "child side uses the forwarder and the peers", pkg: Package{Path: "provider/child", Imports: []string{"provider/forward", "provider/join", "provider/peers", "provider/vnode"}}},
+		{name: "parent side imports the child side", pkg: Package{Path: "provider/parent", Imports: []string{"provider/child"}}, want: "provider/parent imports provider/child"},
+		{name: "peers import a side", pkg: Package{Path: "provider/peers", Imports: []string{"provider/parent"}}, want: "provider/peers imports provider/parent"},
+		{name: "forwarder imports the child side", pkg: Package{Path: "provider/forward", Imports: []string{"provider/child"}}, want: "provider/forward imports provider/child"},
 		{name: "proxy imports shared code", pkg: Package{Path: "proxy", Imports: []string{"pkg/tunnel", "pkg/kubeletapi", "api"}}},
 		{name: "proxy imports the agent", pkg: Package{Path: "proxy", Imports: []string{"provider/forward"}}, want: "proxy imports provider/forward"},
 		{name: "shared code imports the scheduler", pkg: Package{Path: "pkg/kubeletapi", Imports: []string{"scheduler-plugins/profile"}}, want: "pkg/kubeletapi imports scheduler-plugins/profile"},
@@ -95,12 +102,12 @@ func TestTreeFollowsTheLayout(t *testing.T) {
 	require.NoError(t, run())
 }
 
-func TestCheckReadmeLayout(t *testing.T) {
-	readme := "# X\n\n## Layout\n\n| path | what |\n|---|---|\n| `api/` | a |\n| `cmd/`, `go.mod` | b |\n\n## Next\n| `gone/` | c |\n"
-	require.Empty(t, CheckReadmeLayout(readme, []string{"api", "cmd", "go.mod"}))
+func TestCheckLayoutDoc(t *testing.T) {
+	doc := "# X\n\n## Top level\n\n| path | what |\n|---|---|\n| `api/` | a |\n| `cmd/`, `go.mod` | b |\n\n## Next\n| `gone/` | c |\n"
+	require.Empty(t, CheckLayoutDoc(doc, []string{"api", "cmd", "go.mod"}))
 	require.Equal(t, []string{
-		"README.md's Layout table does not name pkg",
-		"README.md's Layout table names go.mod, which is not in the repository",
-	}, CheckReadmeLayout(readme, []string{"api", "cmd", "pkg"}))
-	require.Equal(t, []string{`README.md has no "## Layout" section`}, CheckReadmeLayout("# X\n", nil))
+		"docs/layout.md's top-level table does not name pkg",
+		"docs/layout.md's top-level table names go.mod, which is not in the repository",
+	}, CheckLayoutDoc(doc, []string{"api", "cmd", "pkg"}))
+	require.Equal(t, []string{`docs/layout.md has no "## Top level" section`}, CheckLayoutDoc("# X\n", nil))
 }
