@@ -14,7 +14,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
@@ -28,8 +27,7 @@ import (
 func TestThreeHopsDown(t *testing.T) {
 	ctx := t.Context()
 	root := env.Cluster("root")
-	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
-	require.NoError(t, root.EnsureNamespace(ctx, ns))
+	ns := framework.KeptNamespace(t, root.Client, "t")
 	labels := map[string]string{"app": "deep"}
 	_, err := root.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "deep", Namespace: ns},
@@ -45,10 +43,10 @@ func TestThreeHopsDown(t *testing.T) {
 	require.NoError(t, err)
 
 	var rootPods []corev1.Pod
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "the 4 replicas Running at the root", func(ctx context.Context) (bool, string) {
 		list, err := root.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=deep"})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried
+			return false, err.Error()
 		}
 		running := 0
 		for _, p := range list.Items {
@@ -57,9 +55,8 @@ func TestThreeHopsDown(t *testing.T) {
 			}
 		}
 		rootPods = list.Items
-		return running == 4 && len(list.Items) == 4, nil
+		return running == 4 && len(list.Items) == 4, fmt.Sprintf("%d pods, %d running", len(list.Items), running)
 	})
-	require.NoError(t, err, "the 4 replicas are not Running at the root")
 
 	var leafPod string
 	for _, p := range rootPods {

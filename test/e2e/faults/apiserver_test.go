@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/launcher"
@@ -92,11 +91,10 @@ func TestParentAPIServerDown(t *testing.T) {
 	}
 	require.NoError(t, restart())
 	back := time.Now()
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, 200*time.Millisecond, 2*time.Minute, "the root's API server ready again", func(ctx context.Context) (bool, string) {
 		body, err := env.Cluster("root").Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err == nil && string(body) == "ok", nil
+		return err == nil && string(body) == "ok", fmt.Sprintf("%q %v", body, err)
 	})
-	require.NoError(t, err, "the root's API server is not ready again")
 	t.Logf("the root's API server ready %s after its restart", time.Since(back).Round(time.Millisecond))
 	waitRootLive(ctx, t)
 	t.Logf("the root's scheduler and controllers act again %s after its restart", time.Since(back).Round(time.Millisecond))
@@ -116,11 +114,13 @@ func TestParentAPIServerDown(t *testing.T) {
 	}
 	// Both children report again: Ready at the root.
 	for _, c := range []string{"east", "west"} {
-		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		framework.Eventually(t, time.Minute, c+" Ready at the root after the outage", func(ctx context.Context) (bool, string) {
 			n, err := env.Cluster("root").Client.CoreV1().Nodes().Get(ctx, c, metav1.GetOptions{})
-			return err == nil && launcher.NodeReady(n), nil
+			if err != nil {
+				return false, err.Error()
+			}
+			return launcher.NodeReady(n), "not Ready"
 		})
-		require.NoError(t, err, "%s not Ready at the root after the outage", c)
 	}
 	t.Logf("children Ready at the root %s after the restart", time.Since(back).Round(time.Millisecond))
 }
@@ -142,11 +142,10 @@ func TestChildAPIServerRestartKeepsNewPods(t *testing.T) {
 	// namespace's service account at the root (its controller manager's
 	// informers may still be backing off, up to a minute, after the
 	// root's outage in TestParentAPIServerDown).
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "the default service account of "+ns+" at the root", func(ctx context.Context) (bool, string) {
 		_, err := env.Cluster("root").Client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, nil
+		return err == nil, fmt.Sprint(err)
 	})
-	require.NoError(t, err, "no default service account in %s at the root", ns)
 
 	restart := stopAPIServer(t, "east")
 	const n = 3
@@ -155,16 +154,20 @@ func TestChildAPIServerRestartKeepsNewPods(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// Bound to east at the root, and some retries later, still not failed.
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 30*time.Second, "the pods bound to east", func(ctx context.Context) (bool, string) {
 		list, err := rootPods.List(ctx, metav1.ListOptions{})
-		return err == nil && len(list.Items) == n && !slices.ContainsFunc(list.Items, func(p corev1.Pod) bool { return p.Spec.NodeName != "east" }), nil
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(list.Items) == n && !slices.ContainsFunc(list.Items, func(p corev1.Pod) bool { return p.Spec.NodeName != "east" }), fmt.Sprintf("%d pods", len(list.Items))
 	})
-	require.NoError(t, err, "the pods were not bound to east")
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 20*time.Second, fmt.Sprintf("a %s event on each pod", api.ReasonDelegateRetry), func(ctx context.Context) (bool, string) {
 		events, err := env.Cluster("root").Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + api.ReasonDelegateRetry})
-		return err == nil && len(events.Items) >= n, nil
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(events.Items) >= n, fmt.Sprintf("%d events", len(events.Items))
 	})
-	require.NoError(t, err, "no %s event on each pod", api.ReasonDelegateRetry)
 	list, err := rootPods.List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	for _, p := range list.Items {
@@ -173,21 +176,18 @@ func TestChildAPIServerRestartKeepsNewPods(t *testing.T) {
 
 	require.NoError(t, restart())
 	back := time.Now()
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "the pods running once east's API server is back", func(ctx context.Context) (bool, string) {
 		list, err := rootPods.List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried
+			return false, err.Error()
 		}
 		for _, p := range list.Items {
-			if p.Status.Phase == corev1.PodFailed {
-				return false, fmt.Errorf("%s failed: %s", p.Name, p.Status.Message)
-			}
+			require.NotEqual(t, corev1.PodFailed, p.Status.Phase, "the pods did not run once east's API server was back: %s failed: %s", p.Name, p.Status.Message)
 			if p.Status.Phase != corev1.PodRunning {
-				return false, nil
+				return false, fmt.Sprintf("%s %s", p.Name, p.Status.Phase)
 			}
 		}
-		return len(list.Items) == n, nil
+		return len(list.Items) == n, fmt.Sprintf("%d pods", len(list.Items))
 	})
-	require.NoError(t, err, "the pods did not run once east's API server was back")
 	t.Logf("all %d Running at the root %s after east's API server restarted", n, time.Since(back).Round(time.Millisecond))
 }

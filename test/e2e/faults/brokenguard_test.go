@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -41,11 +42,10 @@ func TestFaultWatchCountsABrokenGuard(t *testing.T) {
 	_, err = env.Cluster("root").Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{})
 	require.NoError(t, err)
 	var live map[string]string
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "east runs two delegates of each pod with the broken build", func(ctx context.Context) (bool, string) {
 		live, _, err = podsOf(ctx, "east", ns)
-		return err == nil && len(live) == 2*replicas, nil
+		return err == nil && len(live) == 2*replicas, fmt.Sprint(live, err)
 	})
-	require.NoError(t, err, "east runs two delegates of each pod with the broken build: %v", live)
 	t.Logf("east with the broken build runs %v", live)
 	// Watched while they happen: the watch counts them open already.
 	open := watch.Report()

@@ -13,8 +13,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // endpointsByNode counts the endpoints of Service name in cluster by node
@@ -69,27 +70,25 @@ func TestLostChildEndpoints(t *testing.T) {
 	require.NotZero(t, before["east"], "some replicas run in east: %v", before)
 	waitEndpoints := func(what, cluster string, want map[string]int, timeout time.Duration) {
 		t.Helper()
-		var got map[string]int
-		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-			got, err = endpointsByNode(ctx, cluster, ns, "web")
-			return err == nil && fmt.Sprint(got) == fmt.Sprint(want), nil
+		framework.Eventually(t, timeout, fmt.Sprintf("%s: endpoints of web in %s %v", what, cluster, want), func(ctx context.Context) (bool, string) {
+			got, err := endpointsByNode(ctx, cluster, ns, "web")
+			return err == nil && fmt.Sprint(got) == fmt.Sprint(want), fmt.Sprint(got, err)
 		})
-		require.NoError(t, err, "%s: endpoints of web in %s are %v, want %v", what, cluster, got, want)
 	}
 	waitEndpoints("before the cut", "root", map[string]int{"east/ready": before["east"], "west/ready": before["west"]}, time.Minute)
 	// East's own copy of the Service lists its pods, on its kwok nodes.
 	var eastEndpoints map[string]int
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		eastEndpoints, err = endpointsByNode(ctx, "east", ns, "web")
+	framework.Eventually(t, time.Minute, fmt.Sprintf("east's copy of web has %d ready endpoints", before["east"]), func(ctx context.Context) (bool, string) {
+		got, err := endpointsByNode(ctx, "east", ns, "web")
+		eastEndpoints = got
 		ready := 0
-		for k, n := range eastEndpoints {
+		for k, n := range got {
 			if strings.HasSuffix(k, "/ready") {
 				ready += n
 			}
 		}
-		return err == nil && ready == before["east"], nil
+		return err == nil && ready == before["east"], fmt.Sprint(got, err)
 	})
-	require.NoError(t, err, "east's copy of web has endpoints %v, want %d ready", eastEndpoints, before["east"])
 
 	link := tree.Link("east", "root")
 	require.NoError(t, link.Cut())
@@ -108,9 +107,8 @@ func TestLostChildEndpoints(t *testing.T) {
 	require.NoError(t, link.Restore())
 	settle(t, ns, replicas, 2*time.Minute)
 	waitEndpoints("after the heal", "root", map[string]int{"west/ready": replicas}, time.Minute)
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, time.Minute, "east drops its copy of web once it runs none of its pods", func(ctx context.Context) (bool, string) {
 		_, err := env.Cluster("east").Client.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
-	require.NoError(t, err, "east keeps the copy of web though it runs none of its pods any more")
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // A child whose Target is deleted while it is cut off from its parent
@@ -43,50 +44,50 @@ func TestTargetDeletedWhilePartitioned(t *testing.T) {
 	require.NoError(t, targets.Delete(ctx, name, metav1.DeleteOptions{}))
 	// The Target stays, saying why, and east keeps its delegates.
 	var cond metav1.Condition
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, time.Minute, "the Target says it cannot leave", func(ctx context.Context) (bool, string) {
 		tg, err := targets.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, err.Error()
 		}
 		cond = launcher.TargetCondition(tg, v1alpha1.ConditionReady)
-		return tg.DeletionTimestamp != nil && cond.Reason == v1alpha1.ReasonParentUnreachable, nil
+		return tg.DeletionTimestamp != nil && cond.Reason == v1alpha1.ReasonParentUnreachable, fmt.Sprintf("deleting %v, Ready condition %+v", tg.DeletionTimestamp != nil, cond)
 	})
-	require.NoError(t, err, "the Target says it cannot leave: last Ready condition %+v", cond)
 	t.Logf("while cut off: %s: %s", cond.Reason, cond.Message)
 	live, _, err := podsOf(ctx, "east", ns)
 	require.NoError(t, err)
 	require.Len(t, live, before["east"], "east keeps running its delegates while it cannot leave")
 
 	// The root declares east unreachable and evicts its pods meanwhile.
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "the root declares east unreachable", func(ctx context.Context) (bool, string) {
 		n, err := env.Cluster("root").Client.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, err.Error()
 		}
 		for _, taint := range n.Spec.Taints {
 			if taint.Key == corev1.TaintNodeUnreachable {
-				return true, nil
+				return true, ""
 			}
 		}
-		return false, nil
+		return false, fmt.Sprintf("taints %v", n.Spec.Taints)
 	})
-	require.NoError(t, err, "the root never declared east unreachable")
 	require.NoError(t, link.Restore())
 	healed := time.Now()
 
 	// Once reachable: no Target, no virtual node at the root, no delegate
 	// and no identity left in east.
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "east left the root completely after the heal", func(ctx context.Context) (bool, string) {
 		if _, err := targets.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			return false, nil
+			return false, fmt.Sprintf("the Target in east: %v", err)
 		}
 		if _, err := env.Cluster("root").Client.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			return false, nil
+			return false, fmt.Sprintf("the virtual node east at the root: %v", err)
 		}
 		pods, err := env.Cluster("east").Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		return err == nil && len(pods.Items) == 0, nil
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(pods.Items) == 0, fmt.Sprintf("%d pods of %s in east", len(pods.Items), ns)
 	})
-	require.NoError(t, err, "east left the root completely after the heal")
 	t.Logf("gone from both sides %s after the heal", time.Since(healed).Round(time.Millisecond))
 	secrets, err := env.Cluster("east").Client.CoreV1().Secrets("nestlet-system").List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
@@ -94,18 +95,25 @@ func TestTargetDeletedWhilePartitioned(t *testing.T) {
 		require.NotEqual(t, "nestlet-identity-"+name, s.Name, "the identity in the root is forgotten")
 	}
 	// The root's pods all run in west.
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "the root's replicas all run in west", func(ctx context.Context) (bool, string) {
 		live, _, err := podsOf(ctx, "root", ns)
-		if err != nil || len(live) != replicas {
-			return false, nil //nolint:nilerr // retried until the timeout
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(live) != replicas {
+			return false, fmt.Sprintf("%d of %d running at the root", len(live), replicas)
 		}
 		west, _, err := podsOf(ctx, "west", ns)
-		return err == nil && len(west) == replicas, nil
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(west) == replicas, fmt.Sprintf("%d of %d running in west", len(west), replicas)
 	})
-	require.NoError(t, err, "the root's replicas all run in west")
 }
 
-// rejoinEast joins east to the root again if its Target is gone.
+// rejoinEast joins east to the root again if its Target is gone. It runs
+// as a cleanup, when t.Context() is done: its waits poll a context of
+// their own.
 func rejoinEast(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
@@ -46,11 +45,11 @@ func deployment(ns, name string, replicas int32) *appsv1.Deployment {
 	}
 }
 
-// namespace makes a namespace at the root for the test, once both
-// children are Ready there without a taint of the node lifecycle: a test
-// starts on a whole tree whatever the one before it left. Its pods are
-// watched in every cluster until the test ends, which fails on any pod
-// run twice at once (reportFaults).
+// namespace makes a namespace at the root for the test
+// (framework.KeptNamespace), once both children are Ready there without
+// a taint of the node lifecycle: a test starts on a whole tree whatever
+// the one before it left. Its pods are watched in every cluster until the
+// test ends, which fails on any pod run twice at once (reportFaults).
 func namespace(t *testing.T) string {
 	t.Helper()
 	return namespaceExpecting(t, 0)
@@ -67,30 +66,24 @@ func namespaceExpecting(t *testing.T, duplicates int) string {
 // namespaceWatched is namespaceExpecting, with the watch of its pods.
 func namespaceWatched(t *testing.T, duplicates int) (string, *framework.FaultWatch) {
 	t.Helper()
-	var why string
-	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "the tree is whole", func(ctx context.Context) (bool, string) {
 		for _, child := range []string{"east", "west"} {
 			n, err := env.Cluster("root").Client.CoreV1().Nodes().Get(ctx, child, metav1.GetOptions{})
 			if err != nil {
-				why = err.Error()
-				return false, nil
+				return false, err.Error()
 			}
 			if !launcher.NodeReady(n) {
-				why = child + " is not Ready at the root"
-				return false, nil
+				return false, child + " is not Ready at the root"
 			}
 			for _, taint := range n.Spec.Taints {
 				if taint.Key == corev1.TaintNodeUnreachable || taint.Key == corev1.TaintNodeNotReady {
-					why = child + " is tainted " + taint.Key
-					return false, nil
+					return false, child + " is tainted " + taint.Key
 				}
 			}
 		}
-		return true, nil
+		return true, ""
 	})
-	require.NoError(t, err, "the tree is not whole: %s", why)
-	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
-	require.NoError(t, env.Cluster("root").EnsureNamespace(t.Context(), ns))
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 	w := watchFaults(t, ns)
 	reportFaults(t, w, duplicates)
 	return ns, w
@@ -120,38 +113,33 @@ func podsOf(ctx context.Context, cluster, ns string) (live map[string]string, te
 // returns the root's pods by node.
 func settle(t testing.TB, ns string, want int, timeout time.Duration) map[string]int {
 	t.Helper()
-	var why string
 	var byNode map[string]int
-	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, timeout, "settled", func(ctx context.Context) (bool, string) {
 		list, err := env.Cluster("root").Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, err.Error()
 		}
 		byNode = map[string]int{}
 		for _, p := range list.Items {
 			if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
-				why = fmt.Sprintf("root pod %s: phase %s, deleting %v", p.Name, p.Status.Phase, p.DeletionTimestamp != nil)
-				return false, nil
+				return false, fmt.Sprintf("root pod %s: phase %s, deleting %v", p.Name, p.Status.Phase, p.DeletionTimestamp != nil)
 			}
 			byNode[p.Spec.NodeName]++
 		}
 		if len(list.Items) != want {
-			why = fmt.Sprintf("root has %d pods, want %d", len(list.Items), want)
-			return false, nil
+			return false, fmt.Sprintf("root has %d pods, want %d", len(list.Items), want)
 		}
 		for _, leaf := range []string{"east", "west"} {
 			live, terminating, err := podsOf(ctx, leaf, ns)
 			if err != nil {
-				return false, nil //nolint:nilerr // retried until the timeout
+				return false, err.Error()
 			}
 			if len(live) != byNode[leaf] || terminating > 0 {
-				why = fmt.Sprintf("%s runs %d delegates (%d terminating), the root has %d pods there", leaf, len(live), terminating, byNode[leaf])
-				return false, nil
+				return false, fmt.Sprintf("%s runs %d delegates (%d terminating), the root has %d pods there", leaf, len(live), terminating, byNode[leaf])
 			}
 		}
-		return true, nil
+		return true, ""
 	})
-	require.NoError(t, err, "not settled: %s", why)
 	return byNode
 }
 
@@ -212,11 +200,13 @@ func TestLongPartitionReplacesThenConverges(t *testing.T) {
 	defer func() { _ = link.Restore() }()
 
 	// The root replaces east's pods in west.
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, 500*time.Millisecond, 2*time.Minute, fmt.Sprintf("west runs all %d replicas while east is cut off", replicas), func(ctx context.Context) (bool, string) {
 		live, _, err := podsOf(ctx, "west", ns)
-		return err == nil && len(live) == replicas, nil
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(live) == replicas, fmt.Sprintf("%d running", len(live))
 	})
-	require.NoError(t, err, "west never ran all %d replicas while east was cut off", replicas)
 	t.Logf("replaced in west %s after the cut", time.Since(cut).Round(time.Second))
 	eastDuring, _, err := podsOf(ctx, "east", ns)
 	require.NoError(t, err)
@@ -230,19 +220,18 @@ func TestLongPartitionReplacesThenConverges(t *testing.T) {
 
 	// East's node is Ready again, and the root's controllers made exactly
 	// one replacement per lost pod: one ReplicaSet, its pods all live.
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, 500*time.Millisecond, time.Minute, "east Ready again after the heal", func(ctx context.Context) (bool, string) {
 		n, err := env.Cluster("root").Client.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, err.Error()
 		}
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue, nil
+				return c.Status == corev1.ConditionTrue, fmt.Sprintf("Ready %s", c.Status)
 			}
 		}
-		return false, nil
+		return false, "no Ready condition"
 	})
-	require.NoError(t, err, "east not Ready again after the heal")
 	westPods, _, err := podsOf(ctx, "west", ns)
 	require.NoError(t, err)
 	names := slices.Sorted(maps.Keys(westPods))

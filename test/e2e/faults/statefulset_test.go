@@ -11,10 +11,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // statefulSet runs one replica in region east, updated only when its pod
@@ -86,11 +86,13 @@ func TestStatefulSetRunsOnceAfterHeal(t *testing.T) {
 	require.NoError(t, link.Cut())
 	defer func() { _ = link.Restore() }()
 	// Evicted at the root: Terminating, not replaced, while east runs it.
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, inEast.Name+" evicted from the unreachable east", func(ctx context.Context) (bool, string) {
 		p, err := root.CoreV1().Pods(ns).Get(ctx, inEast.Name, metav1.GetOptions{})
-		return err == nil && p.DeletionTimestamp != nil, nil
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.DeletionTimestamp != nil, "not deleting"
 	})
-	require.NoError(t, err, "%s never evicted from the unreachable east", inEast.Name)
 	for range 3 { // a few reconciliations of the StatefulSet controller
 		p, err := root.CoreV1().Pods(ns).Get(ctx, inEast.Name, metav1.GetOptions{})
 		require.NoError(t, err)
@@ -110,12 +112,11 @@ func TestStatefulSetRunsOnceAfterHeal(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, root.CoreV1().Pods(ns).Delete(ctx, inEast.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
 	var twice []string
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "made again in west while east still runs the old one", func(ctx context.Context) (bool, string) {
 		running, err := runningDelegates(ctx, ns)
 		twice = running[inEast.Name]
-		return err == nil && len(twice) == 2, nil
+		return err == nil && len(twice) == 2, fmt.Sprint(twice, err)
 	})
-	require.NoError(t, err, "made again in west while east still runs the old one: %v", twice)
 	t.Logf("during the partition, after a force delete, %s runs in: %v", inEast.Name, twice)
 
 	require.NoError(t, link.Restore())

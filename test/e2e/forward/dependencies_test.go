@@ -2,15 +2,16 @@ package forward
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 var allClusters = []string{"root", "east", "west", "east-1", "east-2", "west-1", "west-2"}
@@ -20,7 +21,7 @@ var allClusters = []string{"root", "east", "west", "east-1", "east-2", "west-1",
 // Deployment is gone no pod and no copy is left at any level.
 func TestDependenciesFollowPods(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t)
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 	root := env.Cluster("root")
 	_, err := root.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "app-config"}, Data: map[string]string{"greeting": "hello"}}, metav1.CreateOptions{})
@@ -66,11 +67,13 @@ func TestDependenciesFollowPods(t *testing.T) {
 	_, err = root.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	for _, c := range holders {
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		framework.EventuallyEvery(t, 100*time.Millisecond, time.Minute, "the update reaches "+c, func(ctx context.Context) (bool, string) {
 			cm, err := env.Cluster(c).Client.CoreV1().ConfigMaps(ns).Get(ctx, "app-config", metav1.GetOptions{})
-			return err == nil && cm.Data["greeting"] == "bonjour", nil
+			if err != nil {
+				return false, err.Error()
+			}
+			return cm.Data["greeting"] == "bonjour", fmt.Sprintf("greeting %q", cm.Data["greeting"])
 		})
-		require.NoError(t, err, "update did not reach %s", c)
 	}
 
 	// Deleting the Deployment leaves nothing behind at any level.
@@ -79,12 +82,17 @@ func TestDependenciesFollowPods(t *testing.T) {
 		waitPods(t, c, ns, "app=configured", 2*time.Minute, func(ps []corev1.Pod) bool { return len(ps) == 0 })
 	}
 	for _, c := range holders {
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		framework.Eventually(t, time.Minute, "no copy left in "+c, func(ctx context.Context) (bool, string) {
 			sel := metav1.ListOptions{LabelSelector: api.LabelTargetUID}
-			cms, err1 := env.Cluster(c).Client.CoreV1().ConfigMaps(ns).List(ctx, sel)
-			secs, err2 := env.Cluster(c).Client.CoreV1().Secrets(ns).List(ctx, sel)
-			return err1 == nil && err2 == nil && len(cms.Items) == 0 && len(secs.Items) == 0, nil
+			cms, err := env.Cluster(c).Client.CoreV1().ConfigMaps(ns).List(ctx, sel)
+			if err != nil {
+				return false, err.Error()
+			}
+			secs, err := env.Cluster(c).Client.CoreV1().Secrets(ns).List(ctx, sel)
+			if err != nil {
+				return false, err.Error()
+			}
+			return len(cms.Items) == 0 && len(secs.Items) == 0, fmt.Sprintf("%d ConfigMaps, %d Secrets", len(cms.Items), len(secs.Items))
 		})
-		require.NoError(t, err, "copies left in %s", c)
 	}
 }

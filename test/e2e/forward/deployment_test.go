@@ -10,13 +10,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // A 60-replica Deployment pinned to region east runs entirely in east's
 // leaves, two levels down, and the root sees every pod Running on node east.
 func TestDeploymentRunsTwoLevelsDown(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t)
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 	root := env.Cluster("root")
 	_, err := root.Client.AppsV1().Deployments(ns).Create(ctx, deployment(ns, "web", 60, "east"), metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -12,18 +13,17 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // A pod whose name is taken in the child by a pod of the child's own gets a
 // delegate under another name, and both live.
 func TestDelegateNameCollision(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t)
 	east := env.Cluster("east")
-	require.NoError(t, east.EnsureNamespace(ctx, ns))
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t", east.Client)
 	local := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "clash", Namespace: ns, Labels: map[string]string{"origin": "local"}},
 		Spec: corev1.PodSpec{
@@ -55,7 +55,7 @@ func TestDelegateNameCollision(t *testing.T) {
 // Pending with that reason instead of sending it down again (no ping-pong).
 func TestBounceRecordsAvoidance(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t)
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 	root := env.Cluster("root")
 	occupyHostPort(t, ns, 7002, "west-1", "west-2")
 	dep := deployment(ns, "port-bound", 1, "west")
@@ -65,25 +65,23 @@ func TestBounceRecordsAvoidance(t *testing.T) {
 	t.Cleanup(func() {
 		_ = root.Client.AppsV1().Deployments(ns).Delete(context.WithoutCancel(ctx), "port-bound", metav1.DeleteOptions{})
 	})
-	var rsUID string
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, 500*time.Millisecond, 3*time.Minute, "west asks the root to avoid it for the ReplicaSet", func(ctx context.Context) (bool, string) {
 		rss, err := root.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=port-bound"})
 		if err != nil || len(rss.Items) == 0 {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, fmt.Sprintf("no ReplicaSet yet (%v)", err)
 		}
-		rsUID = string(rss.Items[0].UID)
+		rsUID := string(rss.Items[0].UID)
 		n, err := root.Client.CoreV1().Nodes().Get(ctx, "west", metav1.GetOptions{})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, err.Error()
 		}
 		var avoid map[string]string
-		if json.Unmarshal([]byte(n.Annotations[api.AnnotationAvoid]), &avoid) != nil {
-			return false, nil
+		if err := json.Unmarshal([]byte(n.Annotations[api.AnnotationAvoid]), &avoid); err != nil {
+			return false, fmt.Sprintf("ReplicaSet %s: west's avoid annotation: %v", rsUID, err)
 		}
 		_, ok := avoid[rsUID]
-		return ok, nil
+		return ok, fmt.Sprintf("ReplicaSet %s: west avoids %v", rsUID, avoid)
 	})
-	require.NoError(t, err, "west never asked the root to avoid it for ReplicaSet %s", rsUID)
 
 	// The root now keeps the replacement Pending, saying why.
 	waitPods(t, "root", ns, "app=port-bound", time.Minute, func(ps []corev1.Pod) bool {
@@ -101,7 +99,7 @@ func TestBounceRecordsAvoidance(t *testing.T) {
 // The agents export forwarding metrics.
 func TestMetrics(t *testing.T) {
 	// Forwarding happened in the tests before; make sure of one pod anyway.
-	ns := namespace(t)
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 	_, err := env.Cluster("root").Client.AppsV1().Deployments(ns).Create(t.Context(), deployment(ns, "metered", 2, "east"), metav1.CreateOptions{})
 	require.NoError(t, err)
 	waitPods(t, "root", ns, "app=metered", time.Minute, func(ps []corev1.Pod) bool { return countRunning(ps) == 2 })

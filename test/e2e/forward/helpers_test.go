@@ -10,19 +10,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/test/framework"
 )
-
-// namespace creates a namespace for one test in the root and returns it.
-func namespace(t *testing.T) string {
-	t.Helper()
-	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
-	require.NoError(t, env.Cluster("root").EnsureNamespace(t.Context(), ns))
-	return ns
-}
 
 // deployment is a plain Deployment pinned to a region: no toleration, no
 // scheduler name, as a user writes it.
@@ -56,21 +48,18 @@ func pods(t *testing.T, cluster, ns string, selector string) []corev1.Pod {
 func waitPods(t *testing.T, cluster, ns, selector string, timeout time.Duration, ok func([]corev1.Pod) bool) []corev1.Pod {
 	t.Helper()
 	var last []corev1.Pod
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, timeout, fmt.Sprintf("pods of %s in %s: condition met", ns, cluster), func(ctx context.Context) (bool, string) {
 		list, err := env.Cluster(cluster).Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, err.Error()
 		}
 		last = list.Items
-		return ok(list.Items), nil
-	})
-	if err != nil {
 		phases := map[corev1.PodPhase]int{}
 		for _, p := range last {
 			phases[p.Status.Phase]++
 		}
-		t.Fatalf("pods of %s in %s: condition not met within %s; %d pods, phases %v", ns, cluster, timeout, len(last), phases)
-	}
+		return ok(list.Items), fmt.Sprintf("%d pods, phases %v", len(last), phases)
+	})
 	return last
 }
 

@@ -2,6 +2,7 @@ package forward
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -10,7 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 func kubectl(t *testing.T, args ...string) string {
@@ -24,7 +26,7 @@ func kubectl(t *testing.T, args ...string) string {
 // What DESIGN.md shows a user typing against the root: a plain Deployment,
 // patched with a region nodeSelector, lands in that region's leaves.
 func TestPlainKubectlDeployment(t *testing.T) {
-	ns := namespace(t)
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 	kubectl(t, "create", "deployment", "web", "-n", ns, "--image=nginx", "--replicas=6")
 	kubectl(t, "patch", "deployment", "web", "-n", ns, "-p", `{"spec":{"template":{"spec":{"nodeSelector":{"topology.kubernetes.io/region":"west"}}}}}`)
 	waitPods(t, "root", ns, "app=web", 2*time.Minute, func(ps []corev1.Pod) bool {
@@ -51,7 +53,7 @@ func TestPlainKubectlDeployment(t *testing.T) {
 // message names the reason for each kind of node.
 func TestFitsNowhereSaysWhy(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t)
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "north", Namespace: ns},
 		Spec: corev1.PodSpec{
@@ -62,20 +64,17 @@ func TestFitsNowhereSaysWhy(t *testing.T) {
 	_, err := env.Cluster("root").Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	require.NoError(t, err)
 	var msg string
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, time.Minute, "the pod unschedulable at the root", func(ctx context.Context) (bool, string) {
 		p, err := env.Cluster("root").Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
+		require.NoError(t, err)
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
 				msg = c.Message
-				return true, nil
+				return true, ""
 			}
 		}
-		return false, nil
+		return false, fmt.Sprintf("conditions %+v", p.Status.Conditions)
 	})
-	require.NoError(t, err)
 	require.Contains(t, msg, "east: no group matches region=north")
 	require.Contains(t, msg, "west: no group matches region=north")
 	require.Contains(t, msg, "didn't match Pod's node affinity/selector", "the real node, as the built-in plugin says it")

@@ -14,17 +14,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // A Job of 3 completions completes once at the root, with exactly 3 pods:
 // a completed pod never runs again.
 func TestJobCompletesOnce(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t)
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 	root := env.Cluster("root")
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "batch", Namespace: ns},
@@ -39,19 +39,16 @@ func TestJobCompletesOnce(t *testing.T) {
 	}
 	_, err := root.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
 	require.NoError(t, err)
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "the job complete", func(ctx context.Context) (bool, string) {
 		j, err := root.Client.BatchV1().Jobs(ns).Get(ctx, "batch", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
+		require.NoError(t, err, "job did not complete")
 		for _, c := range j.Status.Conditions {
 			if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
-				return true, nil
+				return true, ""
 			}
 		}
-		return false, nil
+		return false, fmt.Sprintf("%+v", j.Status)
 	})
-	require.NoError(t, err, "job did not complete")
 	j, err := root.Client.BatchV1().Jobs(ns).Get(ctx, "batch", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.EqualValues(t, 3, j.Status.Succeeded)
@@ -72,7 +69,7 @@ func TestJobCompletesOnce(t *testing.T) {
 // stated reason at every level, and the root's controller replaces it.
 func TestDelegateDeletedBelowFailsParent(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t)
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 	root := env.Cluster("root")
 	_, err := root.Client.AppsV1().Deployments(ns).Create(ctx, deployment(ns, "single", 1, "west"), metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -88,14 +85,14 @@ func TestDelegateDeletedBelowFailsParent(t *testing.T) {
 	require.NotEmpty(t, leafName, "the pod runs in a west leaf")
 	require.NoError(t, env.Cluster(leafName).Client.CoreV1().Pods(ns).Delete(ctx, leafPod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
 
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, 100*time.Millisecond, time.Minute, "the root pod failed with reason "+api.ReasonDelegateDeleted, func(ctx context.Context) (bool, string) {
 		p, err := root.Client.CoreV1().Pods(ns).Get(ctx, first.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, err
+		require.False(t, apierrors.IsNotFound(err), "root pod not failed with reason %s: %v", api.ReasonDelegateDeleted, err)
+		if err != nil {
+			return false, err.Error()
 		}
-		return err == nil && p.Status.Phase == corev1.PodFailed && p.Status.Reason == api.ReasonDelegateDeleted, nil
+		return p.Status.Phase == corev1.PodFailed && p.Status.Reason == api.ReasonDelegateDeleted, fmt.Sprintf("phase %s, reason %q", p.Status.Phase, p.Status.Reason)
 	})
-	require.NoError(t, err, "root pod not failed with reason %s", api.ReasonDelegateDeleted)
 	p, err := root.Client.CoreV1().Pods(ns).Get(ctx, first.Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Contains(t, p.Status.Message, leafName)
@@ -116,7 +113,7 @@ func TestDelegateDeletedBelowFailsParent(t *testing.T) {
 // with the leaf scheduler's reason, visible in kubectl describe.
 func TestBounceBack(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t)
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 	root := env.Cluster("root")
 	occupyHostPort(t, ns, 7001, "west-1", "west-2")
 	pod := &corev1.Pod{
@@ -128,11 +125,13 @@ func TestBounceBack(t *testing.T) {
 	}
 	_, err := root.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	require.NoError(t, err)
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "the pod bounced back", func(ctx context.Context) (bool, string) {
 		p, err := root.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
-		return err == nil && p.Status.Phase == corev1.PodFailed, nil
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Phase == corev1.PodFailed, fmt.Sprintf("phase %s", p.Status.Phase)
 	})
-	require.NoError(t, err, "pod did not bounce back")
 	p, err := root.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "west", p.Spec.NodeName)
@@ -170,7 +169,7 @@ func occupyHostPort(t *testing.T, ns string, port int32, leaves ...string) {
 // A pod that has already passed through a cluster is refused there.
 func TestLoopRefused(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t)
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 	root := env.Cluster("root")
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "looping", Namespace: ns, Annotations: map[string]string{api.AnnotationPath: "west,east,root"}},
@@ -181,11 +180,13 @@ func TestLoopRefused(t *testing.T) {
 	}
 	_, err := root.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	require.NoError(t, err)
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, 100*time.Millisecond, time.Minute, "the loop refused", func(ctx context.Context) (bool, string) {
 		p, err := root.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
-		return err == nil && p.Status.Phase == corev1.PodFailed && p.Status.Reason == api.ReasonLoop, nil
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Phase == corev1.PodFailed && p.Status.Reason == api.ReasonLoop, fmt.Sprintf("phase %s, reason %q", p.Status.Phase, p.Status.Reason)
 	})
-	require.NoError(t, err, "loop not refused")
 	p, err := root.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Contains(t, p.Status.Message, "already passed through cluster east")
@@ -196,7 +197,7 @@ func TestLoopRefused(t *testing.T) {
 // ends with exactly 100 pods at the root and one delegate per pod below.
 func TestAgentKilledDuringScaleUp(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t)
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 	root, east := env.Cluster("root"), env.Cluster("east")
 	_, err := root.Client.AppsV1().Deployments(ns).Create(ctx, deployment(ns, "scale", 100, "east"), metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // Pods in different leaves, and on different nodes of one leaf, have
@@ -16,7 +18,7 @@ import (
 // leaf gave.
 func TestPodIPsDistinctAcrossLeaves(t *testing.T) {
 	const replicas = 12
-	ns := namespace(t)
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 	d := deployment(ns, "ips", replicas, "")
 	d.Spec.Template.Spec.NodeSelector = nil
 	_, err := env.Cluster("root").Client.AppsV1().Deployments(ns).Create(t.Context(), d, metav1.CreateOptions{})

@@ -2,6 +2,7 @@ package forward
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,9 +11,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // countOn counts the delegates in cluster (all namespaces) bound to node.
@@ -33,7 +34,7 @@ func countOn(t *testing.T, cluster, node string) int {
 // the new replicas can make up, every new replica narrows the gap).
 func TestSpreadBalancesChildren(t *testing.T) {
 	const replicas = 24
-	ns := namespace(t)
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 	a0, b0 := countOn(t, "east", "east-1"), countOn(t, "east", "east-2")
 	logChildren(t, "before")
 	defer logChildren(t, "after")
@@ -77,7 +78,7 @@ func abs(x int) int {
 // tolerating everything never gets a pod onto one.
 func TestDaemonSetStaysOffVirtualNodes(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t)
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 	root := env.Cluster("root")
 	ds := func(name string, tolerations []corev1.Toleration) *appsv1.DaemonSet {
 		labels := map[string]string{"ds": name}
@@ -109,7 +110,7 @@ func TestDaemonSetStaysOffVirtualNodes(t *testing.T) {
 	}
 	// The tolerant one's pods for the virtual nodes stay unscheduled, with
 	// the reason.
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, time.Minute, "the tolerant DaemonSet's pods for east and west refused with a reason", func(context.Context) (bool, string) {
 		ps := pods(t, "root", ns, "ds=tolerant")
 		explained := 0
 		for _, p := range ps {
@@ -119,9 +120,8 @@ func TestDaemonSetStaysOffVirtualNodes(t *testing.T) {
 				}
 			}
 		}
-		return explained == 2, nil // east and west
+		return explained == 2, fmt.Sprintf("%d explained", explained) // east and west
 	})
-	require.NoError(t, err, "the tolerant DaemonSet's pods for east and west were not refused with a reason")
 	for _, p := range pods(t, "root", ns, "") {
 		require.NotContains(t, []string{"east", "west"}, p.Spec.NodeName, "pod %s landed on a virtual node", p.Name)
 	}

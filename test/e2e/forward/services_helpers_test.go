@@ -15,9 +15,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // endpoint is what an EndpointSlice says of one address.
@@ -101,18 +102,14 @@ func podEndpoints(ctx context.Context, cluster, ns, app string) (map[string]endp
 func waitEndpoints(t *testing.T, ns, app string, wantReady int) time.Duration {
 	t.Helper()
 	start := time.Now()
-	var why string
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		why = ""
+	framework.EventuallyEvery(t, 100*time.Millisecond, 90*time.Second, fmt.Sprintf("endpoints of %s/%s where its pods are", ns, app), func(ctx context.Context) (bool, string) {
 		for _, c := range allClusters {
-			if w := endpointsMismatch(ctx, c, ns, app, wantReady); w != "" {
-				why = w
-				return false, nil
+			if why := endpointsMismatch(ctx, c, ns, app, wantReady); why != "" {
+				return false, why
 			}
 		}
-		return true, nil
+		return true, ""
 	})
-	require.NoError(t, err, "endpoints of %s/%s: %s", ns, app, why)
 	return time.Since(start)
 }
 

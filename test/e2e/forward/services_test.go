@@ -2,6 +2,7 @@ package forward
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -11,10 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // A Service at the root follows its pods down, and every level lists the
@@ -22,7 +23,7 @@ import (
 // unready, a delegate deleted in a leaf, and the Service's deletion.
 func TestServiceFollowsPodsAcrossLevels(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t)
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 	root := env.Cluster("root").Client
 	_, err := root.AppsV1().Deployments(ns).Create(ctx, spreadDeployment(ns, "web", 6), metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -71,17 +72,17 @@ func TestServiceFollowsPodsAcrossLevels(t *testing.T) {
 
 	// The Service deleted at the root: every copy below goes.
 	require.NoError(t, root.CoreV1().Services(ns).Delete(ctx, "web", metav1.DeleteOptions{}))
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return len(holding(t, ns, "web")) == 0, nil
+	framework.EventuallyEvery(t, 100*time.Millisecond, time.Minute, "every copy of web gone", func(context.Context) (bool, string) {
+		left := holding(t, ns, "web")
+		return len(left) == 0, fmt.Sprintf("copies left in %v", left)
 	})
-	require.NoError(t, err, "copies left in %v", holding(t, ns, "web"))
 }
 
 // A headless Service's endpoints reach the root the same way, and its
 // copies stay headless.
 func TestHeadlessServiceAcrossLevels(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t)
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 	root := env.Cluster("root").Client
 	_, err := root.AppsV1().Deployments(ns).Create(ctx, spreadDeployment(ns, "db", 4), metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -100,11 +101,10 @@ func TestHeadlessServiceAcrossLevels(t *testing.T) {
 // the collision is reported there and in the leaf's parent.
 func TestServiceNameTakenInLeaf(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t)
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t", env.Cluster("east-1").Client, env.Cluster("east-2").Client)
 	own := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns, Labels: map[string]string{"owner": "leaf-team"}},
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "leaf-own"}, Ports: []corev1.ServicePort{{Port: 9}}}}
 	for _, leafName := range []string{"east-1", "east-2"} {
-		require.NoError(t, env.Cluster(leafName).EnsureNamespace(ctx, ns))
 		_, err := env.Cluster(leafName).Client.CoreV1().Services(ns).Create(ctx, own, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
@@ -125,10 +125,10 @@ func TestServiceNameTakenInLeaf(t *testing.T) {
 
 	// The root's Service goes; the leaves' own stay.
 	require.NoError(t, root.CoreV1().Services(ns).Delete(ctx, "api", metav1.DeleteOptions{}))
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return !slices.Contains(holding(t, ns, "api"), "east"), nil
+	framework.EventuallyEvery(t, 100*time.Millisecond, time.Minute, "east's copy of api gone", func(context.Context) (bool, string) {
+		left := holding(t, ns, "api")
+		return !slices.Contains(left, "east"), fmt.Sprintf("held in %v", left)
 	})
-	require.NoError(t, err)
 	require.Equal(t, []string{"east-1", "east-2"}, holding(t, ns, "api"))
 }
 
@@ -164,11 +164,9 @@ func someDelegate(t *testing.T, ns, app string) (string, corev1.Pod) {
 // after a readiness probe.
 func setReady(t *testing.T, cluster string, pod corev1.Pod, status corev1.ConditionStatus) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, 100*time.Millisecond, 30*time.Second, fmt.Sprintf("Ready=%s set on %s in %s", status, pod.Name, cluster), func(ctx context.Context) (bool, string) {
 		p, err := env.Cluster(cluster).Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
+		require.NoError(t, err)
 		for i, c := range p.Status.Conditions {
 			if c.Type == corev1.PodReady || c.Type == corev1.ContainersReady {
 				p.Status.Conditions[i].Status = status
@@ -179,22 +177,20 @@ func setReady(t *testing.T, cluster string, pod corev1.Pod, status corev1.Condit
 			p.Status.ContainerStatuses[i].Ready = status == corev1.ConditionTrue
 		}
 		_, err = env.Cluster(cluster).Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
-		return err == nil, nil
+		return err == nil, fmt.Sprint(err)
 	})
-	require.NoError(t, err)
 }
 
 // waitEvent waits for an event with reason on the Service ns/name in cluster.
 func waitEvent(t *testing.T, cluster, ns, name, reason string) {
 	t.Helper()
 	sel := fields.Set{"involvedObject.kind": "Service", "involvedObject.name": name, "reason": reason}.AsSelector().String()
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, time.Minute, fmt.Sprintf("a %s event on Service %s/%s in %s", reason, ns, name, cluster), func(ctx context.Context) (bool, string) {
 		evs, err := env.Cluster(cluster).Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: sel})
 		if err != nil || len(evs.Items) == 0 {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, fmt.Sprint(err)
 		}
 		t.Logf("%s: %s", cluster, evs.Items[0].Message)
-		return true, nil
+		return true, ""
 	})
-	require.NoError(t, err, "no %s event on Service %s/%s in %s", reason, ns, name, cluster)
 }

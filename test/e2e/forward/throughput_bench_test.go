@@ -16,7 +16,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -53,20 +52,17 @@ func BenchmarkThroughput1000(b *testing.B) {
 		b.Fatal(err)
 	}
 	// The tree's summaries include the new nodes before the run.
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(b, 500*time.Millisecond, 2*time.Minute, "the root's virtual nodes show the added capacity", func(ctx context.Context) (bool, string) {
 		pods := int64(0)
 		for _, n := range []string{"east", "west"} {
 			node, err := env.Cluster("root").Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
 			if err != nil {
-				return false, nil //nolint:nilerr // retried
+				return false, err.Error()
 			}
 			pods += node.Status.Allocatable.Pods().Value()
 		}
-		return pods >= 12*110, nil
+		return pods >= 12*110, fmt.Sprintf("%d pods allocatable", pods)
 	})
-	if err != nil {
-		b.Fatalf("the root's virtual nodes do not show the added capacity: %v", err)
-	}
 
 	run := func(cluster string) (time.Duration, framework.Costs) {
 		c := env.Cluster(cluster)

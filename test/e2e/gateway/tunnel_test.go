@@ -21,10 +21,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/provider/gateway"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // helperEnv, set, makes this test binary a gateway of one host (started
@@ -185,12 +185,11 @@ func TestTunnelThroughNAT(t *testing.T) {
 	reach := func(what, ns, url string) (string, time.Duration) {
 		start := time.Now()
 		var body string
-		var last error
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			body, last = get(ctx, ns, url)
-			return last == nil, nil
+		framework.EventuallyEvery(t, 100*time.Millisecond, 30*time.Second, what, func(ctx context.Context) (bool, string) {
+			var err error
+			body, err = get(ctx, ns, url)
+			return err == nil, fmt.Sprint(err)
 		})
-		require.NoError(t, err, "%s: %v", what, last)
 		return body, time.Since(start)
 	}
 	// The child's request, from its own address to its parent's.

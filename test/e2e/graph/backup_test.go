@@ -10,10 +10,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // Primary and backup: west-1 runs the root's west pods through west and
@@ -24,8 +24,7 @@ import (
 // in the end.
 func TestBackupParentTakesOver(t *testing.T) {
 	ctx := t.Context()
-	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
-	require.NoError(t, env.Cluster("root").EnsureNamespace(ctx, ns))
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 	// Both of the root's children must offer region west before the
 	// Deployment is made, or every replica may take the one that joined
 	// first (this test runs first, while the tree settles).
@@ -100,13 +99,12 @@ func TestBackupParentTakesOver(t *testing.T) {
 		}
 		return viaWest, ""
 	}
-	var why string
 	var viaWest int
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "converged before the cut", func(ctx context.Context) (bool, string) {
+		var why string
 		viaWest, why = converged(ctx)
-		return why == "", nil
+		return why == "", why
 	})
-	require.NoError(t, err, "before: %s", why)
 	require.NotZero(t, viaWest, "some replicas go through west")
 	t.Logf("before the cut: %d of %d replicas through west", viaWest, replicas)
 
@@ -115,10 +113,10 @@ func TestBackupParentTakesOver(t *testing.T) {
 	defer func() { _ = link.Restore() }()
 	cut := time.Now()
 	// The root replaces west's share through east.
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, 500*time.Millisecond, 3*time.Minute, "east runs all replicas while west-1 is cut off from west", func(ctx context.Context) (bool, string) {
 		list, err := env.Cluster("east").Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, err.Error()
 		}
 		running := 0
 		for _, p := range list.Items {
@@ -126,17 +124,15 @@ func TestBackupParentTakesOver(t *testing.T) {
 				running++
 			}
 		}
-		return running == replicas, nil
+		return running == replicas, fmt.Sprintf("%d of %d running", running, replicas)
 	})
-	require.NoError(t, err, "east never ran all replicas while west-1 was cut off from west")
 	t.Logf("all replicas through east %s after the cut", time.Since(cut).Round(time.Second))
 
 	require.NoError(t, link.Restore())
 	healed := time.Now()
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		viaWest, why = converged(ctx)
-		return why == "" && viaWest == 0, nil
+	framework.Eventually(t, 2*time.Minute, "converged after the heal, none through west", func(ctx context.Context) (bool, string) {
+		viaWest, why := converged(ctx)
+		return why == "" && viaWest == 0, fmt.Sprintf("%s (through west: %d)", why, viaWest)
 	})
-	require.NoError(t, err, "after the heal: %s (through west: %d)", why, viaWest)
 	t.Logf("converged %s after the heal: every replica once in west-1, all through east", time.Since(healed).Round(time.Millisecond))
 }

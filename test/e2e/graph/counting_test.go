@@ -12,9 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // westFree is the free CPU (millicores) of west-1's nodes, computed from
@@ -75,14 +75,14 @@ func advertisedWest(ctx context.Context, cluster string) (int64, error) {
 func waitCountedOnce(t *testing.T, when string) {
 	t.Helper()
 	var got, want int64
-	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, time.Minute, when+": the root advertises west-1's free CPU in region west, once", func(ctx context.Context) (bool, string) {
 		var err1, err2 error
 		got, err1 = advertisedWest(ctx, "root")
 		want, err2 = westFree(ctx)
 		// Halves are rounded down to the millicore in each share.
-		return err1 == nil && err2 == nil && got <= want && want-got <= 2, nil
+		return err1 == nil && err2 == nil && got <= want && want-got <= 2,
+			fmt.Sprintf("the root advertises %dm, west-1 has %dm (%v, %v)", got, want, err1, err2)
 	})
-	require.NoError(t, err, "%s: the root advertises %dm free CPU in region west, west-1 has %dm", when, got, want)
 	t.Logf("%s: root advertises %dm of west-1's %dm free", when, got, want)
 }
 
@@ -93,11 +93,15 @@ func TestDiamondAndCycleCountOnceRunOnce(t *testing.T) {
 	ctx := t.Context()
 	waitCountedOnce(t, "idle")
 
-	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 	const perCluster = 3
 	origins := []string{"root", "east", "west"}
 	for _, c := range origins {
-		require.NoError(t, env.Cluster(c).EnsureNamespace(ctx, ns))
+		if c != "root" {
+			// After the root's pods, as a user there would: it may be
+			// there already, made for their delegates.
+			require.NoError(t, env.Cluster(c).EnsureNamespace(ctx, ns))
+		}
 		for i := range perCluster {
 			_, err := env.Cluster(c).Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("from-%s-%d", c, i)},
@@ -111,10 +115,10 @@ func TestDiamondAndCycleCountOnceRunOnce(t *testing.T) {
 		}
 	}
 	for _, c := range origins {
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		framework.Eventually(t, 2*time.Minute, "the pods created at "+c+" all Running there", func(ctx context.Context) (bool, string) {
 			list, err := env.Cluster(c).Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
-				return false, nil //nolint:nilerr // retried until the timeout
+				return false, err.Error()
 			}
 			running := 0
 			for _, p := range list.Items {
@@ -122,9 +126,8 @@ func TestDiamondAndCycleCountOnceRunOnce(t *testing.T) {
 					running++
 				}
 			}
-			return running == perCluster, nil
+			return running == perCluster, fmt.Sprintf("%d of %d running", running, perCluster)
 		})
-		require.NoError(t, err, "pods created at %s not all Running there", c)
 	}
 
 	// In west-1, the only cluster with nodes: one pod per pod created,

@@ -24,10 +24,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/api"
 
@@ -59,22 +57,18 @@ func TestMain(m *testing.M) {
 // settling: the scheduler would see one of them alone.
 func waitOffersWest(t *testing.T, cluster string, nodes ...string) {
 	t.Helper()
-	var why string
-	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, cluster+"'s virtual nodes offer region west", func(ctx context.Context) (bool, string) {
 		for _, name := range nodes {
 			n, err := env.Cluster(cluster).Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
-				why = err.Error()
-				return false, nil
+				return false, err.Error()
 			}
 			if !nodeReady(n) {
-				why = name + " is not Ready"
-				return false, nil
+				return false, name + " is not Ready"
 			}
 			s, ok := api.ParseSummary(n)
 			if !ok {
-				why = name + " has no summary"
-				return false, nil
+				return false, name + " has no summary"
 			}
 			var free int64
 			for _, g := range s.Groups {
@@ -84,13 +78,11 @@ func waitOffersWest(t *testing.T, cluster string, nodes ...string) {
 				}
 			}
 			if free <= 0 {
-				why = name + " offers no free CPU in region west"
-				return false, nil
+				return false, name + " offers no free CPU in region west"
 			}
 		}
-		return true, nil
+		return true, ""
 	})
-	require.NoError(t, err, "%s: %s", cluster, why)
 }
 
 func nodeReady(n *corev1.Node) bool {

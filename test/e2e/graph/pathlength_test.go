@@ -10,10 +10,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // At east, a west pod has two ways: west-1, a direct child with west
@@ -24,29 +24,27 @@ func TestShorterPathTaken(t *testing.T) {
 	east := env.Cluster("east").Client
 	// Both ways are open: root's summary at east offers region west, two
 	// levels below root.
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, time.Minute, "east's node root offers region west two levels down", func(ctx context.Context) (bool, string) {
 		n, err := east.CoreV1().Nodes().Get(ctx, "root", metav1.GetOptions{})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, err.Error()
 		}
 		s, ok := api.ParseSummary(n)
 		if !ok {
-			return false, nil
+			return false, "no summary"
 		}
 		for _, g := range s.Groups {
 			if g.Labels["topology.kubernetes.io/region"] == "west" && g.Depth == 2 && g.Nodes > 0 {
-				return true, nil
+				return true, ""
 			}
 		}
-		return false, nil
+		return false, fmt.Sprintf("groups %+v", s.Groups)
 	})
-	require.NoError(t, err, "east's node root never offered region west two levels down")
 
-	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
-	require.NoError(t, env.Cluster("east").EnsureNamespace(ctx, ns))
+	ns := framework.KeptNamespace(t, east, "t")
 	labels := map[string]string{"app": "near"}
 	const replicas = 6
-	_, err = east.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+	_, err := east.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "near"},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](replicas), Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
@@ -57,10 +55,10 @@ func TestShorterPathTaken(t *testing.T) {
 	require.NoError(t, err)
 
 	var nodes map[string]int
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "the replicas running at east", func(ctx context.Context) (bool, string) {
 		list, err := east.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, err.Error()
 		}
 		nodes = map[string]int{}
 		running := 0
@@ -70,9 +68,8 @@ func TestShorterPathTaken(t *testing.T) {
 				running++
 			}
 		}
-		return running == replicas, nil
+		return running == replicas, fmt.Sprintf("%d running; by node: %v", running, nodes)
 	})
-	require.NoError(t, err, "replicas at east by node: %v", nodes)
 	require.Equal(t, map[string]int{"west-1": replicas}, nodes, "every replica goes to west-1 directly, none through root")
 	leafPods, err := env.Cluster("west-1").Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)

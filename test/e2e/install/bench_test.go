@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -193,11 +192,13 @@ func reinstallLeaf(b *testing.B, img framework.Image) (time.Duration, agentRSS) 
 	leaf, east := env.Cluster("east-1"), env.Cluster("east")
 	_, err := framework.Helm(ctx, env, leaf, "uninstall", release, "--namespace", chartNamespace, "--wait", "--timeout", "3m")
 	require.NoError(b, err)
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(b, time.Second, 2*time.Minute, "Nestlet's pods in east-1 gone after the uninstall", func(ctx context.Context) (bool, string) {
 		pods, err := leaf.Client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{})
-		return err == nil && len(pods.Items) == 0, nil
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(pods.Items) == 0, fmt.Sprintf("%d pods", len(pods.Items))
 	})
-	require.NoError(b, err, "Nestlet's pods in east-1 after the uninstall")
 	var rss agentRSS
 	rss.process = processAgentRSS(b, leaf, east)
 	start := time.Now()
@@ -257,27 +258,22 @@ func podAgentRSS(b *testing.B, c *launcher.Cluster) float64 {
 func podRSS(b *testing.B, c *launcher.Cluster, pod *corev1.Pod) float64 {
 	b.Helper()
 	var rss int64
-	var last error
-	err := wait.PollUntilContextTimeout(b.Context(), time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(b, time.Second, time.Minute, fmt.Sprintf("%s: the RSS of %s", c.Name, pod.Name), func(ctx context.Context) (bool, string) {
 		p, err := c.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
-			last = err
-			return false, nil
+			return false, err.Error()
 		}
 		if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Running == nil {
-			last = fmt.Errorf("its first container is not running")
-			return false, nil
+			return false, "its first container is not running"
 		}
 		node := c.RealNode(p.Spec.NodeName)
 		if node == nil {
-			last = fmt.Errorf("it runs on %q, not a real node of %s", p.Spec.NodeName, c.Name)
-			return false, nil
+			return false, fmt.Sprintf("it runs on %q, not a real node of %s", p.Spec.NodeName, c.Name)
 		}
 		_, id, _ := strings.Cut(p.Status.ContainerStatuses[0].ContainerID, "://")
-		rss, last = framework.ContainerRSSBytes(ctx, node, id)
-		return last == nil, nil
+		rss, err = framework.ContainerRSSBytes(ctx, node, id)
+		return err == nil, fmt.Sprint(err)
 	})
-	require.NoError(b, err, "%s: %s: %v", c.Name, pod.Name, last)
 	return float64(rss) / (1 << 20)
 }
 

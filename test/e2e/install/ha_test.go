@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
 	"github.com/nestlet/nestlet/test/framework"
@@ -50,12 +49,11 @@ func TestAgentLeaderKilled(t *testing.T) {
 	start := time.Now()
 	require.NoError(t, east.Client.CoreV1().Pods(chartNamespace).Delete(ctx, old, metav1.DeleteOptions{}))
 	var now string
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, 200*time.Millisecond, time.Minute, "another replica takes the lease from "+old, func(ctx context.Context) (bool, string) {
 		now, err = leader(ctx)
-		return err == nil && now != "" && now != old, nil
+		return err == nil && now != "" && now != old, fmt.Sprintf("leader %q (%v)", now, err)
 	})
 	took := time.Since(start)
-	require.NoError(t, err, "no other replica took the lease from %s", old)
 	t.Logf("%s leads %s after %s's pod was deleted", now, took.Round(10*time.Millisecond), old)
 	require.Less(t, took, 15*time.Second, "the other replica took over late")
 
@@ -73,19 +71,21 @@ func TestAgentLeaderKilled(t *testing.T) {
 func waitReplicas(t *testing.T, cluster, component string, n int) {
 	t.Helper()
 	c := env.Cluster(cluster)
-	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, time.Second, 2*time.Minute, fmt.Sprintf("%s: %d ready replicas of the %s", cluster, n, component), func(ctx context.Context) (bool, string) {
 		pods, err := c.Client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=" + component})
-		if err != nil || len(pods.Items) != n {
-			return false, nil //nolint:nilerr // retried until the timeout
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(pods.Items) != n {
+			return false, fmt.Sprintf("%d pods", len(pods.Items))
 		}
 		for _, p := range pods.Items {
 			if p.DeletionTimestamp != nil || !podutil.IsPodReady(&p) {
-				return false, nil
+				return false, p.Name + " terminating or not ready"
 			}
 		}
-		return true, nil
+		return true, ""
 	})
-	require.NoError(t, err, "%s: %d ready replicas of the %s", cluster, n, component)
 }
 
 // TestProxyReplicas: the root's proxy runs as two replicas behind one
@@ -116,12 +116,10 @@ func TestProxyReplicas(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, proxies.Items, proxyReplicas)
 	require.NoError(t, root.Client.CoreV1().Pods(chartNamespace).Delete(ctx, proxies.Items[0].Name, metav1.DeleteOptions{}))
-	var last error
-	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
-		last = logs()
-		return last == nil, nil
+	framework.EventuallyEvery(t, 2*time.Second, 3*time.Minute, "kubectl logs after a proxy replica was deleted", func(context.Context) (bool, string) {
+		err := logs()
+		return err == nil, fmt.Sprint(err)
 	})
-	require.NoError(t, err, "kubectl logs after a proxy replica was deleted: %v", last)
 	waitReplicas(t, "root", "proxy", proxyReplicas)
 	for i := range 5 {
 		require.NoError(t, logs(), "kubectl logs #%d after the replica was replaced", i+1)

@@ -1,12 +1,10 @@
 package install
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -93,8 +91,7 @@ func TestAgentWritesOnlyItsOwn(t *testing.T) {
 	newNamespace(t)
 	ctx := t.Context()
 	east := env.Cluster("east")
-	ns := fmt.Sprintf("w-%d", time.Now().UnixNano()%1_000_000)
-	require.NoError(t, east.EnsureNamespace(ctx, ns))
+	ns := framework.KeptNamespace(t, east.Client, "w")
 	cfg, err := east.NewClientForUser("system:serviceaccount:"+chartNamespace+":"+release+"-agent",
 		"system:serviceaccounts", "system:serviceaccounts:"+chartNamespace, "system:authenticated")
 	require.NoError(t, err)

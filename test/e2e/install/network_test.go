@@ -13,7 +13,6 @@ import (
 	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/utils/ptr"
 
@@ -48,21 +47,18 @@ func TestOnePodNetwork(t *testing.T) {
 	for _, c := range []string{"east", "east-1"} {
 		targets, err := v1alpha1.NewTargetClient(env.Cluster(c).Config)
 		require.NoError(t, err)
-		var last []v1alpha1.Target
-		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		framework.Eventually(t, time.Minute, c+"'s tunnel to its parent up", func(ctx context.Context) (bool, string) {
 			list, err := targets.List(ctx, metav1.ListOptions{})
 			if err != nil || len(list.Items) == 0 {
-				return false, nil
+				return false, fmt.Sprintf("no Target (%v)", err)
 			}
-			last = list.Items
 			for i := range list.Items {
 				if launcher.TargetCondition(&list.Items[i], v1alpha1.ConditionTunnel).Status != metav1.ConditionTrue {
-					return false, nil
+					return false, fmt.Sprintf("%+v", list.Items)
 				}
 			}
-			return true, nil
+			return true, ""
 		})
-		require.NoError(t, err, "%s's tunnel to its parent is not up: %+v", c, last)
 	}
 	for _, pair := range []struct{ client, server *corev1.Pod }{{&inLeaf, atRoot}, {atRoot, &inLeaf}, {&inLeaf, atRoot2}, {atRoot2, &inLeaf}} {
 		path := fmt.Sprintf("/from-%s-%d", pair.client.Name, time.Now().UnixNano())
@@ -88,11 +84,14 @@ func podOnNode(t *testing.T, c *launcher.Cluster, ns, name, node string) *corev1
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	var pod *corev1.Pod
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		pod, err = c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		return err == nil && podutil.IsPodReady(pod) && pod.Status.PodIP != "", nil
+	framework.Eventually(t, 2*time.Minute, "the pod on "+node+" ready", func(ctx context.Context) (bool, string) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		pod = p
+		return podutil.IsPodReady(p) && p.Status.PodIP != "", fmt.Sprintf("phase %s, IP %q", p.Status.Phase, p.Status.PodIP)
 	})
-	require.NoError(t, err, "the pod on %s is not ready", node)
 	return pod
 }
 
@@ -110,24 +109,20 @@ func routesOnNode(t *testing.T, n *launcher.RealNode) {
 func vxlanOnNode(t *testing.T, n *launcher.RealNode, routed bool) int {
 	t.Helper()
 	nl, nft := nodeNetwork(t, n)
-	var state string
 	index := 0
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	framework.Eventually(t, time.Minute, "the route agent's interface and table on "+n.Name, func(context.Context) (bool, string) {
 		link, err := nl.LinkByName(noderoutes.Device)
 		if err != nil {
-			state = err.Error()
-			return false, nil
+			return false, err.Error()
 		}
 		index = link.Attrs().Index
 		routes, err := nl.RouteList(link, netlink.FAMILY_V4)
 		if routed && (err != nil || len(routes) == 0) {
-			state = fmt.Sprintf("no route through %s (%v)", noderoutes.Device, err)
-			return false, nil
+			return false, fmt.Sprintf("no route through %s (%v)", noderoutes.Device, err)
 		}
 		tables, err := nft.ListTablesOfFamily(nftables.TableFamilyIPv4)
 		if err != nil {
-			state = err.Error()
-			return false, nil
+			return false, err.Error()
 		}
 		for _, tb := range tables {
 			if tb.Name != noderoutes.NATTable {
@@ -136,20 +131,16 @@ func vxlanOnNode(t *testing.T, n *launcher.RealNode, routed bool) int {
 			// VXLAN is accepted from the cluster's nodes only.
 			set, err := nft.GetSetByName(tb, noderoutes.PeersSet)
 			if err != nil {
-				state = fmt.Sprintf("no set %s: %v", noderoutes.PeersSet, err)
-				return false, nil
+				return false, fmt.Sprintf("no set %s: %v", noderoutes.PeersSet, err)
 			}
 			peers, err := nft.GetSetElements(set)
 			if err != nil || len(peers) == 0 {
-				state = fmt.Sprintf("no address in set %s (%v)", noderoutes.PeersSet, err)
-				return false, nil
+				return false, fmt.Sprintf("no address in set %s (%v)", noderoutes.PeersSet, err)
 			}
-			return true, nil
+			return true, ""
 		}
-		state = "no nftables table " + noderoutes.NATTable
-		return false, nil
+		return false, "no nftables table " + noderoutes.NATTable
 	})
-	require.NoError(t, err, "the route agent on %s: %s", n.Name, state)
 	return index
 }
 
@@ -173,24 +164,19 @@ func nodeNetwork(t *testing.T, n *launcher.RealNode) (*netlink.Handle, *nftables
 func noRoutesOnNode(t *testing.T, n *launcher.RealNode) {
 	t.Helper()
 	nl, nft := nodeNetwork(t, n)
-	var state string
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	framework.Eventually(t, time.Minute, "the route agent's interface and table gone from "+n.Name, func(context.Context) (bool, string) {
 		if _, err := nl.LinkByName(noderoutes.Device); err == nil {
-			state = noderoutes.Device + " is still there"
-			return false, nil
+			return false, noderoutes.Device + " is still there"
 		}
 		tables, err := nft.ListTablesOfFamily(nftables.TableFamilyIPv4)
 		if err != nil {
-			state = err.Error()
-			return false, nil
+			return false, err.Error()
 		}
 		for _, tb := range tables {
 			if tb.Name == noderoutes.NATTable {
-				state = "table " + noderoutes.NATTable + " is still there"
-				return false, nil
+				return false, "table " + noderoutes.NATTable + " is still there"
 			}
 		}
-		return true, nil
+		return true, ""
 	})
-	require.NoError(t, err, "on %s: %s", n.Name, state)
 }

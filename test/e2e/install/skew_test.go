@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
@@ -119,16 +118,14 @@ func setRelease(t *testing.T, cluster, chart string, img framework.Image) {
 // kubelet port that ok accepts, for longer than the agent's periodic ask.
 func waitKubeletPort(t *testing.T, parent, child string, ok func(int32) bool) {
 	t.Helper()
-	var last int32
-	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, time.Second, 3*time.Minute, fmt.Sprintf("%s's node in %s advertises the kubelet port", child, parent), func(ctx context.Context) (bool, string) {
 		n, err := env.Cluster(parent).Client.CoreV1().Nodes().Get(ctx, child, metav1.GetOptions{})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, err.Error()
 		}
-		last = n.Status.DaemonEndpoints.KubeletEndpoint.Port
-		return ok(last), nil
+		port := n.Status.DaemonEndpoints.KubeletEndpoint.Port
+		return ok(port), fmt.Sprintf("port %d", port)
 	})
-	require.NoError(t, err, "%s's node in %s advertises kubelet port %d", child, parent, last)
 }
 
 // unstate removes annotation keys from node in cluster, as an operator
@@ -152,23 +149,22 @@ func requireCompatible(t *testing.T, child, parent string, says ...string) {
 	targets, err := v1alpha1.NewTargetClient(env.Cluster(child).Config)
 	require.NoError(t, err)
 	var last string
-	err = wait.PollUntilContextTimeout(t.Context(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, time.Second, 2*time.Minute, fmt.Sprintf("%s's Target %s Compatible, saying %q", child, parent, says), func(ctx context.Context) (bool, string) {
 		target, err := targets.Get(ctx, parent, metav1.GetOptions{})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, err.Error()
 		}
 		c := meta.FindStatusCondition(target.Status.Conditions, v1alpha1.ConditionCompatible)
 		if c == nil {
-			return false, nil
+			return false, "no Compatible condition"
 		}
 		last = fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
 		for _, s := range says {
 			if !strings.Contains(c.Message, s) {
-				return false, nil
+				return false, last
 			}
 		}
-		return c.Status == metav1.ConditionTrue, nil
+		return c.Status == metav1.ConditionTrue, last
 	})
-	require.NoError(t, err, "%s's Target %s: Compatible %s", child, parent, last)
 	t.Logf("%s's Target %s: Compatible %s", child, parent, last)
 }

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
@@ -122,26 +121,24 @@ func upgradeTree(t testing.TB, version string) (framework.Image, time.Duration) 
 // both sides' build as version, and child's Target is Compatible.
 func requireVersionsStated(t testing.TB, child, parent, version string) {
 	t.Helper()
-	var last string
 	targets, err := v1alpha1.NewTargetClient(env.Cluster(child).Config)
 	require.NoError(t, err)
-	err = wait.PollUntilContextTimeout(t.Context(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, time.Second, 2*time.Minute, fmt.Sprintf("%s in %s states version %s", child, parent, version), func(ctx context.Context) (bool, string) {
 		n, err := env.Cluster(parent).Client.CoreV1().Nodes().Get(ctx, child, metav1.GetOptions{})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, err.Error()
 		}
 		target, err := targets.Get(ctx, parent, metav1.GetOptions{})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, err.Error()
 		}
 		c := meta.FindStatusCondition(target.Status.Conditions, v1alpha1.ConditionCompatible)
-		last = fmt.Sprintf("node annotations %v; Compatible %+v", n.Annotations, c)
+		last := fmt.Sprintf("node annotations %v; Compatible %+v", n.Annotations, c)
 		return strings.HasPrefix(n.Annotations[api.AnnotationAgentVersion], version) &&
 			strings.HasPrefix(n.Annotations[api.AnnotationParentVersion], version) &&
 			n.Annotations[api.AnnotationProtocols] == api.OwnProtocols().String() &&
-			c != nil && c.Status == metav1.ConditionTrue && strings.Count(c.Message, version) == 2, nil
+			c != nil && c.Status == metav1.ConditionTrue && strings.Count(c.Message, version) == 2, last
 	})
-	require.NoError(t, err, "%s in %s: %s", child, parent, last)
 }
 
 // watchStates watches the pods of ns that selector selects from now on and
@@ -225,19 +222,17 @@ func appContainers(t testing.TB, ns, prefix string) map[string]string {
 func waitUpgraded(t testing.TB, cluster, ref string) {
 	t.Helper()
 	c := env.Cluster(cluster)
-	var last []string
-	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, time.Second, 3*time.Minute, fmt.Sprintf("%s: Nestlet's pods on %s", cluster, ref), func(ctx context.Context) (bool, string) {
 		pods, err := c.Client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, err.Error()
 		}
-		last = last[:0]
+		var last []string
 		done := len(pods.Items) > 0
 		for _, p := range pods.Items {
 			last = append(last, fmt.Sprintf("%s %s ready=%t", p.Name, p.Spec.Containers[0].Image, podutil.IsPodReady(&p)))
 			done = done && p.Spec.Containers[0].Image == ref && podutil.IsPodReady(&p) && p.DeletionTimestamp == nil
 		}
-		return done, nil
+		return done, fmt.Sprint(last)
 	})
-	require.NoError(t, err, "%s: Nestlet's pods on %s: %v", cluster, ref, last)
 }

@@ -12,11 +12,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // optedIn is the label of the namespaces whose pods the chart's scheduling
@@ -50,8 +50,7 @@ func TestWebhookRoutesPlainDeployments(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, d.Spec.Template.Spec.Tolerations, "the Deployment itself is the user's, unchanged")
 
-	other := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
-	require.NoError(t, root.EnsureNamespace(ctx, other))
+	other := framework.KeptNamespace(t, root.Client, "t")
 	_, err = root.Client.CoreV1().Pods(other).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "not-routed"},
 		Spec: corev1.PodSpec{
@@ -61,16 +60,15 @@ func TestWebhookRoutesPlainDeployments(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	var message string
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, time.Second, 2*time.Minute, "the stock scheduler's FailedScheduling event for a pod not routed", func(ctx context.Context) (bool, string) {
 		events, err := root.Client.CoreV1().Events(other).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
 			"involvedObject.name": "not-routed", "reason": "FailedScheduling"}.AsSelector().String()})
 		if err != nil || len(events.Items) == 0 {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, fmt.Sprint(err)
 		}
 		message = events.Items[0].Message
-		return true, nil
+		return true, ""
 	})
-	require.NoError(t, err, "the stock scheduler's FailedScheduling event for a pod not routed")
 	p, err := root.Client.CoreV1().Pods(other).Get(ctx, "not-routed", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Empty(t, p.Spec.NodeName, "a pod of a namespace not opted in was placed")
@@ -100,11 +98,7 @@ func TestAgentRefusesUntoleratedPods(t *testing.T) {
 	newNamespace(t)
 	ctx := t.Context()
 	root, east := env.Cluster("root"), env.Cluster("east")
-	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
-	require.NoError(t, root.EnsureNamespace(ctx, ns))
-	t.Cleanup(func() {
-		_ = root.Client.CoreV1().Namespaces().Delete(context.WithoutCancel(ctx), ns, metav1.DeleteOptions{})
-	})
+	ns := framework.Namespace(t, root.Client, "t")
 	app := []corev1.Container{{Name: "app", Image: launcher.DemoAppImage}}
 	_, err := root.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "bound-by-hand"},
@@ -130,10 +124,10 @@ func TestAgentRefusesUntoleratedPods(t *testing.T) {
 	require.NoError(t, err)
 
 	refused := map[string]string{} // message by pod name
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, time.Second, 2*time.Minute, "events of the agent's refusals", func(ctx context.Context) (bool, string) {
 		events, err := root.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{"reason": api.ReasonNotAdmitted}.AsSelector().String()})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, err.Error()
 		}
 		for _, e := range events.Items {
 			refused[e.InvolvedObject.Name] = e.Message
@@ -142,9 +136,8 @@ func TestAgentRefusesUntoleratedPods(t *testing.T) {
 		for name := range refused {
 			daemon = daemon || strings.HasPrefix(name, "everywhere-")
 		}
-		return daemon && refused["bound-by-hand"] != "", nil
+		return daemon && refused["bound-by-hand"] != "", fmt.Sprint(refused)
 	})
-	require.NoError(t, err, "events of the agent's refusals: %v", refused)
 	require.Contains(t, refused["bound-by-hand"], "neither tolerates the virtual nodes' taint")
 	for name, msg := range refused {
 		if strings.HasPrefix(name, "everywhere-") {

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 
@@ -33,13 +32,12 @@ import (
 // kube-scheduler, which stays the clusters' default scheduler.
 const chartScheduler = "nestlet-scheduler"
 
-// newNamespace creates a namespace of its own for the test at the root.
+// newNamespace creates a namespace of its own for the test at the root
+// (framework.KeptNamespace), on a machine that runs real nodes.
 func newNamespace(t testing.TB) string {
 	t.Helper()
 	framework.NeedRealNodes(t)
-	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
-	require.NoError(t, env.Cluster("root").EnsureNamespace(t.Context(), ns))
-	return ns
+	return framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 }
 
 // webDeployment creates at the root a Deployment of the demo app with a
@@ -81,19 +79,21 @@ func webDeployment(t testing.TB, ns, name string, replicas int32, opts ...func(*
 	_, err := root.AppsV1().Deployments(ns).Create(t.Context(), d, metav1.CreateOptions{})
 	require.NoError(t, err)
 	var pods []corev1.Pod
-	err = wait.PollUntilContextTimeout(t.Context(), time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, time.Second, 5*time.Minute, fmt.Sprintf("deployment %s at the root: %d ready replicas", name, replicas), func(ctx context.Context) (bool, string) {
 		d, err := root.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil || d.Status.ReadyReplicas != replicas {
-			return false, nil //nolint:nilerr // retried until the timeout
+		if err != nil {
+			return false, err.Error()
+		}
+		if d.Status.ReadyReplicas != replicas {
+			return false, fmt.Sprintf("%d ready", d.Status.ReadyReplicas)
 		}
 		list, err := root.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.FormatLabels(sel)})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, err.Error()
 		}
 		pods = list.Items
-		return len(pods) == int(replicas), nil
+		return len(pods) == int(replicas), fmt.Sprintf("%d pods", len(pods))
 	})
-	require.NoError(t, err, "deployment %s at the root: %d ready replicas", name, replicas)
 	return pods
 }
 
@@ -218,15 +218,19 @@ func TestUninstall(t *testing.T) {
 	nss, err := root.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	for _, n := range nss.Items {
-		if strings.HasPrefix(n.Name, "t-") {
+		// The tests' namespaces, but those already going (the tests
+		// that made theirs with framework.Namespace deleted them).
+		if strings.HasPrefix(n.Name, "t-") && n.DeletionTimestamp == nil {
 			require.NoError(t, root.Client.CoreV1().Namespaces().Delete(ctx, n.Name, metav1.DeleteOptions{}))
 		}
 	}
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, time.Second, 3*time.Minute, "the delegates in east-1 of the deleted workloads gone", func(ctx context.Context) (bool, string) {
 		pods, err := leaf.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: api.LabelTargetUID})
-		return err == nil && len(pods.Items) == 0, nil
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(pods.Items) == 0, fmt.Sprintf("%d delegates", len(pods.Items))
 	})
-	require.NoError(t, err, "the delegates in east-1 of the deleted workloads")
 
 	for _, n := range leaf.RealNodes() {
 		vxlanOnNode(t, n, false) // there before
@@ -242,11 +246,13 @@ func TestUninstall(t *testing.T) {
 	require.NoError(t, err, "the CRD stays")
 	require.Empty(t, list.Items)
 	// The Deployments are gone; their pods follow (garbage collection).
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, time.Second, 2*time.Minute, "Nestlet's pods in east-1 gone after the uninstall", func(ctx context.Context) (bool, string) {
 		pods, err := leaf.Client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{})
-		return err == nil && len(pods.Items) == 0, nil
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(pods.Items) == 0, fmt.Sprintf("%d pods", len(pods.Items))
 	})
-	require.NoError(t, err, "Nestlet's pods in east-1 after the uninstall")
 	// The route agents removed the node's interface and table as they
 	// exited: their DaemonSet was gone.
 	for _, n := range leaf.RealNodes() {

@@ -12,12 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/proxy/bootstrap"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // Each bad input ends in a Target condition naming what is wrong, and
@@ -36,11 +36,10 @@ func TestBadInputs(t *testing.T) {
 	require.NoError(t, err)
 	// Wait until the parent has dropped it (token cleaner).
 	expiredID, _, _ := strings.Cut(expired, ".")
-	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, time.Minute, "the expired token cleaned up", func(ctx context.Context) (bool, string) {
 		_, err := env.Cluster("root").Client.CoreV1().Secrets("kube-system").Get(ctx, bootstraputil.BootstrapTokenSecretName(expiredID), metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
-	require.NoError(t, err, "expired token never cleaned up")
 
 	secrets := 0
 	spec := func(cluster, secret string, mutate func(*v1alpha1.TargetSpec)) v1alpha1.TargetSpec {

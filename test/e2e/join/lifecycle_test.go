@@ -2,6 +2,7 @@ package join
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -19,6 +19,7 @@ import (
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // The child's identity in the parent is a kubelet's: it may not read the
@@ -88,11 +89,10 @@ func TestManualApprovalAndRuntimeChanges(t *testing.T) {
 
 	// Deleting the Target removes the node from the parent.
 	deleteTarget(t, "west", name)
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, 100*time.Millisecond, time.Minute, "node west-manual gone from the parent after its Target was deleted", func(ctx context.Context) (bool, string) {
 		_, err := east.Client.CoreV1().Nodes().Get(ctx, "west-manual", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
-	require.NoError(t, err, "node west-manual still in the parent after its Target was deleted")
 	_, err = west.Client.CoreV1().Secrets("nestlet-system").Get(ctx, api.IdentitySecretName(name), metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "identity secret left behind")
 

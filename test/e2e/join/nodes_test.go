@@ -2,6 +2,7 @@ package join
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -11,10 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 const regionKey = "topology.kubernetes.io/region"
@@ -59,20 +60,14 @@ func requireSameResources(t *testing.T, want, got corev1.ResourceList) {
 func waitNode(t *testing.T, cluster, name string, timeout time.Duration, ok func(*corev1.Node) bool) *corev1.Node {
 	t.Helper()
 	var last *corev1.Node
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, 100*time.Millisecond, timeout, fmt.Sprintf("node %s in %s: condition met", name, cluster), func(ctx context.Context) (bool, string) {
 		n, err := env.Cluster(cluster).Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, err.Error()
 		}
 		last = n
-		return ok(n), nil
+		return ok(n), fmt.Sprintf("labels %v, allocatable %v, conditions %v", n.Labels, n.Status.Allocatable, n.Status.Conditions)
 	})
-	if err != nil {
-		if last != nil {
-			t.Fatalf("node %s in %s: condition not met within %s; labels %v, allocatable %v, conditions %v", name, cluster, timeout, last.Labels, last.Status.Allocatable, last.Status.Conditions)
-		}
-		t.Fatalf("node %s in %s: not found within %s", name, cluster, timeout)
-	}
 	return last
 }
 

@@ -10,10 +10,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // TestSpreadOverHostsOfUnequalChildren: a Deployment of 12 replicas made
@@ -29,34 +29,30 @@ func TestSpreadOverHostsOfUnequalChildren(t *testing.T) {
 	ctx := t.Context()
 	root := env.Cluster("root").Client
 	want := map[string]int{"east": 2, "west": 1, "mid": 3}
-	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, time.Second, 2*time.Minute, fmt.Sprintf("the children's summaries at the root count %v nodes", want), func(ctx context.Context) (bool, string) {
 		for child, nodes := range want {
 			n, err := root.CoreV1().Nodes().Get(ctx, child, metav1.GetOptions{})
 			if err != nil {
-				return false, nil
+				return false, err.Error()
 			}
 			s, ok := api.ParseSummary(n)
 			if !ok {
-				return false, nil
+				return false, child + " has no summary"
 			}
 			counted := 0
 			for _, g := range s.Groups {
 				counted += g.Nodes
 			}
 			if counted != nodes {
-				return false, nil
+				return false, fmt.Sprintf("%s counts %d", child, counted)
 			}
 		}
-		return true, nil
+		return true, ""
 	})
-	require.NoError(t, err, "the children's summaries at the root count %v nodes", want)
 
-	ns := fmt.Sprintf("spread-%d", time.Now().UnixNano())
-	_, err = root.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = root.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	ns := framework.Namespace(t, root, "spread")
 	labels := map[string]string{"app": "hosts"}
-	_, err = root.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "hosts"}, Spec: appsv1.DeploymentSpec{
+	_, err := root.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "hosts"}, Spec: appsv1.DeploymentSpec{
 		Replicas: ptr.To[int32](12), Selector: &metav1.LabelSelector{MatchLabels: labels},
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: ptr.To[int64](0),
@@ -73,13 +69,13 @@ func TestSpreadOverHostsOfUnequalChildren(t *testing.T) {
 	// Where they run: the pods of the namespace on each leaf's kwok nodes.
 	leaves := []string{"east", "west", "leaf-a", "leaf-b"}
 	var byNode map[string]int
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, time.Second, 3*time.Minute, "12 replicas running in the leaves", func(ctx context.Context) (bool, string) {
 		byNode = map[string]int{}
 		running := 0
 		for _, leaf := range leaves {
 			list, err := env.Cluster(leaf).Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
-				return false, nil
+				return false, err.Error()
 			}
 			for _, p := range list.Items {
 				if p.Status.Phase == corev1.PodRunning {
@@ -88,9 +84,8 @@ func TestSpreadOverHostsOfUnequalChildren(t *testing.T) {
 				}
 			}
 		}
-		return running == 12, nil
+		return running == 12, fmt.Sprint(byNode)
 	})
-	require.NoError(t, err, "12 replicas running in the leaves: %v", byNode)
 	require.Equal(t, map[string]int{"east/east-1": 2, "east/east-2": 2, "west/west-1": 2,
 		"leaf-a/leaf-a-1": 2, "leaf-b/leaf-b-1": 2, "leaf-b/leaf-b-2": 2}, byNode)
 }

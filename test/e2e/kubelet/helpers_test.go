@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/test/framework"
@@ -23,9 +22,8 @@ import (
 func runPod(t testing.TB, region string) (ns, leaf, leafPod string) {
 	t.Helper()
 	ctx := t.Context()
-	ns = fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
 	root := env.Cluster("root")
-	require.NoError(t, root.EnsureNamespace(ctx, ns))
+	ns = framework.KeptNamespace(t, root.Client, "t")
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns},
 		Spec: corev1.PodSpec{
@@ -35,11 +33,13 @@ func runPod(t testing.TB, region string) (ns, leaf, leafPod string) {
 	}
 	_, err := root.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	require.NoError(t, err)
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "pod "+ns+"/app Running at the root", func(ctx context.Context) (bool, string) {
 		p, err := root.Client.CoreV1().Pods(ns).Get(ctx, "app", metav1.GetOptions{})
-		return err == nil && p.Status.Phase == corev1.PodRunning, nil
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Phase == corev1.PodRunning, fmt.Sprintf("phase %s", p.Status.Phase)
 	})
-	require.NoError(t, err, "pod %s/app not Running at the root", ns)
 
 	// Follow the delegates down to the cluster whose node is kwok's.
 	p, err := root.Client.CoreV1().Pods(ns).Get(ctx, "app", metav1.GetOptions{})

@@ -3,16 +3,17 @@ package kubelet
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // Behind the root's nestlet-proxy, east's virtual node advertises a port
@@ -32,15 +33,15 @@ func TestNodeLevelRoutesThroughTheProxy(t *testing.T) {
 	require.NoError(t, err)
 
 	var ports map[string]string
-	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, time.Second, time.Minute, "east advertises the proxy's port for it", func(ctx context.Context) (bool, string) {
 		cm, err := root.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, "nestlet-proxy-ports", metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return false, err.Error()
 		}
 		ports = cm.Data
-		return kubeletEndpoint(t, "root", "east") == net.JoinHostPort(host, cm.Data["east"]), nil
+		advertised := kubeletEndpoint(t, "root", "east")
+		return advertised == net.JoinHostPort(host, cm.Data["east"]), fmt.Sprintf("east advertises %s; the proxy's ports: %v, shared %s", advertised, ports, shared)
 	})
-	require.NoError(t, err, "east advertises %s; the proxy's ports: %v, shared %s", kubeletEndpoint(t, "root", "east"), ports, shared)
 	require.NotContains(t, ports, "west", "west serves its kubelet API directly")
 
 	raw, err := root.CoreV1().RESTClient().Get().Resource("nodes").Name("east").SubResource("proxy").Suffix("stats/summary").DoRaw(ctx)

@@ -2,15 +2,16 @@ package kubelet
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/test/framework"
 
 	"github.com/nestlet/nestlet/launcher"
 )
@@ -44,18 +45,16 @@ func TestProxyRestartedElsewhere(t *testing.T) {
 	host, _, err := net.SplitHostPort(info.Data[api.ClusterInfoProxyKubeletEndpoint])
 	require.NoError(t, err)
 
-	var last string
-	err = wait.PollUntilContextTimeout(t.Context(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, time.Second, 3*time.Minute, "exec through the restarted proxy", func(ctx context.Context) (bool, string) {
 		ports, err := root.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, "nestlet-proxy-ports", metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return false, err.Error()
 		}
-		last = kubeletEndpoint(t, "root", "east")
-		if last != net.JoinHostPort(host, ports.Data["east"]) {
-			return false, nil
+		advertised := kubeletEndpoint(t, "root", "east")
+		if advertised != net.JoinHostPort(host, ports.Data["east"]) {
+			return false, "east advertises " + advertised
 		}
-		out, _, err := kubectl(ctx, "root", "", "exec", "-n", ns, "app", "--", "echo", "again")
-		return err == nil && out == "again\n", nil
+		out, errOut, err := kubectl(ctx, "root", "", "exec", "-n", ns, "app", "--", "echo", "again")
+		return err == nil && out == "again\n", fmt.Sprintf("east advertises %s; exec: %q %q %v", advertised, out, errOut, err)
 	})
-	require.NoError(t, err, "exec through the restarted proxy (east advertises %s)", last)
 }

@@ -18,11 +18,11 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 const topology = `
@@ -181,16 +181,13 @@ func TestPlaygroundUpDown(t *testing.T) {
 	}
 	_, err = client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: "nestlet-test"})
 	require.NoError(t, err)
-	var last *corev1.Pod
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "the pod Running on child", func(ctx context.Context) (bool, string) {
 		p, err := client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, err.Error()
 		}
-		last = p
-		return p.Spec.NodeName == "child" && p.Status.Phase == corev1.PodRunning, nil
+		return p.Spec.NodeName == "child" && p.Status.Phase == corev1.PodRunning, fmt.Sprintf("pod on %q in phase %s", p.Spec.NodeName, p.Status.Phase)
 	})
-	require.NoError(t, err, "pod on %q in phase %s", last.Spec.NodeName, last.Status.Phase)
 
 	// down stops every recorded process and removes the directory; again,
 	// it says there is nothing to stop.

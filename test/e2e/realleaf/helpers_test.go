@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
@@ -18,13 +17,12 @@ import (
 	"github.com/nestlet/nestlet/test/framework"
 )
 
-// newNamespace creates a namespace of its own for the test at the root.
+// newNamespace creates a namespace of its own for the test at the root
+// (framework.KeptNamespace), on a machine that runs real nodes.
 func newNamespace(t *testing.T) string {
 	t.Helper()
 	framework.NeedRealNodes(t)
-	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
-	require.NoError(t, env.Cluster("root").EnsureNamespace(t.Context(), ns))
-	return ns
+	return framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 }
 
 // appPod is a pod of the demo app for the real region, with a readiness
@@ -65,23 +63,15 @@ func createAt(t *testing.T, ns string, pod *corev1.Pod) {
 func waitRoot(t *testing.T, ns, name, what string, ok func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
 	var last *corev1.Pod
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, fmt.Sprintf("pod %s/%s at the root: waiting for %s", ns, name, what), func(ctx context.Context) (bool, string) {
 		p, err := env.Cluster("root").Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, err.Error()
 		}
 		last = p
-		return ok(p), nil
+		return ok(p), fmt.Sprintf("status %+v", p.Status)
 	})
-	require.NoError(t, err, "pod %s/%s at the root: waiting for %s; last status: %+v", ns, name, what, statusOf(last))
 	return last
-}
-
-func statusOf(p *corev1.Pod) any {
-	if p == nil {
-		return nil
-	}
-	return p.Status
 }
 
 // podReady reports whether the pod has condition Ready=True.
@@ -137,19 +127,6 @@ func mustKubectl(t *testing.T, stdin string, args ...string) string {
 
 // realNode is the leaf's real node.
 func realNode() *launcher.RealNode { return env.Cluster("leaf").RealNode(leafNode) }
-
-// eventually polls check until it reports done, and fails the test with its
-// last words after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, check func() (bool, string)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		var done bool
-		done, last = check()
-		return done, nil
-	})
-	require.NoError(t, err, "%s; last: %s", what, last)
-}
 
 // tokenDir is where a pod reads its service account token and CA.
 const tokenDir = "/var/run/secrets/kubernetes.io/serviceaccount"

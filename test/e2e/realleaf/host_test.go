@@ -3,6 +3,7 @@ package realleaf
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // TestSecondNodeThenCrashLeavesNothing: a second real node starts beside
@@ -53,11 +54,13 @@ func TestSecondNodeThenCrashLeavesNothing(t *testing.T) {
 	spec.Tolerations = []corev1.Toleration{{Key: taint.Key, Operator: corev1.TolerationOpExists}}
 	_, err = leaf.Client.CoreV1().Pods(ns).Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "victim"}, Spec: spec}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "the pod on the second real node Ready", func(ctx context.Context) (bool, string) {
 		p, err := leaf.Client.CoreV1().Pods(ns).Get(ctx, "victim", metav1.GetOptions{})
-		return err == nil && podReady(p), nil
+		if err != nil {
+			return false, err.Error()
+		}
+		return podReady(p), fmt.Sprintf("phase %s", p.Status.Phase)
 	})
-	require.NoError(t, err, "pod on the second real node not Ready")
 	socket := strings.TrimPrefix(n2.RuntimeEndpoint, "unix://")
 	runDir := filepath.Dir(socket)
 	require.NotEmpty(t, processesNaming(socket), "no shim of the second node found")

@@ -1,6 +1,7 @@
 package realleaf
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // TestPodCallsTheRootAsItself: a pod made at the root, running two levels
@@ -50,7 +52,7 @@ func TestPodCallsTheRootAsItself(t *testing.T) {
 	require.Error(t, err, "the leaf's pod reached the root's URL: %s", out)
 	require.Contains(t, errOut, "Client.Timeout exceeded", "dropped by the root's host, not refused by the API server")
 
-	eventually(t, time.Minute, "the pod lists its namespace's pods at the root", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the pod lists its namespace's pods at the root", func(context.Context) (bool, string) {
 		out, errOut, err := kubectl(ctx, "", "-n", ns, "exec", "caller", "--", "/demo-app", "kube", "/api/v1/namespaces/"+ns+"/pods")
 		return err == nil && strings.HasPrefix(out, "200\n") && strings.Contains(out, string(pod.UID)), fmt.Sprintf("%q %q %v", out, errOut, err)
 	})
@@ -84,11 +86,11 @@ func TestPodTokenRotated(t *testing.T) {
 		}
 		return strings.TrimSpace(out)
 	}
-	calls := func() (bool, string) {
+	calls := func(context.Context) (bool, string) {
 		out, errOut, err := kubectl(ctx, "", "-n", ns, "exec", "rotating", "--", "/demo-app", "kube", "/api/v1/namespaces/"+ns+"/pods")
 		return err == nil && strings.HasPrefix(out, "200\n"), fmt.Sprintf("%q %q %v", out, errOut, err)
 	}
-	eventually(t, time.Minute, "the pod lists its namespace's pods at the root", calls)
+	framework.Eventually(t, time.Minute, "the pod lists its namespace's pods at the root", calls)
 	first := token()
 	require.NotEmpty(t, first)
 	_, exp := claims(t, first)
@@ -105,7 +107,7 @@ func TestPodTokenRotated(t *testing.T) {
 	restarted := time.Now()
 	require.NoError(t, mid.Restart())
 	var second string
-	eventually(t, 3*time.Minute, "a new token in the running container", func() (bool, string) {
+	framework.Eventually(t, 3*time.Minute, "a new token in the running container", func(context.Context) (bool, string) {
 		second = token()
 		return second != "" && second != first, "still the first token"
 	})
@@ -113,7 +115,7 @@ func TestPodTokenRotated(t *testing.T) {
 	issued, _ := claims(t, second)
 	require.False(t, issued.Before(restarted.Truncate(time.Second)), "the new token was issued at %s, before mid's agent restarted at %s", issued, restarted)
 	t.Logf("the new token was in the container %s after mid's agent restarted", time.Since(restarted).Round(time.Millisecond))
-	eventually(t, time.Minute, "the pod lists its namespace's pods at the root with the new token", calls)
+	framework.Eventually(t, time.Minute, "the pod lists its namespace's pods at the root with the new token", calls)
 }
 
 // claims reads the iat and exp claims of a JWT (not verified: the API

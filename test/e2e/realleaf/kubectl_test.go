@@ -82,7 +82,7 @@ func TestCrashLoop(t *testing.T) {
 	// The leaf's kubelet may answer "unable to retrieve container logs"
 	// while the container restarts (its previous run changes then): the
 	// call is retried, the previous run's output must come.
-	eventually(t, 30*time.Second, "logs --previous at the root shows the previous run's output", func() (bool, string) {
+	framework.Eventually(t, 30*time.Second, "logs --previous at the root shows the previous run's output", func(context.Context) (bool, string) {
 		out, errOut, err := kubectl(t.Context(), "", "-n", ns, "logs", "crash", "--previous")
 		return err == nil && strings.Contains(out, "demo-app: exiting with code 3 after 1s"), fmt.Sprintf("%q %q %v", out, errOut, err)
 	})
@@ -91,7 +91,7 @@ func TestCrashLoop(t *testing.T) {
 	// 20 s, ...), and shows Running or Error then: kubectl shows
 	// CrashLoopBackOff again once it has exited.
 	backOff := regexp.MustCompile(`crash\s+0/1\s+CrashLoopBackOff\s+[1-9]`)
-	eventually(t, 2*time.Minute, "kubectl get at the root shows CrashLoopBackOff", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "kubectl get at the root shows CrashLoopBackOff", func(context.Context) (bool, string) {
 		out, _, _ := kubectl(t.Context(), "", "-n", ns, "get", "pod", "crash")
 		return backOff.MatchString(out), out
 	})
@@ -130,7 +130,7 @@ func TestExec(t *testing.T) {
 	}()
 	_, err = stdinW.Write([]byte("typed\n"))
 	require.NoError(t, err)
-	eventually(t, 20*time.Second, "the TTY's echo", func() (bool, string) {
+	framework.Eventually(t, 20*time.Second, "the TTY's echo", func(context.Context) (bool, string) {
 		return strings.Count(out.String(), "typed\r\n") == 2, fmt.Sprintf("%q", out.String())
 	})
 	// ^D ends cat's input on a terminal.
@@ -148,7 +148,7 @@ func TestExec(t *testing.T) {
 func TestPortForward(t *testing.T) {
 	ns, _ := runningApp(t)
 	require.Equal(t, "hello from app\n", framework.PortForwardGet(t, env, env.Cluster("root"), ns, "pod/app", "8080", "/through-port-forward"))
-	eventually(t, 30*time.Second, "the forwarded request in the logs", func() (bool, string) {
+	framework.Eventually(t, 30*time.Second, "the forwarded request in the logs", func(context.Context) (bool, string) {
 		out, _, _ := kubectl(t.Context(), "", "-n", ns, "logs", "app")
 		return strings.Contains(out, "GET /through-port-forward"), out
 	})
@@ -165,7 +165,7 @@ func TestPortForwardServiceAndDeployment(t *testing.T) {
 	webAtRoot(t, ns, 1)
 
 	var pod corev1.Pod
-	eventually(t, 2*time.Minute, "one Ready pod of web at the root", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "one Ready pod of web at the root", func(context.Context) (bool, string) {
 		list, err := root.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 		if err != nil || len(list.Items) != 1 || !podReady(&list.Items[0]) {
 			return false, fmt.Sprint(err, list)
@@ -175,7 +175,7 @@ func TestPortForwardServiceAndDeployment(t *testing.T) {
 	})
 	leaf := leafPod(t, &pod)
 	require.Equal(t, leaf.Status.PodIP, pod.Status.PodIP, "the root's pod carries the leaf's IP")
-	eventually(t, time.Minute, "the root's endpoint of web is the leaf pod's address, ready", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the root's endpoint of web is the leaf pod's address, ready", func(context.Context) (bool, string) {
 		slices, err := root.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=web"})
 		if err != nil || len(slices.Items) != 1 || len(slices.Items[0].Endpoints) != 1 {
 			return false, fmt.Sprint(err, slices)

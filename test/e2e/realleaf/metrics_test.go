@@ -1,6 +1,7 @@
 package realleaf
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -15,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // TestTopAndAutoscaling: the root runs metrics-server, which reads the
@@ -29,7 +32,7 @@ func TestTopAndAutoscaling(t *testing.T) {
 	ctx := t.Context()
 	root := env.Cluster("root").Client
 	// mid is behind the root's nestlet-proxy, on a port of its own there.
-	eventually(t, time.Minute, "mid advertises its own port on the root's proxy", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "mid advertises its own port on the root's proxy", func(context.Context) (bool, string) {
 		ports, err := root.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, "nestlet-proxy-ports", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -56,14 +59,14 @@ func TestTopAndAutoscaling(t *testing.T) {
 
 	// kubectl top at the root: the container's CPU and memory.
 	line := regexp.MustCompile(`(?m)^busy-\S+\s+\d+m\s+\d+Mi\s*$`)
-	eventually(t, 2*time.Minute, "kubectl top pod at the root shows busy's CPU and memory", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "kubectl top pod at the root shows busy's CPU and memory", func(context.Context) (bool, string) {
 		out, errOut, err := kubectl(ctx, "", "-n", ns, "top", "pod")
 		return err == nil && line.MatchString(out), fmt.Sprintf("%q %q %v", out, errOut, err)
 	})
 
 	// And the virtual node's own figures, its subtree's nodes added up.
 	nodeLine := regexp.MustCompile(`(?m)^mid\s+\d+m\s+\d+%\s+\d+Mi\s+\d+%\s*$`)
-	eventually(t, time.Minute, "kubectl top node at the root shows the virtual node mid", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "kubectl top node at the root shows the virtual node mid", func(context.Context) (bool, string) {
 		out, errOut, err := kubectl(ctx, "", "top", "node", "mid")
 		return err == nil && nodeLine.MatchString(out), fmt.Sprintf("%q %q %v", out, errOut, err)
 	})
@@ -83,8 +86,8 @@ func TestTopAndAutoscaling(t *testing.T) {
 		},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	replicas := func(want int32) func() (bool, string) {
-		return func() (bool, string) {
+	replicas := func(want int32) func(context.Context) (bool, string) {
+		return func(context.Context) (bool, string) {
 			d, err := root.AppsV1().Deployments(ns).Get(ctx, "busy", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -105,7 +108,7 @@ func TestTopAndAutoscaling(t *testing.T) {
 	load.Spec.Containers[0].ReadinessProbe = nil
 	load.Spec.Containers[0].Ports = nil
 	createAt(t, ns, load)
-	eventually(t, 3*time.Minute, "busy scaled to 3 under load", replicas(3))
+	framework.Eventually(t, 3*time.Minute, "busy scaled to 3 under load", replicas(3))
 	require.NoError(t, root.CoreV1().Pods(ns).Delete(ctx, "load", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
-	eventually(t, 3*time.Minute, "busy back to 1 without load", replicas(1))
+	framework.Eventually(t, 3*time.Minute, "busy back to 1 without load", replicas(1))
 }

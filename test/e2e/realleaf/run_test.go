@@ -1,6 +1,7 @@
 package realleaf
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/netip"
@@ -11,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 func intstrPort(p int) intstr.IntOrString { return intstr.FromInt(p) }
@@ -46,7 +49,7 @@ func TestRunsForReal(t *testing.T) {
 	_ = resp.Body.Close()
 	require.Contains(t, string(body), "hello from app")
 
-	eventually(t, 30*time.Second, "the request in the logs at the root", func() (bool, string) {
+	framework.Eventually(t, 30*time.Second, "the request in the logs at the root", func(context.Context) (bool, string) {
 		out, errOut, err := kubectl(t.Context(), "", "-n", ns, "logs", "app")
 		return err == nil && strings.Contains(out, "GET /from-test"), fmt.Sprintf("%q %q %v", out, errOut, err)
 	})

@@ -1,6 +1,7 @@
 package realleaf
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // TestClientInLeafReachesServiceByClusterIP: a Service and a Deployment made
@@ -26,7 +29,7 @@ func TestClientInLeafReachesServiceByClusterIP(t *testing.T) {
 
 	leaf := env.Cluster("leaf").Client
 	var copyIP string
-	eventually(t, 2*time.Minute, "web's copy in the leaf with 2 ready endpoints", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "web's copy in the leaf with 2 ready endpoints", func(context.Context) (bool, string) {
 		svc, err := leaf.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -100,7 +103,7 @@ func TestClientInLeafResolvesNames(t *testing.T) {
 	webAtRoot(t, ns, 1)
 	leaf := leafCluster.Client
 	var copyIP string
-	eventually(t, 2*time.Minute, "web's copy in the leaf", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "web's copy in the leaf", func(context.Context) (bool, string) {
 		svc, err := leaf.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -121,7 +124,7 @@ func TestClientInLeafResolvesNames(t *testing.T) {
 	require.Equal(t, copyIP+"\n", resolve("web"), "the leaf's copy of web, by the short name")
 
 	var webPod string
-	eventually(t, 2*time.Minute, "web's pod Ready in the leaf", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "web's pod Ready in the leaf", func(context.Context) (bool, string) {
 		pods, err := leaf.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 		if err != nil {
 			return false, err.Error()
@@ -134,7 +137,7 @@ func TestClientInLeafResolvesNames(t *testing.T) {
 		}
 		return false, fmt.Sprintf("%d of web's pods, none Ready", len(pods.Items))
 	})
-	eventually(t, time.Minute, "web answers by name", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "web answers by name", func(context.Context) (bool, string) {
 		out, errOut, err := kubectl(ctx, "", "-n", ns, "exec", "client", "--", "/demo-app", "get", "http://web/by-name")
 		return err == nil && out == "hello from "+webPod+"\n", fmt.Sprintf("%q %q %v", out, errOut, err)
 	})

@@ -1,6 +1,7 @@
 package realleaf
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // TestStatefulSetKeepsItsData: a StatefulSet made at the root with a
@@ -56,7 +58,7 @@ func TestStatefulSetKeepsItsData(t *testing.T) {
 	const claim = "data-db-0"
 	classes := map[string]string{"root": api.StorageClassName, "mid": api.StorageClassName, "leaf": launcher.LocalPathClass}
 	for _, c := range []string{"root", "mid", "leaf"} {
-		eventually(t, time.Minute, "claim "+claim+" Bound in "+c, func() (bool, string) {
+		framework.Eventually(t, time.Minute, "claim "+claim+" Bound in "+c, func(context.Context) (bool, string) {
 			pvc, err := env.Cluster(c).Client.CoreV1().PersistentVolumeClaims(ns).Get(t.Context(), claim, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -76,7 +78,7 @@ func TestStatefulSetKeepsItsData(t *testing.T) {
 	// The claim outlives its StatefulSet; deleting it at the root deletes
 	// it below, and the data with it (every class reclaims by Delete).
 	require.NoError(t, root.Client.AppsV1().StatefulSets(ns).Delete(t.Context(), "db", metav1.DeleteOptions{}))
-	eventually(t, 2*time.Minute, "the StatefulSet's pod gone at the root", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "the StatefulSet's pod gone at the root", func(context.Context) (bool, string) {
 		pods, err := root.Client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -85,7 +87,7 @@ func TestStatefulSetKeepsItsData(t *testing.T) {
 	})
 	mustKubectl(t, "", "-n", ns, "delete", "pvc", claim, "--wait=false")
 	for _, c := range []string{"root", "mid", "leaf"} {
-		eventually(t, 2*time.Minute, "claim "+claim+" and its volume gone in "+c, func() (bool, string) {
+		framework.Eventually(t, 2*time.Minute, "claim "+claim+" and its volume gone in "+c, func(context.Context) (bool, string) {
 			_, err := env.Cluster(c).Client.CoreV1().PersistentVolumeClaims(ns).Get(t.Context(), claim, metav1.GetOptions{})
 			if !apierrors.IsNotFound(err) {
 				return false, fmt.Sprintf("the claim is there (%v)", err)
@@ -102,7 +104,7 @@ func TestStatefulSetKeepsItsData(t *testing.T) {
 			return true, ""
 		})
 	}
-	eventually(t, time.Minute, "the volume's directory removed from the leaf's node", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the volume's directory removed from the leaf's node", func(context.Context) (bool, string) {
 		ents, err := os.ReadDir(filepath.Join(env.Cluster("leaf").Dir, "local-path"))
 		if err != nil {
 			return false, err.Error()

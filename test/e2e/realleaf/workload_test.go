@@ -55,7 +55,7 @@ func TestJobRunsOnce(t *testing.T) {
 	root := env.Cluster("root")
 	_, err = root.Client.BatchV1().Jobs(ns).Create(t.Context(), job, metav1.CreateOptions{})
 	require.NoError(t, err)
-	eventually(t, 2*time.Minute, "the Job Complete at the root", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "the Job Complete at the root", func(context.Context) (bool, string) {
 		j, err := root.Client.BatchV1().Jobs(ns).Get(t.Context(), "once", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -68,7 +68,7 @@ func TestJobRunsOnce(t *testing.T) {
 		return false, fmt.Sprintf("%+v", j.Status)
 	})
 	for _, c := range []string{"root", "leaf"} {
-		eventually(t, time.Minute, "the Job's pod Succeeded in "+c, func() (bool, string) {
+		framework.Eventually(t, time.Minute, "the Job's pod Succeeded in "+c, func(context.Context) (bool, string) {
 			pods, err := env.Cluster(c).Client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -104,14 +104,14 @@ func TestDeleteStopsContainers(t *testing.T) {
 	}
 	_, err := root.Client.AppsV1().Deployments(ns).Create(t.Context(), d, metav1.CreateOptions{})
 	require.NoError(t, err)
-	eventually(t, 2*time.Minute, "2 ready replicas at the root", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "2 ready replicas at the root", func(context.Context) (bool, string) {
 		got, err := root.Client.AppsV1().Deployments(ns).Get(t.Context(), "web", metav1.GetOptions{})
 		return err == nil && got.Status.ReadyReplicas == 2, fmt.Sprint(err)
 	})
 	require.Equal(t, 2, containersOf(t, ns)["CONTAINER_RUNNING"])
 
 	require.NoError(t, root.Client.AppsV1().Deployments(ns).Delete(t.Context(), "web", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}))
-	eventually(t, 2*time.Minute, "no container of the Deployment running in the leaf", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "no container of the Deployment running in the leaf", func(context.Context) (bool, string) {
 		got := containersOf(t, ns)
 		return got["CONTAINER_RUNNING"] == 0, fmt.Sprint(got)
 	})
@@ -122,7 +122,7 @@ func TestDeleteStopsContainers(t *testing.T) {
 func TestStats(t *testing.T) {
 	ns, pod := runningApp(t)
 	root := env.Cluster("root")
-	eventually(t, time.Minute, "the pod's stats in the root's /stats/summary", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the pod's stats in the root's /stats/summary", func(context.Context) (bool, string) {
 		raw, err := root.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", pod.Spec.NodeName, "proxy/stats/summary").DoRaw(context.Background())
 		if err != nil {
 			return false, fmt.Sprintf("%v: %s", err, raw)

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // expiry returns when the node certificate of child's Target expires.
@@ -124,7 +124,7 @@ func TestCertificatesRenewedWithoutDisruption(t *testing.T) {
 	// Both renewed (each once at least), a line through the stream each
 	// time one is seen.
 	renewed := map[string]time.Time{}
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(t, time.Second, 3*time.Minute, "both certificates renewed", func(ctx context.Context) (bool, string) {
 		for _, c := range []string{"mid", "leaf"} {
 			if _, done := renewed[c]; done {
 				continue
@@ -137,9 +137,8 @@ func TestCertificatesRenewedWithoutDisruption(t *testing.T) {
 				next(line)
 			}
 		}
-		return len(renewed) == 2, nil
+		return len(renewed) == 2, fmt.Sprintf("renewed: %v", renewed)
 	})
-	require.NoError(t, err, "both certificates renewed: %v", renewed)
 	require.NoError(t, streamCtx.Err(), "the stream lasted")
 	stopWatch()
 	require.Empty(t, notReady(), "no virtual node went NotReady across the renewals")

@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -30,16 +29,15 @@ var levels = []string{"root", "mid", "leaf"}
 // and lease live in the parent.
 var edges = [][2]string{{"mid", "root"}, {"leaf", "mid"}}
 
-// namespace makes a namespace at the root for the test once mid is Ready
-// at the root and leaf at mid, without a taint of the node lifecycle. Its
-// pods and containers are watched until the test ends
-// (watchThroughout).
+// namespace makes a namespace at the root for the test
+// (framework.KeptNamespace) once mid is Ready at the root and leaf at mid,
+// without a taint of the node lifecycle. Its pods and containers are
+// watched until the test ends (watchThroughout).
 func namespace(t *testing.T) string {
 	t.Helper()
 	framework.NeedRealNodes(t) // the package's tree has a real node
 	waitWhole(t)
-	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
-	require.NoError(t, env.Cluster("root").EnsureNamespace(t.Context(), ns))
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 	watchThroughout(t, ns)
 	return ns
 }
@@ -95,28 +93,23 @@ func startWatches(tb testing.TB, ns string) (*framework.FaultWatch, *framework.C
 // parent.
 func waitWhole(t testing.TB) {
 	t.Helper()
-	var why string
-	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "the tree is whole", func(ctx context.Context) (bool, string) {
 		for _, e := range edges {
 			n, err := env.Cluster(e[1]).Client.CoreV1().Nodes().Get(ctx, e[0], metav1.GetOptions{})
 			if err != nil {
-				why = err.Error()
-				return false, nil
+				return false, err.Error()
 			}
 			if !launcher.NodeReady(n) {
-				why = e[0] + " is not Ready in " + e[1]
-				return false, nil
+				return false, e[0] + " is not Ready in " + e[1]
 			}
 			for _, taint := range n.Spec.Taints {
 				if taint.Key == corev1.TaintNodeUnreachable || taint.Key == corev1.TaintNodeNotReady {
-					why = e[0] + " is tainted " + taint.Key + " in " + e[1]
-					return false, nil
+					return false, e[0] + " is tainted " + taint.Key + " in " + e[1]
 				}
 			}
 		}
-		return true, nil
+		return true, ""
 	})
-	require.NoError(t, err, "the tree is not whole: %s", why)
 }
 
 // deployment runs replicas on the kwok nodes of the leaf.
@@ -165,51 +158,42 @@ func livePods(ctx context.Context, cluster, ns string) (live map[string]string, 
 // follows before then would find the outage tolerance already spent.
 func waitLeasesRenewed(t testing.TB, since time.Time) {
 	t.Helper()
-	var why string
-	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "the leases renewed", func(ctx context.Context) (bool, string) {
 		for _, e := range edges {
 			l, err := env.Cluster(e[1]).Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, e[0], metav1.GetOptions{})
 			if err != nil {
-				why = err.Error()
-				return false, nil
+				return false, err.Error()
 			}
 			if l.Spec.RenewTime == nil || !l.Spec.RenewTime.After(since) {
-				why = fmt.Sprintf("%s's lease in %s was last renewed at %v", e[0], e[1], l.Spec.RenewTime)
-				return false, nil
+				return false, fmt.Sprintf("%s's lease in %s was last renewed at %v", e[0], e[1], l.Spec.RenewTime)
 			}
 		}
-		return true, nil
+		return true, ""
 	})
-	require.NoError(t, err, "leases not renewed: %s", why)
 }
 
 // settle waits until every level holds exactly want pods of ns, all
 // Running and Ready, and returns them by level.
 func settle(t testing.TB, ns string, want int, timeout time.Duration) map[string]map[string]string {
 	t.Helper()
-	var why string
 	var out map[string]map[string]string
-	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, timeout, "settled", func(ctx context.Context) (bool, string) {
 		out = map[string]map[string]string{}
 		for _, c := range levels {
 			live, all, notReady, err := livePods(ctx, c, ns)
 			if err != nil {
-				why = err.Error()
-				return false, nil
+				return false, err.Error()
 			}
 			if len(live) != want || all != want {
-				why = fmt.Sprintf("%s holds %d pods, %d of them Running and not terminating, want %d", c, all, len(live), want)
-				return false, nil
+				return false, fmt.Sprintf("%s holds %d pods, %d of them Running and not terminating, want %d", c, all, len(live), want)
 			}
 			if len(notReady) > 0 {
-				why = fmt.Sprintf("%s: pods not Ready: %v", c, notReady)
-				return false, nil
+				return false, fmt.Sprintf("%s: pods not Ready: %v", c, notReady)
 			}
 			out[c] = live
 		}
-		return true, nil
+		return true, ""
 	})
-	require.NoError(t, err, "not settled: %s", why)
 	return out
 }
 

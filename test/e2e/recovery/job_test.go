@@ -10,10 +10,10 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // containers counts the real node's containers of namespace ns by state.
@@ -58,11 +58,13 @@ func TestJobRunsOnceAcrossFaults(t *testing.T) {
 	defer func() { _ = link.Restore() }()
 	waitContainers(t, ns, "CONTAINER_EXITED")
 	t.Logf("the container exited %s after the cut", time.Since(cut).Round(time.Second))
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "mid sees the leaf go away", func(ctx context.Context) (bool, string) {
 		n, err := env.Cluster("mid").Client.CoreV1().Nodes().Get(ctx, "leaf", metav1.GetOptions{})
-		return err == nil && !launcher.NodeReady(n), nil
+		if err != nil {
+			return false, err.Error()
+		}
+		return !launcher.NodeReady(n), "the leaf is Ready in mid"
 	})
-	require.NoError(t, err, "mid never saw the leaf go away")
 	require.NoError(t, link.Restore())
 	healed := time.Now()
 
@@ -83,33 +85,27 @@ func TestJobRunsOnceAcrossFaults(t *testing.T) {
 // container of ns, in state.
 func waitContainers(t *testing.T, ns, state string) {
 	t.Helper()
-	var got map[string]int
-	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		var err error
-		got, err = containers(ctx, ns)
-		return err == nil && len(got) == 1 && got[state] == 1, nil
+	framework.Eventually(t, 2*time.Minute, "one container "+state+" in the leaf's runtime", func(ctx context.Context) (bool, string) {
+		got, err := containers(ctx, ns)
+		return err == nil && len(got) == 1 && got[state] == 1, fmt.Sprintf("the runtime holds %v (%v)", got, err)
 	})
-	require.NoError(t, err, "want one container %s, the runtime holds %v", state, got)
 }
 
 // waitComplete waits until Job once of ns is Complete at the root.
 func waitComplete(t *testing.T, ns string) {
 	t.Helper()
-	var status batchv1.JobStatus
-	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "the Job Complete at the root", func(ctx context.Context) (bool, string) {
 		j, err := env.Cluster("root").Client.BatchV1().Jobs(ns).Get(ctx, "once", metav1.GetOptions{})
 		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout
+			return false, err.Error()
 		}
-		status = j.Status
 		for _, c := range j.Status.Conditions {
 			if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
-				return true, nil
+				return true, ""
 			}
 		}
-		return false, nil
+		return false, fmt.Sprintf("%+v", j.Status)
 	})
-	require.NoError(t, err, "the Job is not Complete at the root: %+v", status)
 }
 
 // requireOnce checks that the Job ran once: succeeded once and never

@@ -2,16 +2,17 @@ package recovery
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // midDown is how long mid's API server or etcd stays stopped: longer than
@@ -54,23 +55,21 @@ func TestMidControlPlaneRestart(t *testing.T) {
 			restarted = true
 			back := time.Now()
 
-			err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			framework.EventuallyEvery(t, 200*time.Millisecond, 2*time.Minute, "mid's API server ready again", func(ctx context.Context) (bool, string) {
 				body, err := env.Cluster("mid").Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-				return err == nil && string(body) == "ok", nil
+				return err == nil && string(body) == "ok", fmt.Sprintf("%q %v", body, err)
 			})
-			require.NoError(t, err, "mid's API server is not ready again")
 			ready := time.Since(back)
 			// Summaries recover: mid reports again, with what it had.
-			var fresh *api.Summary
-			err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-				fresh = midSummary(t)
+			framework.EventuallyEvery(t, 200*time.Millisecond, time.Minute, "mid's summary at the root fresh and whole again", func(context.Context) (bool, string) {
+				fresh := midSummary(t)
 				if fresh == nil {
-					return false, nil
+					return false, "none"
 				}
 				at, err := time.Parse(time.RFC3339, fresh.Time)
-				return err == nil && at.After(back) && fresh.Clusters == summary.Clusters && maps.Equal(groupNodes(summary), groupNodes(fresh)), nil
+				return err == nil && at.After(back) && fresh.Clusters == summary.Clusters && maps.Equal(groupNodes(summary), groupNodes(fresh)),
+					fmt.Sprintf("was %+v, now %+v", summary, fresh)
 			})
-			require.NoError(t, err, "mid's summary at the root is not fresh and whole again: was %+v, now %+v", summary, fresh)
 			reported := time.Since(back)
 			settle(t, ns, 4, time.Minute)
 			sameAs(t, ns, before)

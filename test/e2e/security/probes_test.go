@@ -30,6 +30,7 @@ import (
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/pkg/quota"
 	"github.com/nestlet/nestlet/provider/join"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // A probe tries one attack of the hostile child: run returns nil when it
@@ -393,13 +394,12 @@ func removeAdminTaint(tb testing.TB, s *suite) error {
 	// Two summaries later, the root's agent has decided the node again.
 	first := summaryOf(tb, s)
 	var changes int
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, false, func(ctx context.Context) (bool, error) {
+	framework.EventuallyEvery(tb, 200*time.Millisecond, time.Minute, "east reports its summary twice", func(context.Context) (bool, string) {
 		if cur := summaryOf(tb, s); cur != first {
 			first, changes = cur, changes+1
 		}
-		return changes >= 2, nil
+		return changes >= 2, fmt.Sprintf("%d changes", changes)
 	})
-	require.NoError(tb, err, "east reports its summary")
 	n, err = admin.Get(ctx, "east", metav1.GetOptions{})
 	require.NoError(tb, err)
 	for _, t := range n.Spec.Taints {

@@ -20,12 +20,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // suite is what the probes share: the hostile child (east) as the root
@@ -59,8 +59,7 @@ func newSuite(tb testing.TB) *suite {
 	require.NoError(tb, err)
 	pool := x509.NewCertPool()
 	require.True(tb, pool.AppendCertsFromPEM(sec.Data["ca.crt"]))
-	ns := fmt.Sprintf("probe-%d", time.Now().UnixNano()%1_000_000_000)
-	require.NoError(tb, root.EnsureNamespace(ctx, ns))
+	ns := framework.KeptNamespace(tb, root.Client, "probe")
 	return &suite{root: root, hostile: kubernetes.NewForConfigOrDie(cfg), cfg: cfg, cert: cert, rootCAs: pool, ns: ns}
 }
 
@@ -69,21 +68,23 @@ func newSuite(tb testing.TB) *suite {
 // or revoked it for a while).
 func waitWhole(tb testing.TB) {
 	tb.Helper()
-	err := wait.PollUntilContextTimeout(tb.Context(), 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(tb, 3*time.Minute, "east and west Ready in root", func(ctx context.Context) (bool, string) {
 		for _, name := range []string{"east", "west"} {
 			n, err := env.Cluster("root").Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil || !launcher.NodeReady(n) {
-				return false, nil
+			if err != nil {
+				return false, err.Error()
+			}
+			if !launcher.NodeReady(n) {
+				return false, name + " is not Ready"
 			}
 			for _, t := range n.Spec.Taints {
 				if t.Key == corev1.TaintNodeUnreachable || t.Key == corev1.TaintNodeNotReady {
-					return false, nil
+					return false, name + " is tainted " + t.Key
 				}
 			}
 		}
-		return true, nil
+		return true, ""
 	})
-	require.NoError(tb, err, "east and west Ready in root")
 }
 
 // freeze stops east's agent (SIGSTOP) so that what the hostile child
@@ -140,34 +141,35 @@ func (s *suite) podRequesting(tb testing.TB, name string, nodeSelector map[strin
 // said it fits nowhere ("", with its message).
 func (s *suite) placement(tb testing.TB, name string) (node, unschedulable string) {
 	tb.Helper()
-	err := wait.PollUntilContextTimeout(tb.Context(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(tb, 2*time.Minute, "pod "+name+" bound or refused by the scheduler", func(ctx context.Context) (bool, string) {
 		p, err := s.root.Client.CoreV1().Pods(s.ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return false, err.Error()
 		}
 		if node = p.Spec.NodeName; node != "" {
-			return true, nil
+			return true, ""
 		}
 		evs, err := s.root.Client.CoreV1().Events(s.ns).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
 			"involvedObject.name": name, "reason": "FailedScheduling"}.AsSelector().String()})
 		if err == nil && len(evs.Items) > 0 {
 			unschedulable = evs.Items[0].Message
-			return true, nil
+			return true, ""
 		}
-		return false, nil
+		return false, fmt.Sprintf("not bound, no FailedScheduling event (%v)", err)
 	})
-	require.NoError(tb, err, "pod %s neither bound nor refused by the scheduler", name)
 	return node, unschedulable
 }
 
 // boundTo waits until the pod is bound to node.
 func (s *suite) boundTo(tb testing.TB, name, node string) {
 	tb.Helper()
-	err := wait.PollUntilContextTimeout(tb.Context(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(tb, 2*time.Minute, fmt.Sprintf("pod %s bound to %s", name, node), func(ctx context.Context) (bool, string) {
 		p, err := s.root.Client.CoreV1().Pods(s.ns).Get(ctx, name, metav1.GetOptions{})
-		return err == nil && p.Spec.NodeName == node, nil
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Spec.NodeName == node, fmt.Sprintf("bound to %q", p.Spec.NodeName)
 	})
-	require.NoError(tb, err, "pod %s bound to %s", name, node)
 }
 
 // writeSummary writes raw as east's summary, as east (its own node's

@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // TestLeafWarningsReachTheRoot: a pod made at the root names a
@@ -34,7 +37,7 @@ func TestLeafWarningsReachTheRoot(t *testing.T) {
 	require.NoError(t, err)
 
 	var running time.Time
-	eventually(t, 3*time.Minute, "never-ready Running at the root", func() (bool, string) {
+	framework.Eventually(t, 3*time.Minute, "never-ready Running at the root", func(context.Context) (bool, string) {
 		p, err := root.CoreV1().Pods(ns).Get(ctx, "never-ready", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -45,7 +48,7 @@ func TestLeafWarningsReachTheRoot(t *testing.T) {
 		}
 		return false, fmt.Sprint(p.Status)
 	})
-	eventually(t, time.Minute, "the leaf's Unhealthy warning on the pod at the root", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the leaf's Unhealthy warning on the pod at the root", func(context.Context) (bool, string) {
 		list, err := root.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.name", "never-ready").String()})
 		if err != nil {
 			return false, err.Error()

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
@@ -19,15 +18,16 @@ import (
 	"github.com/nestlet/nestlet/test/framework"
 )
 
-// namespace makes a namespace at the root for the test, once every child
-// is Ready in its parent without a taint of the node lifecycle: a test
-// starts on a whole tree whatever the one before it left.
+// namespace makes a namespace at the root for the test
+// (framework.KeptNamespace), once every child is Ready in its parent
+// without a taint of the node lifecycle: a test starts on a whole tree
+// whatever the one before it left.
 func namespace(t *testing.T) string {
 	t.Helper()
 	framework.NeedRealNodes(t)
-	eventually(t, 3*time.Minute, "the tree is whole", func() (bool, string) {
+	framework.Eventually(t, 3*time.Minute, "the tree is whole", func(ctx context.Context) (bool, string) {
 		for _, e := range topo.Edges() {
-			n, err := env.Cluster(e[1]).Client.CoreV1().Nodes().Get(t.Context(), e[0], metav1.GetOptions{})
+			n, err := env.Cluster(e[1]).Client.CoreV1().Nodes().Get(ctx, e[0], metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
 			}
@@ -42,9 +42,7 @@ func namespace(t *testing.T) string {
 		}
 		return true, ""
 	})
-	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1_000_000_000)
-	require.NoError(t, env.Cluster("root").EnsureNamespace(t.Context(), ns))
-	return ns
+	return framework.KeptNamespace(t, env.Cluster("root").Client, "t")
 }
 
 // appSpec is a pod of the demo app (an HTTP server on 8080, Ready on
@@ -108,17 +106,4 @@ func mustKubectl(t *testing.T, stdin string, args ...string) string {
 	out, errOut, err := kubectl(t.Context(), "root", stdin, args...)
 	require.NoError(t, err, "kubectl %s at the root: %s", strings.Join(args, " "), errOut)
 	return out
-}
-
-// eventually polls check until it reports done, and fails the test with its
-// last words after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, check func() (bool, string)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		var done bool
-		done, last = check()
-		return done, nil
-	})
-	require.NoError(t, err, "%s; last: %s", what, last)
 }

@@ -38,7 +38,7 @@ func TestDemoDeployments(t *testing.T) {
 		{"spread", 6, map[string]int{"east": 3, "west": 3}},
 	} {
 		var pods []corev1.Pod
-		eventually(t, 3*time.Minute, fmt.Sprintf("%d Ready pods of %s at the root", c.pods, c.app), func() (bool, string) {
+		framework.Eventually(t, 3*time.Minute, fmt.Sprintf("%d Ready pods of %s at the root", c.pods, c.app), func(context.Context) (bool, string) {
 			list, err := env.Cluster("root").Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + c.app})
 			if err != nil {
 				return false, err.Error()
@@ -67,7 +67,7 @@ func TestDemoDeployments(t *testing.T) {
 
 	// As make demo shows it: a pod in east calls the Service west-only,
 	// served from the other region.
-	eventually(t, 2*time.Minute, "an east-only pod reaches west-only by name", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "an east-only pod reaches west-only by name", func(context.Context) (bool, string) {
 		out, errOut, err := kubectl(ctx, "root", "", "-n", ns, "exec", "deployment/east-only", "--", "/demo-app", "get", "http://west-only/from-east")
 		return err == nil && strings.HasPrefix(out, "hello from west-only-"), fmt.Sprintf("%q %q %v", out, errOut, err)
 	})
@@ -99,7 +99,7 @@ func TestEveryLeafFromTheRoot(t *testing.T) {
 	for _, leaf := range leaves {
 		t.Run(leaf, func(t *testing.T) {
 			name := "app-" + leaf
-			eventually(t, 3*time.Minute, name+" Ready at the root", func() (bool, string) {
+			framework.Eventually(t, 3*time.Minute, name+" Ready at the root", func(context.Context) (bool, string) {
 				p, err := root.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 				if err != nil {
 					return false, err.Error()
@@ -133,7 +133,7 @@ func TestEveryLeafFromTheRoot(t *testing.T) {
 			api, err := c.Client.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
 			require.NoError(t, err)
 			var copyIP string
-			eventually(t, time.Minute, "the copy of Service app in "+leaf, func() (bool, string) {
+			framework.Eventually(t, time.Minute, "the copy of Service app in "+leaf, func(context.Context) (bool, string) {
 				svc, err := c.Client.CoreV1().Services(ns).Get(ctx, "app", metav1.GetOptions{})
 				if err != nil {
 					return false, err.Error()
@@ -146,7 +146,7 @@ func TestEveryLeafFromTheRoot(t *testing.T) {
 			}
 			require.Equal(t, api.Spec.ClusterIP+"\n", resolve("kubernetes.default.svc.cluster.local"), "%s's API server Service", leaf)
 			require.Equal(t, copyIP+"\n", resolve("app."+ns+".svc.cluster.local"), "%s's copy of app, by its full name", leaf)
-			eventually(t, time.Minute, "app answers by name in "+leaf, func() (bool, string) {
+			framework.Eventually(t, time.Minute, "app answers by name in "+leaf, func(context.Context) (bool, string) {
 				out, errOut, err := kubectl(ctx, "root", "", "-n", ns, "exec", name, "--", "/demo-app", "get", "http://app/by-name")
 				return err == nil && slices.Contains(answers, out), fmt.Sprintf("%q %q %v", out, errOut, err)
 			})

@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -23,6 +24,7 @@ import (
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // tunnelUpRE is a tunnel as `nestctl tree` shows it once up.
@@ -45,7 +47,7 @@ func TestPodToPodAcrossTheTree(t *testing.T) {
 	}
 	for _, leaf := range []string{"east-1", "west-2"} {
 		name := "pod-" + leaf
-		eventually(t, 3*time.Minute, name+" Ready at the root", func() (bool, string) {
+		framework.Eventually(t, 3*time.Minute, name+" Ready at the root", func(context.Context) (bool, string) {
 			p, err := root.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -60,7 +62,7 @@ func TestPodToPodAcrossTheTree(t *testing.T) {
 	for _, pair := range [][2]string{{"east-1", "west-2"}, {"west-2", "east-1"}} {
 		client, server := pods[pair[0]], pods[pair[1]]
 		path := fmt.Sprintf("/from-%s-%d", pair[0], time.Now().UnixNano())
-		eventually(t, 2*time.Minute, fmt.Sprintf("%s reaches %s at %s", client.Name, server.Name, server.Status.PodIP), func() (bool, string) {
+		framework.Eventually(t, 2*time.Minute, fmt.Sprintf("%s reaches %s at %s", client.Name, server.Name, server.Status.PodIP), func(context.Context) (bool, string) {
 			out, errOut, err := kubectl(ctx, "root", "", "-n", ns, "exec", client.Name, "--", "/demo-app", "get", "http://"+server.Status.PodIP+":8080"+path)
 			return err == nil && out == "hello from "+server.Name+"\n", fmt.Sprintf("%q %q %v", out, errOut, err)
 		})
@@ -80,7 +82,7 @@ func TestPodToPodAcrossTheTree(t *testing.T) {
 		require.NoError(t, err, "%s's tunnel to %s: %+v", e[0], e[1], last)
 	}
 	for _, parent := range []string{"root", "east", "west"} {
-		eventually(t, time.Minute, "nestctl tree in "+parent+" shows every child's tunnel up, its last handshake and bytes", func() (bool, string) {
+		framework.Eventually(t, time.Minute, "nestctl tree in "+parent+" shows every child's tunnel up, its last handshake and bytes", func(context.Context) (bool, string) {
 			out, err := env.Cluster(parent).Nestctl(ctx, "tree")
 			return err == nil && len(tunnelUpRE.FindAllString(out, -1)) == 2, fmt.Sprint(out, err)
 		})
@@ -104,14 +106,14 @@ func TestServicesFromEveryLeaf(t *testing.T) {
 	ctx := t.Context()
 	answer, ips := webEastWest(t, ns)
 	seen := map[string]int{}
-	eventually(t, 2*time.Minute, "the client in east-1 reaches both replicas by the Service's name", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "the client in east-1 reaches both replicas by the Service's name", func(context.Context) (bool, string) {
 		sides, _, last := askWeb(t, ns, answer, 1)
 		for side, n := range sides {
 			seen[side] += n
 		}
 		return len(seen) == 2, fmt.Sprintf("seen %v; last %s", seen, last)
 	})
-	eventually(t, time.Minute, "the headless name answers both pods' IPs in east-1", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the headless name answers both pods' IPs in east-1", func(context.Context) (bool, string) {
 		out, errOut, err := kubectl(ctx, "root", "", "-n", ns, "exec", "client", "--", "/demo-app", "resolve", "web-all."+ns+".svc.cluster.local")
 		got := map[string]bool{}
 		for _, ip := range strings.Fields(out) {
@@ -135,7 +137,7 @@ func TestServiceThroughAPartition(t *testing.T) {
 	require.Len(t, west.Items, 1)
 	westIP := west.Items[0].Status.PodIP
 	seen := map[string]int{}
-	eventually(t, 2*time.Minute, "both replicas answer", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "both replicas answer", func(context.Context) (bool, string) {
 		sides, _, last := askWeb(t, ns, answer, 1)
 		for side, n := range sides {
 			seen[side] += n
@@ -148,7 +150,7 @@ func TestServiceThroughAPartition(t *testing.T) {
 	cut := time.Now()
 	defer func() { _ = link.Restore() }()
 	failed := 0
-	eventually(t, 3*time.Minute, "only east-2 answers while west is cut off, west-2's endpoint not ready in east-1", func() (bool, string) {
+	framework.Eventually(t, 3*time.Minute, "only east-2 answers while west is cut off, west-2's endpoint not ready in east-1", func(context.Context) (bool, string) {
 		if ready := remoteReady(t, "east-1", ns, westIP); ready {
 			return false, "west-2's endpoint still ready in east-1's remote slices"
 		}
@@ -160,7 +162,7 @@ func TestServiceThroughAPartition(t *testing.T) {
 
 	require.NoError(t, link.Restore())
 	healed := time.Now()
-	eventually(t, 2*time.Minute, "west-2 answers again after the heal", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "west-2 answers again after the heal", func(context.Context) (bool, string) {
 		sides, _, last := askWeb(t, ns, answer, 2)
 		return sides["west-2"] > 0, fmt.Sprintf("%v; last %s", sides, last)
 	})
@@ -196,7 +198,7 @@ func webEastWest(t *testing.T, ns string) (map[string]string, map[string]bool) {
 		Spec: appSpec(map[string]string{"topology.kubernetes.io/zone": "east-1"})}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	answer, ips := map[string]string{}, map[string]bool{}
-	eventually(t, 3*time.Minute, "two Ready replicas and the client at the root", func() (bool, string) {
+	framework.Eventually(t, 3*time.Minute, "two Ready replicas and the client at the root", func(context.Context) (bool, string) {
 		list, err := root.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()

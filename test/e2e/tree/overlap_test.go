@@ -15,6 +15,7 @@ import (
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // TestOverlappingPodCIDRs: a node added in east-2 takes west-1's pod CIDR.
@@ -28,7 +29,7 @@ func TestOverlappingPodCIDRs(t *testing.T) {
 	answer, _ := webEastWest(t, ns)
 	clash := ownPodCIDR(t, "west-1")
 	others := []string{ownPodCIDR(t, "east-1"), ownPodCIDR(t, "east-2"), ownPodCIDR(t, "west-2")}
-	eventually(t, time.Minute, "the root routes every leaf's pod CIDR", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the root routes every leaf's pod CIDR", func(context.Context) (bool, string) {
 		routes := gatewayRoutes(ctx, "root")
 		return coversAll(routes, append(others, clash)), routes
 	})
@@ -52,12 +53,12 @@ func TestOverlappingPodCIDRs(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, n.Annotations[api.AnnotationPodCIDROverlap], clash, "the virtual node %s at the root", child)
 	}
-	eventually(t, time.Minute, "the root routes "+clash+" to neither child, and the other leaves' ranges still", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the root routes "+clash+" to neither child, and the other leaves' ranges still", func(context.Context) (bool, string) {
 		routes := gatewayRoutes(ctx, "root")
 		return !coversAny(routes, clash) && coversAll(routes, others), routes
 	})
 	seen := map[string]int{}
-	eventually(t, 2*time.Minute, "the client in east-1 still reaches both replicas", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "the client in east-1 still reaches both replicas", func(context.Context) (bool, string) {
 		sides, _, last := askWeb(t, ns, answer, 1)
 		for side, n := range sides {
 			seen[side] += n
@@ -72,7 +73,7 @@ func TestOverlappingPodCIDRs(t *testing.T) {
 			return launcher.TargetCondition(tg, v1alpha1.ConditionPodCIDRsDistinct).Status == metav1.ConditionTrue
 		}), "%s's pod CIDRs distinct again", child)
 	}
-	eventually(t, time.Minute, "the root routes "+clash+" again", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the root routes "+clash+" again", func(context.Context) (bool, string) {
 		routes := gatewayRoutes(ctx, "root")
 		return coversAll(routes, append(others, clash)), routes
 	})

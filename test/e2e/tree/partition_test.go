@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // TestLeafCutOffThenHeals: a Deployment at the root pinned to region east
@@ -58,7 +60,7 @@ func TestLeafCutOffThenHeals(t *testing.T) {
 	require.NoError(t, link.Cut())
 	cut := time.Now()
 	defer func() { _ = link.Restore() }()
-	eventually(t, 3*time.Minute, "east replaces east-1's pods in east-2", func() (bool, string) {
+	framework.Eventually(t, 3*time.Minute, "east replaces east-1's pods in east-2", func(context.Context) (bool, string) {
 		n := len(livePods(t, "east-2", ns))
 		return n == replicas, fmt.Sprintf("east-2 runs %d of %d", n, replicas)
 	})
@@ -80,7 +82,7 @@ func TestLeafCutOffThenHeals(t *testing.T) {
 		}
 	}
 	require.Equal(t, replicas, failed, "the root's pods that ran in east-1 failed, no other")
-	eventually(t, time.Minute, "east-1 Ready in east, untainted", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "east-1 Ready in east, untainted", func(context.Context) (bool, string) {
 		n, err := east.CoreV1().Nodes().Get(ctx, "east-1", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -115,7 +117,7 @@ func livePods(t *testing.T, cluster, ns string) map[string]types.UID {
 // duplicate.
 func settle(t *testing.T, ns string, want int, leaf string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, fmt.Sprintf("%d pods of %s, all in %s, nothing else", want, ns, leaf), func() (bool, string) {
+	framework.Eventually(t, timeout, fmt.Sprintf("%d pods of %s, all in %s, nothing else", want, ns, leaf), func(context.Context) (bool, string) {
 		ctx := t.Context()
 		list, err := env.Cluster("root").Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // TestRevokedChildIsCutOff: west cuts west-1 off with `nestctl revoke`.
@@ -73,7 +74,7 @@ func TestRevokedChildIsCutOff(t *testing.T) {
 	}
 	t.Logf("west-1's node came back and was deleted again %s after the revocation (events %v)", time.Since(revoked).Round(time.Millisecond), cycle)
 
-	eventually(t, 2*time.Minute, "west-1's renewal denied", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "west-1's renewal denied", func(context.Context) (bool, string) {
 		list, err := west.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -93,7 +94,7 @@ func TestRevokedChildIsCutOff(t *testing.T) {
 	})
 
 	lift()
-	eventually(t, 3*time.Minute, "west-1 back in west once lifted", func() (bool, string) {
+	framework.Eventually(t, 3*time.Minute, "west-1 back in west once lifted", func(context.Context) (bool, string) {
 		n, err := west.Client.CoreV1().Nodes().Get(ctx, "west-1", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()

@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // TestGatewayKeyRotatesWithTheCertificate: west signs node certificates
@@ -45,7 +47,7 @@ func TestGatewayKeyRotatesWithTheCertificate(t *testing.T) {
 
 	var after string
 	var seen time.Time
-	eventually(t, 2*time.Minute, "west-2's gateway key changes with its node certificate", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "west-2's gateway key changes with its node certificate", func(context.Context) (bool, string) {
 		k, _, err := westNode()
 		if err == nil && k != before {
 			after, seen = k, time.Now()
@@ -53,7 +55,7 @@ func TestGatewayKeyRotatesWithTheCertificate(t *testing.T) {
 		}
 		return false, fmt.Sprint(k, err)
 	})
-	eventually(t, time.Minute, "west knows west-2 by its new key", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "west knows west-2 by its new key", func(context.Context) (bool, string) {
 		k, gp, err := westNode()
 		return err == nil && gp.PeerKey == k, fmt.Sprintf("published %s, known %s, %v", k, gp.PeerKey, err)
 	})
@@ -61,7 +63,7 @@ func TestGatewayKeyRotatesWithTheCertificate(t *testing.T) {
 	// other than 0 is one with the new key.
 	var handshake float64
 	handshakeRE := regexp.MustCompile(`nestlet_gateway_last_handshake_timestamp_seconds\{peer="west-2"\} (\S+)`)
-	eventually(t, time.Minute, "west's gateway shakes hands with west-2's new key", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "west's gateway shakes hands with west-2's new key", func(context.Context) (bool, string) {
 		resp, err := http.Get(tree.MetricsURL["west"])
 		if err != nil {
 			return false, err.Error()
@@ -82,7 +84,7 @@ func TestGatewayKeyRotatesWithTheCertificate(t *testing.T) {
 	t.Logf("west-2's key changed from %.8s… to %.8s…; first handshake with the new key %s after the new key was seen on the virtual node",
 		before, after, at.Sub(seen).Round(time.Millisecond))
 
-	eventually(t, time.Minute, "west-2's replica answers the client in east-1 through the new tunnel", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "west-2's replica answers the client in east-1 through the new tunnel", func(context.Context) (bool, string) {
 		sides, _, last := askWeb(t, ns, answer, 1)
 		return sides["west-2"] > 0, last
 	})

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 const zoneKey = "topology.kubernetes.io/zone"
@@ -42,7 +43,7 @@ func deployment(t *testing.T, ns, name string, replicas int32, change func(*core
 func placed(t *testing.T, ns, app string, want int) (pods []corev1.Pod, leaves, nodes []string) {
 	t.Helper()
 	ctx := t.Context()
-	eventually(t, 3*time.Minute, fmt.Sprintf("%d Ready pods of %s at the root", want, app), func() (bool, string) {
+	framework.Eventually(t, 3*time.Minute, fmt.Sprintf("%d Ready pods of %s at the root", want, app), func(context.Context) (bool, string) {
 		list, err := env.Cluster("root").Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
 		if err != nil {
 			return false, err.Error()
@@ -76,7 +77,7 @@ func TestSpreadOverZonesInsideChildren(t *testing.T) {
 	ns := namespace(t)
 	// The four zones as the root sees them: in its children's summaries
 	// (a tree just formed may not have reported every leaf yet).
-	eventually(t, time.Minute, "the four zones in the summaries at the root", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the four zones in the summaries at the root", func(context.Context) (bool, string) {
 		zones := map[string]bool{}
 		for _, child := range []string{"east", "west"} {
 			n, err := env.Cluster("root").Client.CoreV1().Nodes().Get(t.Context(), child, metav1.GetOptions{})
@@ -160,7 +161,7 @@ func fourApartThenPending(t *testing.T, app, key string) {
 	}
 	require.Len(t, seen, 4)
 	require.NotNil(t, pending)
-	eventually(t, time.Minute, "the fifth replica unschedulable at the root", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the fifth replica unschedulable at the root", func(context.Context) (bool, string) {
 		p, err := env.Cluster("root").Client.CoreV1().Pods(ns).Get(t.Context(), pending.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()

@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/provider/forward"
+	"github.com/nestlet/nestlet/test/framework"
 )
 
 // TestPreferCloseAcrossTheTree: a Service with trafficDistribution
@@ -34,7 +36,7 @@ func TestPreferCloseAcrossTheTree(t *testing.T) {
 	_, err = root.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "client-east-2"},
 		Spec: appSpec(map[string]string{"topology.kubernetes.io/zone": "east-2"})}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	eventually(t, 3*time.Minute, "client-east-2 Ready", func() (bool, string) {
+	framework.Eventually(t, 3*time.Minute, "client-east-2 Ready", func(context.Context) (bool, string) {
 		p, err := root.CoreV1().Pods(ns).Get(ctx, "client-east-2", metav1.GetOptions{})
 		return err == nil && podutil.IsPodReady(p), fmt.Sprint(err)
 	})
@@ -51,7 +53,7 @@ func TestPreferCloseAcrossTheTree(t *testing.T) {
 		}
 		return sides, last
 	}
-	eventually(t, 2*time.Minute, "every endpoint of web-near in east-2 hinted for a zone", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "every endpoint of web-near in east-2 hinted for a zone", func(context.Context) (bool, string) {
 		list, err := env.Cluster("east-2").Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{
 			LabelSelector: discoveryv1.LabelServiceName + "=web-near"})
 		if err != nil {
@@ -72,13 +74,13 @@ func TestPreferCloseAcrossTheTree(t *testing.T) {
 	// Sixteen requests in a row go to the replica beside the client:
 	// without hints, each would go to west-2 half the time (1 in 65,536 to
 	// pass by chance on one try).
-	eventually(t, 2*time.Minute, "east-2's replica alone answers client-east-2", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "east-2's replica alone answers client-east-2", func(context.Context) (bool, string) {
 		sides, last := ask(16)
 		return sides["east-2"] == 16, fmt.Sprintf("%v; last %s", sides, last)
 	})
 
 	require.NoError(t, root.AppsV1().Deployments(ns).Delete(ctx, "web-east-2", metav1.DeleteOptions{}))
-	eventually(t, 2*time.Minute, "west-2's replica answers client-east-2 once east-2 has none", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "west-2's replica answers client-east-2 once east-2 has none", func(context.Context) (bool, string) {
 		sides, last := ask(2)
 		return sides["west-2"] == 2, fmt.Sprintf("%v; last %s", sides, last)
 	})
