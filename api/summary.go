@@ -154,8 +154,14 @@ func ReservedLabel(key string) bool {
 	if key == corev1.LabelHostname {
 		return true
 	}
-	for _, prefix := range []string{"node-restriction.kubernetes.io/", "node-role.kubernetes.io/", "nestlet.io/"} {
-		if strings.HasPrefix(key, prefix) {
+	ns, _, ok := strings.Cut(key, "/")
+	if !ok {
+		return false
+	}
+	// The domains and every subdomain of them (x.node-restriction.kubernetes.io
+	// is NodeRestriction's too).
+	for _, domain := range []string{"node-restriction.kubernetes.io", "node-role.kubernetes.io", "nestlet.io"} {
+		if ns == domain || strings.HasSuffix(ns, "."+domain) {
 			return true
 		}
 	}

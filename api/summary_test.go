@@ -120,3 +120,25 @@ func TestCoverFilter(t *testing.T) {
 		t.Error("an unreadable filter must say maybe")
 	}
 }
+
+// The keys a summary may not claim: the node's own name, and the domains
+// NodeRestriction, node roles and Nestlet keep, with their subdomains.
+func TestReservedLabel(t *testing.T) {
+	for key, want := range map[string]bool{
+		"kubernetes.io/hostname":                        true,
+		"node-restriction.kubernetes.io/dedicated":      true,
+		"x.node-restriction.kubernetes.io/dedicated":    true,
+		"node-role.kubernetes.io/control-plane":         true,
+		"nestlet.io/cluster":                            true,
+		"a.nestlet.io/cluster":                          true,
+		"topology.kubernetes.io/region":                 false,
+		"example.com/node-restriction.kubernetes.io":    false,
+		"xnode-restriction.kubernetes.io/dedicated":     false,
+		"node-restriction.kubernetes.io.example.com/id": false,
+		"region": false,
+	} {
+		if got := ReservedLabel(key); got != want {
+			t.Errorf("ReservedLabel(%q) = %t, want %t", key, got, want)
+		}
+	}
+}
