@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/certificate"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/pkg/kubeletapi"
 	"github.com/nestlet/nestlet/provider/join"
@@ -63,7 +64,10 @@ func (s *servingCert) request(ctx context.Context, nodeClient kubernetes.Interfa
 		Usages:           join.ServingUsages,
 		CertificateStore: &memoryStore{},
 		Name:             "kubelet-serving",
-		Ctx:              &ctx,
+		// The parent's agent approves no longer a lifetime
+		// (join.CheckLifetime).
+		RequestedCertificateLifetime: ptr.To(join.NodeCertificateLifetime),
+		Ctx:                          &ctx,
 	})
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -63,6 +64,9 @@ func CheckNodeRequest(ctx context.Context, client kubernetes.Interface, csr *cer
 	}
 	if v, err := checkRevoked(ctx, revoked, node); err != nil || v != nil {
 		return *v, err
+	}
+	if v := CheckLifetime(csr); v != nil {
+		return *v, nil
 	}
 	id := token.ID
 	if want := token.ChildName; want != "" {
@@ -126,6 +130,21 @@ func RevocationsIn(client kubernetes.Interface) Revocations {
 		when, ok := cm.Data[node]
 		return when, ok, nil
 	}
+}
+
+// CheckLifetime is the denial of a child's certificate request that asks
+// for more than NodeCertificateLifetime (or names no lifetime, so that the
+// signer's own, a year by default, would apply), nil for one within it: a
+// child's certificate lives no longer than a day, whatever it asks.
+func CheckLifetime(csr *certificatesv1.CertificateSigningRequest) *Verdict {
+	limit := int32(NodeCertificateLifetime / time.Second)
+	switch s := csr.Spec.ExpirationSeconds; {
+	case s == nil:
+		return &Verdict{Message: fmt.Sprintf("the request names no lifetime (spec.expirationSeconds), so the signer's default would apply: a child's certificate may live %s at most; ask for %d seconds or less", NodeCertificateLifetime, limit)}
+	case *s > limit:
+		return &Verdict{Message: fmt.Sprintf("the request asks for %s (spec.expirationSeconds %d): a child's certificate may live %s at most; ask for %d seconds or less", time.Duration(*s)*time.Second, *s, NodeCertificateLifetime, limit)}
+	}
+	return nil
 }
 
 // checkRevoked is the denial of a revoked node's request, nil for another.

@@ -6,12 +6,14 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
 )
@@ -31,8 +33,16 @@ func nodeCSRForTest(t *testing.T, subject pkix.Name, dnsNames ...string) *certif
 			SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
 			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
 			Username:   "system:bootstrap:abcdef",
+			// What the agent asks for (RequestNodeCertificate).
+			ExpirationSeconds: ptr.To(int32(NodeCertificateLifetime / time.Second)),
 		},
 	}
+}
+
+// lifetime returns csr asking for seconds (nil: naming no lifetime).
+func lifetime(csr *certificatesv1.CertificateSigningRequest, seconds *int32) *certificatesv1.CertificateSigningRequest {
+	csr.Spec.ExpirationSeconds = seconds
+	return csr
 }
 
 func TestCheckNodeRequest(t *testing.T) {
@@ -61,6 +71,9 @@ func TestCheckNodeRequest(t *testing.T) {
 		{"a revoked name, with its own token", nodeCSRForTest(t, node("south")), token("south"), false, `node "south" was revoked in this cluster (2026-11-25T12:00:00Z, e2e)`},
 		{"not a node's subject", nodeCSRForTest(t, pkix.Name{CommonName: "system:admin", Organization: []string{"system:masters"}}), token(""), false, "not a node client certificate request"},
 		{"extra names", nodeCSRForTest(t, node("east"), "kubernetes.default"), token("east"), false, "not a node client certificate request"},
+		{"a year", lifetime(nodeCSRForTest(t, node("east")), ptr.To(int32(365*24*3600))), token("east"), false, "a child's certificate may live 24h0m0s at most"},
+		{"no lifetime: the signer's", lifetime(nodeCSRForTest(t, node("east")), nil), token("east"), false, "names no lifetime"},
+		{"an hour", lifetime(nodeCSRForTest(t, node("east")), ptr.To(int32(3600))), token("east"), true, "made for it"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			v, err := CheckNodeRequest(t.Context(), client, c.csr, c.token, RevocationsIn(client))

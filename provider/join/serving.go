@@ -69,6 +69,9 @@ func CheckServingRequest(ctx context.Context, csr *certificatesv1.CertificateSig
 	deny := func(format string, a ...any) (Verdict, bool, error) {
 		return Verdict{Message: fmt.Sprintf("not a serving certificate for virtual node %q alone: ", name) + fmt.Sprintf(format, a...)}, true, nil
 	}
+	if v := CheckLifetime(csr); v != nil {
+		return *v, true, nil
+	}
 	block, _ := pem.Decode(csr.Spec.Request)
 	if block == nil || block.Type != "CERTIFICATE REQUEST" {
 		return deny("no PEM certificate request")

@@ -124,6 +124,11 @@ func (ap *approver) sync(ctx context.Context, name string) error {
 		if err != nil {
 			return err
 		}
+		if v := join.CheckLifetime(csr); verdict.Allowed && v != nil && ap.isChild(csr) {
+			// A real kubelet's renewal names no lifetime and is left to
+			// the signer's; a child's is held to a day.
+			verdict = *v
+		}
 		return ap.decide(ctx, csr, verdict, "NestletRenewal")
 	}
 	if !token.AutoApprove {
@@ -134,6 +139,17 @@ func (ap *approver) sync(ctx context.Context, name string) error {
 		return err
 	}
 	return ap.decide(ctx, csr, verdict, "NestletAutoApprove")
+}
+
+// isChild reports whether csr was filed by a node that is a child's
+// virtual node here (label api.LabelCluster).
+func (ap *approver) isChild(csr *certificatesv1.CertificateSigningRequest) bool {
+	name, ok := strings.CutPrefix(csr.Spec.Username, join.NodeUser(""))
+	if !ok {
+		return false
+	}
+	n, err := ap.nodes.Get(name)
+	return err == nil && n.Labels[api.LabelCluster] != ""
 }
 
 // decide writes verdict on csr: approved with reason, or denied.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/pkg/revoked"
@@ -40,6 +42,8 @@ func TestApprover(t *testing.T) {
 				SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
 				Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
 				Username:   user,
+				// What the agent asks for (join.RequestNodeCertificate).
+				ExpirationSeconds: ptr.To(int32(join.NodeCertificateLifetime / time.Second)),
 			}}
 	}
 	// The groups a token made by nestctl token create puts in its
@@ -61,18 +65,23 @@ func TestApprover(t *testing.T) {
 		csr("gone-renewal", "gone", "system:node:gone"),
 		withGroups(csr("gone-join", "gone", "system:bootstrap:cccccc")),
 		csr("someone-elses-renewal", "east", "system:node:west"),
+		forAYear(csr("child-renewal-for-a-year", "child", "system:node:child")),
+		forAYear(csr("kubelet-renewal", "kubelet", "system:node:kubelet")),
 	}
 	client := fake.NewClientset(objs...)
 	rev := revoked.New(nil, nil)
 	rev.Set(map[string]string{"gone": "2026-11-25T12:00:00Z, nestctl revoke"})
-	ap, err := newApprover(client, rev, corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, nil)))
+	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, nil)
+	require.NoError(t, nodes.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "child", Labels: map[string]string{api.LabelCluster: "child"}}}))
+	require.NoError(t, nodes.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "kubelet"}}))
+	ap, err := newApprover(client, rev, corelisters.NewNodeLister(nodes))
 	require.NoError(t, err)
 	for _, o := range objs {
 		if c, ok := o.(*certificatesv1.CertificateSigningRequest); ok {
 			require.NoError(t, ap.informer.GetIndexer().Add(c))
 		}
 	}
-	for _, name := range []string{"east", "impostor", "manual", "renewal", "gone-renewal", "gone-join", "someone-elses-renewal"} {
+	for _, name := range []string{"east", "impostor", "manual", "renewal", "gone-renewal", "gone-join", "someone-elses-renewal", "child-renewal-for-a-year", "kubelet-renewal"} {
 		require.NoError(t, ap.sync(t.Context(), name))
 	}
 	decision := func(name string) string { return csrDecision(t, client, name) }
@@ -83,6 +92,14 @@ func TestApprover(t *testing.T) {
 	require.Contains(t, decision("gone-renewal"), `Denied: node "gone" was revoked`)
 	require.Contains(t, decision("gone-join"), `Denied: node "gone" was revoked`)
 	require.Contains(t, decision("someone-elses-renewal"), `Denied: filed by system:node:west, not by node "east" itself`)
+	require.Contains(t, decision("child-renewal-for-a-year"), "Denied: the request asks for 8760h0m0s", "a child's certificate lives a day at most")
+	require.Contains(t, decision("kubelet-renewal"), "Approved: ", "a real kubelet's renewal is the signer's to bound")
+}
+
+// forAYear makes csr ask for a year.
+func forAYear(csr *certificatesv1.CertificateSigningRequest) *certificatesv1.CertificateSigningRequest {
+	csr.Spec.ExpirationSeconds = ptr.To(int32(365 * 24 * 3600))
+	return csr
 }
 
 // A virtual node's request for its kubelet serving certificate is approved
@@ -100,6 +117,8 @@ func TestApproverServing(t *testing.T) {
 				SignerName: certificatesv1.KubeletServingSignerName,
 				Usages:     join.ServingUsages,
 				Username:   user,
+				// What the agent asks for (provider/child/serving.go).
+				ExpirationSeconds: ptr.To(int32(join.NodeCertificateLifetime / time.Second)),
 			}}
 	}
 	node := func(name, ip string, virtual bool) *corev1.Node {
