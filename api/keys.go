@@ -65,6 +65,12 @@ const (
 	// overlap. The child reports it on its Target (a node identity may
 	// read no other node, so only the parent can compare).
 	AnnotationPodCIDROverlap = "nestlet.io/pod-cidr-overlap"
+	// AnnotationPodCIDRsRefused is set by the parent's agent on a child's
+	// virtual node: "none" when every pod CIDR the child claims is
+	// granted (PodCIDRGrantsConfigMap), else which parts are not and why.
+	// What is refused is routed nowhere, carried up nowhere and told to no
+	// sibling. The child reports it as ConditionPodCIDRsGranted.
+	AnnotationPodCIDRsRefused = "nestlet.io/pod-cidrs-refused"
 	// AnnotationGatewayKey is set by a child on its virtual node: the
 	// public key of its gateway (WireGuard, base64), with which the parent
 	// makes the child's gateway its peer and routes the child's pod CIDRs
@@ -187,6 +193,23 @@ const (
 	// the child claims; the parent's agent warns on a node that claims
 	// more. A child without a quota is believed.
 	QuotasConfigMap = "nestlet-quotas"
+
+	// PodCIDRGrantsConfigMap is the ConfigMap in kube-system holding, for
+	// each child (key: its node name), the pod CIDRs it may claim (value:
+	// "10.1.0.0/16,fd00:1::/48", pkg/podcidrs), set by the parent's admin
+	// (`nestctl grant`, `nestctl token create --pod-cidrs`), as node IPAM
+	// grants a node its pod CIDR. A child's claim (its summary's pod CIDRs)
+	// is routed to it, carried up and told to its siblings only where
+	// granted: by this ConfigMap, or, for a child without a key here, from
+	// the agent's pool (--pod-cidr-pool), first come, at most a pool share
+	// each, the shares held in PodCIDRAllocationsConfigMap. Never the
+	// parent's own pod CIDRs, Service CIDRs or node addresses.
+	PodCIDRGrantsConfigMap = "nestlet-pod-cidrs"
+	// PodCIDRAllocationsConfigMap is the ConfigMap in the agent's
+	// namespace where a parent's agent keeps what it allocated to each
+	// child from its pool (key: the child's node name), so that a range a
+	// child holds is not given to another, across restarts.
+	PodCIDRAllocationsConfigMap = "nestlet-pod-cidr-allocations"
 
 	// ClusterInfoConfigMap is the ConfigMap in kube-public, readable
 	// anonymously like cluster-info, where `nestctl token create` records

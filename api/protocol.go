@@ -12,7 +12,7 @@ import (
 // kube-public/nestlet-info. Protocol is the one this build writes;
 // MinProtocol the oldest it still reads. A change an older reader would
 // misread raises Protocol; a build keeps reading the previous one for one
-// release, so that a parent and a child one release apart meet (docs/install.md,
+// release, so that a parent and a child one release apart meet (docs/upgrade.md,
 // "Version skew").
 const (
 	Protocol    = 1

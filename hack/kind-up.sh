@@ -10,6 +10,7 @@
 #   hack/kind-up.sh              create the tree (clusters that exist are reused)
 #   hack/kind-up.sh down         delete the tree's clusters
 #   hack/kind-up.sh configs DIR  write the kind configs and chart values into DIR, nothing else
+#   hack/kind-up.sh grants NAME  print the pod CIDRs NAME's parent grants it
 #
 # Each cluster is a kind cluster named after it (kubectl context kind-<name>).
 # Leaves have a control-plane and a worker node, labelled with their region
@@ -46,22 +47,26 @@ PROXY_TUNNEL_PORT=30443
 PROXY_FIRST_NODE_PORT=30300
 PROXY_NODE_PORTS=8
 
-# The tree: "name parent region", parents before children; the root has
-# parent "-", and only leaves (clusters without children) have a region.
+# The tree: "name parent region podSubnet", parents before children; the
+# root has parent "-", and only leaves (clusters without children) have a
+# region. Each cluster's pods take their addresses from a subnet of its
+# own, which its parent grants it with the subnets below it
+# (`nestctl token create --pod-cidrs`): a parent routes to a child, carries
+# up and tells its other children only the pod CIDRs it granted.
 TREE=(
-  "root - -"
-  "east root -"
-  "west root -"
-  "east-1 east east"
-  "east-2 east east"
-  "west-1 west west"
-  "west-2 west west"
+  "root - - 10.200.0.0/16"
+  "east root - 10.201.0.0/16"
+  "west root - 10.202.0.0/16"
+  "east-1 east east 10.203.0.0/16"
+  "east-2 east east 10.204.0.0/16"
+  "west-1 west west 10.205.0.0/16"
+  "west-2 west west 10.206.0.0/16"
 )
 
 log() { printf '[kind-up] %s\n' "$*" >&2; }
 
-# cluster_field NAME INDEX prints field INDEX (0 name, 1 parent, 2 region) of
-# cluster NAME.
+# cluster_field NAME INDEX prints field INDEX (0 name, 1 parent, 2 region,
+# 3 pod subnet) of cluster NAME.
 cluster_field() {
   local entry fields
   for entry in "${TREE[@]}"; do
@@ -89,6 +94,20 @@ has_children() {
   return 1
 }
 
+# subtree_subnets NAME prints the pod subnets of NAME and of every cluster
+# below it, comma-separated: what its parent grants it.
+subtree_subnets() {
+  local entry fields out
+  out="$(cluster_field "$1" 3)"
+  for entry in "${TREE[@]}"; do
+    read -r -a fields <<<"${entry}"
+    if [[ "${fields[1]}" == "$1" ]]; then
+      out="${out},$(subtree_subnets "${fields[0]}")"
+    fi
+  done
+  echo "${out}"
+}
+
 # kind_config NAME prints the kind configuration of cluster NAME.
 kind_config() {
   local name="$1" region
@@ -98,6 +117,8 @@ kind_config() {
 kind: Cluster
 apiVersion: kind.x-k8s.io/v1alpha4
 name: ${name}
+networking:
+  podSubnet: $(cluster_field "${name}" 3)
 nodes:
 EOF
   local roles=(control-plane)
@@ -246,7 +267,7 @@ up() {
     local url line
     url="$("${KIND}" get kubeconfig --internal --name "${parent}" | sed -n 's/^ *server: *//p')"
     line="$("${NESTCTL}" --kubeconfig "$(kubeconfig "${parent}")" token create --auto-approve --ttl 1h \
-      --cluster-name "${parent}" --child-name "${name}" --parent-url "${url}")"
+      --cluster-name "${parent}" --child-name "${name}" --parent-url "${url}" --pod-cidrs "$(subtree_subnets "${name}")")"
     # The printed command, run against the child.
     read -r -a args <<<"${line#nestctl join }"
     "${NESTCTL}" --kubeconfig "$(kubeconfig "${name}")" join "${args[@]}"
@@ -288,8 +309,15 @@ configs)
   }
   write_configs "$2"
   ;;
+grants)
+  [[ $# -eq 2 ]] || {
+    echo "usage: $0 grants CLUSTER" >&2
+    exit 2
+  }
+  subtree_subnets "$2"
+  ;;
 *)
-  echo "usage: $0 [up|down|configs DIR]" >&2
+  echo "usage: $0 [up|down|configs DIR|grants CLUSTER]" >&2
   exit 2
   ;;
 esac

@@ -50,7 +50,12 @@ func (e *Environment) StartAgent(ctx context.Context, c *Cluster, extraArgs ...s
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"--kubeconfig=" + kubeconfig, "--v=2", "--trusted-schedulers=" + strings.Join(TrustedSchedulers, ",")}, extraArgs...)
+	// Every cluster the launcher makes takes its nodes' pod CIDRs from
+	// PodCIDRRange (RealNodePodCIDRRange is part of it): that is the pool
+	// each parent grants its children shares of, as an operator gives a
+	// parent the range its children's cluster CIDRs come from.
+	args := append([]string{"--kubeconfig=" + kubeconfig, "--v=2", "--trusted-schedulers=" + strings.Join(TrustedSchedulers, ","),
+		"--pod-cidr-pool=" + PodCIDRRange}, extraArgs...)
 	return e.StartProcessIn(c, c.Name+componentSuffixes[ComponentAgent], e.Nestlet.Nestlet, args...)
 }
 

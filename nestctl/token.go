@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/nestlet/nestlet/pkg/podcidrs"
 	"github.com/nestlet/nestlet/pkg/quota"
 	"github.com/nestlet/nestlet/proxy/bootstrap"
 )
@@ -20,6 +21,9 @@ type TokenOptions struct {
 	// Quota ("cpu=64,memory=256Gi"), with ChildName, is set as the child's
 	// capacity quota before it joins (api.QuotasConfigMap).
 	Quota string
+	// PodCIDRs ("10.1.0.0/16"), with ChildName, are granted the child
+	// before it joins (api.PodCIDRGrantsConfigMap, nestctl grant).
+	PodCIDRs string
 }
 
 // CreateToken prepares the parent, creates a token and returns the join
@@ -47,6 +51,18 @@ func CreateToken(ctx context.Context, cfg *rest.Config, o TokenOptions) (string,
 			return "", fmt.Errorf("--quota: %w", err)
 		}
 		if _, err := quota.Record(ctx, client, o.ChildName, q, false, "nestctl"); err != nil {
+			return "", err
+		}
+	}
+	if o.PodCIDRs != "" {
+		if o.ChildName == "" {
+			return "", fmt.Errorf("--pod-cidrs needs --child-name: a grant is one child's")
+		}
+		ps, err := podcidrs.Parse(o.PodCIDRs)
+		if err != nil {
+			return "", fmt.Errorf("--pod-cidrs: %w", err)
+		}
+		if err := podcidrs.Record(ctx, client, o.ChildName, ps, "nestctl"); err != nil {
 			return "", err
 		}
 	}

@@ -177,6 +177,11 @@ const (
 	// (False, ReasonPodCIDROverlap): pod IPs, and so Service endpoints,
 	// would be ambiguous across the tree.
 	ConditionPodCIDRsDistinct = "PodCIDRsDistinct"
+	// ConditionPodCIDRsGranted: every pod CIDR of this cluster's subtree
+	// is one the parent grants it (True, ReasonPodCIDRsGranted), or some
+	// are not (False, ReasonPodCIDRsRefused): those are routed nowhere in
+	// the tree; the message names them and what to ask the parent's admin.
+	ConditionPodCIDRsGranted = "PodCIDRsGranted"
 	// ConditionTunnel is the state of the peer link this cluster's
 	// gateway opened to the parent's (the agent's --gateway): pod traffic
 	// to the other clusters goes through it. Absent without a gateway.
@@ -209,6 +214,8 @@ const (
 	ReasonPodCIDROverlap    = "PodCIDROverlap"
 	ReasonPodCIDRsDistinct  = "PodCIDRsDistinct"
 	ReasonNoPodCIDRs        = "NoPodCIDRs"
+	ReasonPodCIDRsGranted   = "PodCIDRsGranted"
+	ReasonPodCIDRsRefused   = "PodCIDRsRefused"
 	// Reasons of ConditionTunnel.
 	ReasonProtocolsMeet     = "ProtocolsMeet"
 	ReasonVersionSkew       = "VersionSkew"

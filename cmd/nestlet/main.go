@@ -7,8 +7,11 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -82,6 +85,14 @@ func run(ctx context.Context, o options) error {
 	if o.gatewayOn {
 		acfg.Gateway = &o.gateway
 	}
+	for _, c := range o.podCIDRPool {
+		p, err := netip.ParsePrefix(strings.TrimSpace(c))
+		if err != nil {
+			return fmt.Errorf("--pod-cidr-pool %q: want CIDRs, e.g. 10.128.0.0/9", c)
+		}
+		acfg.PodCIDRPool = append(acfg.PodCIDRPool, p.Masked())
+	}
+	acfg.PodCIDRPoolShareBits = o.podCIDRPoolShare
 	election := o.leaderElection
 	if election.ResourceNamespace == "" {
 		election.ResourceNamespace = o.namespace

@@ -30,6 +30,8 @@ type options struct {
 	directAddress     string
 	gateway           agent.GatewayConfig
 	gatewayOn         bool
+	podCIDRPool       []string
+	podCIDRPoolShare  int
 	leaderElection    config.LeaderElectionConfiguration
 }
 
@@ -55,6 +57,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.gateway.APIAddress, "gateway-api-address", "", "an IP (or IP:port; port 443 by default) the gateway holds and relays to this cluster's API server, routed to the clusters below through the peers: the pods made here that run below (their agents with --pod-api=origin) call this cluster there; one address per cluster of the tree, outside every pod CIDR. Empty: none, and they call the URL their cluster joined with")
 	fs.StringVar(&o.gateway.NodeName, "gateway-node-name", "", "the node this agent runs on, on the node's network (the chart passes the pod's node): published with the CIDRs the gateway routes to its peers (into the ConfigMap nestlet-gateway of --namespace, which the chart makes), for the route agents of the cluster's other nodes (nestlet-routes). Empty: not published")
 	fs.StringVar(&o.gateway.Implementation, "gateway-implementation", "auto", "WireGuard to run the gateway on: auto (the kernel's where the host has it, else wireguard-go in userspace), kernel or userspace")
+	fs.StringSliceVar(&o.podCIDRPool, "pod-cidr-pool", nil, "as a parent: the pod CIDRs a child without a grant of its own (nestctl grant, in configmap kube-system/nestlet-pod-cidrs) may claim a share of, first come (e.g. 10.128.0.0/9); a child is routed, carried up and told to the other children only the pod CIDRs it is granted, never this cluster's own (its nodes' pod CIDRs and addresses, its Service CIDRs). Empty: only grants")
+	fs.IntVar(&o.podCIDRPoolShare, "pod-cidr-pool-share", agent.DefaultPodCIDRPoolShareBits, "the most a child may take of --pod-cidr-pool, as a prefix length of IPv4 (16: a /16's addresses; as many /64s of IPv6); a larger claim is refused whole")
 	fs.BoolVar(&o.printPermissions, "print-permissions", false, "print, as JSON, what the agent does with the API of its own cluster (what the chart grants its ServiceAccount) and exit")
 	fs.BoolVar(&o.profiling, "profiling", false, "also serve Go's pprof profiles under /debug/pprof/ on --metrics-bind-address")
 	// Replicas elect a leader as kube-scheduler's do, with its flags and

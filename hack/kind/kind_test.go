@@ -4,10 +4,12 @@
 package kind
 
 import (
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -18,10 +20,13 @@ import (
 // kindCluster is the part of kind's v1alpha4 Cluster the script writes;
 // strict parsing refuses any other field (a typo kind would reject).
 type kindCluster struct {
-	Kind       string     `json:"kind"`
-	APIVersion string     `json:"apiVersion"`
-	Name       string     `json:"name"`
-	Nodes      []kindNode `json:"nodes"`
+	Kind       string `json:"kind"`
+	APIVersion string `json:"apiVersion"`
+	Name       string `json:"name"`
+	Networking struct {
+		PodSubnet string `json:"podSubnet"`
+	} `json:"networking"`
+	Nodes []kindNode `json:"nodes"`
 }
 
 type kindNode struct {
@@ -77,6 +82,7 @@ func TestKindConfigs(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.kind.yaml"))
 	require.NoError(t, err)
 	var names []string
+	subnets := map[string]netip.Prefix{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		require.NoError(t, err)
@@ -96,9 +102,30 @@ func TestKindConfigs(t *testing.T) {
 		if diff := cmp.Diff(want, c.Nodes); diff != "" {
 			t.Errorf("nodes of %s (-want +got):\n%s", c.Name, diff)
 		}
+		subnet, err := netip.ParsePrefix(c.Networking.PodSubnet)
+		require.NoError(t, err, "pod subnet of %s", c.Name)
+		for other, theirs := range subnets {
+			require.False(t, subnet.Overlaps(theirs), "the pod subnets of %s and %s overlap", c.Name, other)
+		}
+		subnets[c.Name] = subnet
 	}
 	sort.Strings(names)
 	require.Equal(t, all, names)
+}
+
+// Each child is granted its own pod subnet and those below it: what the
+// script passes to nestctl token create --pod-cidrs.
+func TestKindGrants(t *testing.T) {
+	for child, want := range map[string]string{
+		"east":   "10.201.0.0/16,10.203.0.0/16,10.204.0.0/16",
+		"east-1": "10.203.0.0/16",
+		"west":   "10.202.0.0/16,10.205.0.0/16,10.206.0.0/16",
+	} {
+		cmd := exec.CommandContext(t.Context(), "bash", filepath.Join("..", "kind-up.sh"), "grants", child)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "hack/kind-up.sh grants %s:\n%s", child, out)
+		require.Equal(t, want, strings.TrimSpace(string(out)), child)
+	}
 }
 
 func TestKindChartValues(t *testing.T) {

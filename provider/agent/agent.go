@@ -9,6 +9,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -49,6 +50,9 @@ const (
 
 // DefaultOutageTolerance is Config.OutageTolerance's default.
 const DefaultOutageTolerance = child.DefaultOutageTolerance
+
+// DefaultPodCIDRPoolShareBits is Config.PodCIDRPoolShareBits' default.
+const DefaultPodCIDRPoolShareBits = parent.DefaultPoolShareBits
 
 // GatewayConfig runs a gateway in the agent (provider/peers).
 type GatewayConfig = peers.Config
@@ -108,6 +112,13 @@ type Config struct {
 	// the parents' gateways and the children's, that carry pod traffic
 	// between the clusters (GatewayConfig).
 	Gateway *GatewayConfig
+	// PodCIDRPool are the pod CIDRs a child without a grant of its own
+	// (api.PodCIDRGrantsConfigMap, `nestctl grant`) may claim a share of,
+	// first come; a share is at most a /PodCIDRPoolShareBits of IPv4
+	// addresses (default parent.DefaultPoolShareBits). Without a pool or
+	// a grant, a child is routed none of the pod CIDRs it claims.
+	PodCIDRPool          []netip.Prefix
+	PodCIDRPoolShareBits int
 	// Metrics receives the agent's Prometheus metrics (optional).
 	Metrics prometheus.Registerer
 	Clock   clock.WithTicker
@@ -224,18 +235,19 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 
+	parents, err := parent.New(parent.Config{Client: a.client, Nodes: nodeInformer, Namespace: a.cfg.Namespace,
+		PodCIDRPool: a.cfg.PodCIDRPool, PodCIDRPoolShareBits: a.cfg.PodCIDRPoolShareBits, Peers: gw, Clock: a.cfg.Clock})
+	if err != nil {
+		return err
+	}
 	children, err := child.New(child.Config{
 		RESTConfig: a.cfg.RESTConfig, Client: a.client, Targets: a.targets, Factory: a.factory,
 		Namespace: a.cfg.Namespace, ClusterUID: clusterUID, GroupKeys: a.cfg.GroupKeys,
 		LeaseDurationSeconds: a.cfg.LeaseDurationSeconds, OutageTolerance: a.cfg.OutageTolerance, Ready: a.cfg.Ready,
 		PodWorkers: a.cfg.PodWorkers, BounceTimeout: a.cfg.BounceTimeout, TrustedSchedulers: a.cfg.TrustedSchedulers,
 		PodAPI: a.cfg.PodAPI, KubeletAPI: a.cfg.KubeletAPI, DirectAddress: a.cfg.DirectAddress,
-		Peers: gw, Metrics: a.metrics, Clock: a.cfg.Clock,
+		Peers: gw, RoutedPodCIDRs: parents.RoutedPodCIDRs, Metrics: a.metrics, Clock: a.cfg.Clock,
 	})
-	if err != nil {
-		return err
-	}
-	parents, err := parent.New(parent.Config{Client: a.client, Nodes: nodeInformer, Peers: gw, Clock: a.cfg.Clock})
 	if err != nil {
 		return err
 	}

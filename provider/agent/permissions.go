@@ -47,6 +47,8 @@ var Permissions = []permissions.Rule{
 			"as a parent, the claims of the nestlet StorageClass, watched and updated by the provisioner (provider/parent/volumes.go)"},
 	{APIGroups: []string{""}, Resources: []string{"persistentvolumes"}, Verbs: []string{"get", "list", "watch", "create", "delete"},
 		Why: "as a parent, the volumes of the nestlet StorageClass, pinned to a child's virtual node (provider/parent/volumes.go)"},
+	{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"servicecidrs"}, Verbs: []string{"get", "list", "watch"},
+		Why: "as a parent, this cluster's Service CIDRs, never granted to a child (provider/parent/reserved.go)"},
 	{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"}, Verbs: []string{"get", "list", "watch"},
 		Why: "as a parent, the provisioner reads the classes it serves (provider/parent/volumes.go)"},
 	{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"create"},
@@ -65,15 +67,16 @@ var Permissions = []permissions.Rule{
 		Why: "the bootstrap tokens the Targets name and the node identities (provider/join/node_identity.go) live in its namespace, " +
 			"the only one where it reads Secrets; watched so that a join reads none (provider/child/secrets.go)"},
 	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update"},
-		Why: "each Target's ledger of the copies it made (provider/forward/copies_ledger.go), read after a restart to collect them"},
+		Why: "each Target's ledger of the copies it made (provider/forward/copies_ledger.go), read after a restart to collect them; " +
+			"as a parent, the children's shares of its pod CIDR pool (provider/parent/grants.go)"},
 	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"},
 		Why: "leader election among replicas (cmd/nestlet --leader-elect, pkg/kubeclient/leader.go): the first makes the Lease"},
 	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
 		ResourceNames: []string{LeaseNamePlaceholder}, Verbs: []string{"get", "update"},
 		Why: "leader election: the Lease is read and renewed by name"},
-	{Namespace: "kube-system", APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"nestlet-revoked", "nestlet-quotas"},
+	{Namespace: "kube-system", APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"nestlet-revoked", "nestlet-quotas", "nestlet-pod-cidrs"},
 		Verbs: []string{"get", "list", "watch"},
-		Why:   "as a parent, the children cut off (provider/parent/removal.go) and their capacity quotas (provider/parent/quotas.go)"},
+		Why:   "as a parent, the children cut off (provider/parent/removal.go), their capacity quotas (provider/parent/quotas.go) and the pod CIDRs granted them (provider/parent/grants.go)"},
 }
 
 // LeaseNamePlaceholder in Permissions is the agent's Lease, the release's

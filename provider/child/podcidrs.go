@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
@@ -18,12 +19,15 @@ import (
 
 // Pod CIDR overlaps are found by the parent (provider/parent/podcidrs.go),
 // which alone sees all its nodes, and written on the child's virtual node
-// (api.AnnotationPodCIDROverlap): the child reads it back from its own
-// node and reports it as ConditionPodCIDRsDistinct on its Target.
+// (api.AnnotationPodCIDROverlap), as is what the parent refuses to route of
+// them (api.AnnotationPodCIDRsRefused, provider/parent/grants.go): the
+// child reads both back from its own node and reports them as
+// ConditionPodCIDRsDistinct and ConditionPodCIDRsGranted on its Target.
 
-// checkPodCIDRs keeps ConditionPodCIDRsDistinct of the Target in step with
-// what the parent found (see above), reading this cluster's virtual node
-// (prov's, named name) every few report periods, until ctx ends.
+// checkPodCIDRs keeps ConditionPodCIDRsDistinct and
+// ConditionPodCIDRsGranted of the Target in step with what the parent
+// found (see above), reading this cluster's virtual node (prov's, named
+// name) every few report periods, until ctx ends.
 func checkPodCIDRs(ctx context.Context, clk clock.WithTicker, nodeClient kubernetes.Interface, name string, prov *vnode.Provider, status *runStatus) {
 	every := max(3*reportFrequency(status.target), 15*time.Second)
 	tick := clk.NewTicker(every)
@@ -36,39 +40,58 @@ func checkPodCIDRs(ctx context.Context, clk clock.WithTicker, nodeClient kuberne
 			return
 		case <-tick.C():
 		}
-		if cond, err := podCIDRCondition(ctx, nodeClient, name, prov); err == nil {
-			status.set(ctx, cond)
+		if conds, err := podCIDRConditions(ctx, nodeClient, name, prov); err == nil {
+			status.set(ctx, conds...)
 		} else if ctx.Err() == nil {
 			klog.FromContext(ctx).V(2).Info("Reading the parent's pod CIDR check", "err", err)
 		}
 	}
 }
 
-// podCIDRCondition reads what the parent found about prov's pod CIDRs on
-// virtual node name.
-func podCIDRCondition(ctx context.Context, nodeClient kubernetes.Interface, name string, prov *vnode.Provider) (metav1.Condition, error) {
+// podCIDRConditions reads what the parent found about prov's pod CIDRs
+// on virtual node name: whether they overlap another cluster's, and
+// whether it grants them.
+func podCIDRConditions(ctx context.Context, nodeClient kubernetes.Interface, name string, prov *vnode.Provider) ([]metav1.Condition, error) {
 	own, err := prov.PodCIDRs()
 	if err != nil {
-		return metav1.Condition{}, err
+		return nil, err
 	}
-	cond := podCIDRPending(own)
+	distinct := podCIDRPending(own)
 	if len(own) == 0 {
-		return cond, nil
+		return []metav1.Condition{distinct}, nil
 	}
 	n, err := nodeClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
 	if err != nil {
-		return cond, err
+		return nil, err
 	}
 	switch found, ok := n.Annotations[api.AnnotationPodCIDROverlap]; {
 	case !ok:
 	case found == api.PodCIDROverlapNone:
-		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPodCIDRsDistinct
-		cond.Message = fmt.Sprintf("pod CIDRs %s overlap no other node or cluster of the parent", strings.Join(own, ", "))
+		distinct.Status, distinct.Reason = metav1.ConditionTrue, v1alpha1.ReasonPodCIDRsDistinct
+		distinct.Message = fmt.Sprintf("pod CIDRs %s overlap no other node or cluster of the parent", strings.Join(own, ", "))
 	default:
-		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonPodCIDROverlap
-		cond.Message = fmt.Sprintf("pod CIDRs collide in the parent: %s. Pods in both places may get the same IP, so pod IPs and the endpoints of Services seen from the parent are ambiguous, and the parent's gateway routes none of the colliding ranges (the others still are); give every joined cluster its own pod CIDR (kube-controller-manager --cluster-cidr, or the CNI's IP pool)", found)
+		distinct.Status, distinct.Reason = metav1.ConditionFalse, v1alpha1.ReasonPodCIDROverlap
+		distinct.Message = fmt.Sprintf("pod CIDRs collide in the parent: %s. Pods in both places may get the same IP, so pod IPs and the endpoints of Services seen from the parent are ambiguous, and the parent routes a colliding range to the cluster that held it first only (condition %s says what it refuses this cluster); give every joined cluster its own pod CIDR (kube-controller-manager --cluster-cidr, or the CNI's IP pool)", found, v1alpha1.ConditionPodCIDRsGranted)
 	}
-	return cond, nil
+	return []metav1.Condition{distinct, podCIDRsGranted(own, n)}, nil
+}
+
+// podCIDRsGranted is ConditionPodCIDRsGranted from what the parent says on
+// n of own, this cluster's pod CIDRs.
+func podCIDRsGranted(own []string, n *corev1.Node) metav1.Condition {
+	cond := metav1.Condition{Type: v1alpha1.ConditionPodCIDRsGranted}
+	switch refused, ok := n.Annotations[api.AnnotationPodCIDRsRefused]; {
+	case !ok:
+		cond.Status, cond.Reason = metav1.ConditionUnknown, v1alpha1.ReasonPodCIDRCheckPending
+		cond.Message = fmt.Sprintf("pod CIDRs %s: the parent's Nestlet agent has not said which it grants this cluster yet (or runs a version before grants)", strings.Join(own, ", "))
+	case refused == api.PodCIDROverlapNone:
+		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPodCIDRsGranted
+		cond.Message = fmt.Sprintf("the parent grants pod CIDRs %s: it routes them here, carries them up and tells its other clusters", strings.Join(own, ", "))
+	default:
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonPodCIDRsRefused
+		cond.Message = fmt.Sprintf("the parent routes only part of pod CIDRs %s, the rest %s; pods in what is not granted are reachable from no other cluster", strings.Join(own, ", "), refused)
+	}
+	return cond
 }
 
 // podCIDRPending is the pod CIDR condition before the parent has answered:

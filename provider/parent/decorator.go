@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -18,9 +19,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/podcidrs"
 	"github.com/nestlet/nestlet/pkg/queue"
 	"github.com/nestlet/nestlet/pkg/revoked"
 	"github.com/nestlet/nestlet/provider/peers"
@@ -47,6 +50,40 @@ type decorator struct {
 	revoked *revoked.Watcher
 	// quotas records and checks the children's capacity quotas.
 	quotas *childQuotas
+	// grants decides what each child is granted of the pod CIDRs it
+	// claims; recorder says what is refused, once per change
+	// (refusedWarned: node name -> what was said).
+	grants        *grants
+	recorder      record.EventRecorder
+	refusedWarned sync.Map
+	// malformedWarned: node name -> what was said of an annotation of
+	// its child's that does not parse.
+	malformedWarned sync.Map
+}
+
+// warnMalformed records a Warning event on n that what its child wrote
+// does not parse, once per message.
+func (d *decorator) warnMalformed(n *corev1.Node, why string) {
+	if prev, ok := d.malformedWarned.Load(n.Name); ok && prev.(string) == why {
+		return
+	}
+	d.malformedWarned.Store(n.Name, why)
+	if d.recorder != nil {
+		d.recorder.Event(&corev1.ObjectReference{Kind: "Node", Name: n.Name, UID: n.UID}, corev1.EventTypeWarning, "NestletAnnotationInvalid", why)
+	}
+}
+
+// warnRefused records a Warning event on n when what is refused of its
+// pod CIDRs changes to something (not api.PodCIDROverlapNone).
+func (d *decorator) warnRefused(n *corev1.Node, refused string) {
+	if prev, ok := d.refusedWarned.Load(n.Name); ok && prev.(string) == refused {
+		return
+	}
+	d.refusedWarned.Store(n.Name, refused)
+	if refused != api.PodCIDROverlapNone && d.recorder != nil {
+		d.recorder.Event(&corev1.ObjectReference{Kind: "Node", Name: n.Name, UID: n.UID}, corev1.EventTypeWarning, "PodCIDRsRefused",
+			"pod CIDRs the child claims are "+refused+"; they are routed nowhere, carried up nowhere and told to no other child")
+	}
 }
 
 // enqueueAll queues every virtual node.
@@ -162,10 +199,12 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 	n, err := d.nodes.Get(name)
 	if apierrors.IsNotFound(err) {
 		d.held.Delete(name)
+		d.refusedWarned.Delete(name)
+		d.malformedWarned.Delete(name)
 		if d.peers != nil {
 			d.peers.SetChild(ctx, name, "", nil)
 		}
-		return 0, nil
+		return 0, d.grants.forget(ctx, name)
 	}
 	if err != nil {
 		return 0, err
@@ -191,32 +230,27 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 	if want.Annotations == nil {
 		want.Annotations = map[string]string{}
 	}
-	overlap, clashing := podCIDRClashes(n, d.nodes, &d.cidrs)
-	want.Annotations[api.AnnotationPodCIDROverlap] = overlap
-	patchAnnotations := map[string]string{api.AnnotationPodCIDROverlap: overlap}
-	if key, _ := api.ChildAnnotation(n, api.AnnotationGatewayKey); d.peers != nil && key != "" {
-		// Addresses that the child's pod CIDRs share with another node's
-		// are routed to neither (their packets would go to either); the
-		// rest of the child's are.
-		own, _ := d.cidrs.of(n)
-		d.peers.SetChild(ctx, name, key, peers.Routable(own, clashing))
-		want.Annotations[api.AnnotationGatewayParent] = d.peers.ParentAnnotation(name)
-		patchAnnotations[api.AnnotationGatewayParent] = want.Annotations[api.AnnotationGatewayParent]
+	patchAnnotations, err := d.addresses(ctx, n, want.Annotations)
+	if err != nil {
+		return 0, err
 	}
 	// The provider taint always (a node that registered again without it
 	// gets it back), the child's desired taints, and every other taint
 	// (an admin's) as it is.
-	var desired []corev1.Taint
-	if raw, ok := api.ChildAnnotation(n, api.AnnotationDesiredTaints); ok {
-		if err := json.Unmarshal([]byte(raw), &desired); err != nil {
-			return 0, fmt.Errorf("parsing %s of node %s: %w", api.AnnotationDesiredTaints, name, err)
-		}
-	}
 	// Which taints are ours to remove: those applied before (none
 	// known on a node decorated before this was recorded).
 	var applied []string
 	if raw, ok := n.Annotations[api.AnnotationAppliedTaints]; ok {
 		_ = json.Unmarshal([]byte(raw), &applied)
+	}
+	var desired []corev1.Taint
+	if raw, ok := api.ChildAnnotation(n, api.AnnotationDesiredTaints); ok {
+		if err := json.Unmarshal([]byte(raw), &desired); err != nil {
+			// Fails closed: the taints applied before stay as they are,
+			// and the provider taint and the rest are restored below.
+			desired = slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool { return !slices.Contains(applied, t.Key) })
+			d.warnMalformed(n, fmt.Sprintf("%s does not parse (%v): the taints applied before are kept", api.AnnotationDesiredTaints, err))
+		}
 	}
 	desired = d.versions(ctx, n, desired, want.Annotations, patchAnnotations)
 	want.Spec.Taints = mergeTaints(n.Spec.Taints, desired, applied)
@@ -251,6 +285,29 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 	// its taints, by the node lifecycle controller, is retried).
 	_, err = d.client.CoreV1().Nodes().Update(ctx, want, metav1.UpdateOptions{FieldManager: api.FieldManager})
 	return 0, err
+}
+
+// addresses decides what child n is granted of the pod CIDRs it claims
+// (grants.go), makes it a peer routed that much when it has a gateway key,
+// and sets in annotations (and returns, as the patch of them) what n is
+// told: the overlaps of its claim, what is refused, the parent's gateway.
+func (d *decorator) addresses(ctx context.Context, n *corev1.Node, annotations map[string]string) (map[string]string, error) {
+	overlap := podCIDROverlap(n, d.nodes, &d.cidrs)
+	// The child is routed, carried up and told to its siblings what this
+	// cluster grants of its claim, no more.
+	claimed, _ := d.cidrs.of(n)
+	granted, err := d.grants.decide(ctx, n.Name, podcidrs.Strings(claimed))
+	if err != nil {
+		return nil, err
+	}
+	d.warnRefused(n, granted.refused)
+	patch := map[string]string{api.AnnotationPodCIDROverlap: overlap, api.AnnotationPodCIDRsRefused: granted.refused}
+	if key, _ := api.ChildAnnotation(n, api.AnnotationGatewayKey); d.peers != nil && key != "" {
+		d.peers.SetChild(ctx, n.Name, key, granted.routedStrings())
+		patch[api.AnnotationGatewayParent] = d.peers.ParentAnnotation(n.Name)
+	}
+	maps.Copy(annotations, patch)
+	return patch, nil
 }
 
 // mergeTaints returns the provider taint, the desired taints, and every

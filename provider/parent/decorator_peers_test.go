@@ -19,9 +19,9 @@ import (
 )
 
 // The parent's decorator makes each child with a gateway key a peer routed
-// its subtree's CIDRs, and tells it the parent's gateway and what the
-// parent carries; the CIDRs where two children overlap are routed to
-// neither, and every other CIDR is.
+// the CIDRs of its subtree it is granted (here from the pool, first come),
+// and tells it the parent's gateway and what the parent carries; a CIDR
+// a child claims that another holds is routed to the one that holds it.
 func TestDecoratorGatewayRoutes(t *testing.T) {
 	ka, kb, kc, kp := peerstest.PublicKey(), peerstest.PublicKey(), peerstest.PublicKey(), peerstest.PublicKey()
 	child := func(name string, key wgtypes.Key, cidrs ...string) *corev1.Node {
@@ -49,15 +49,15 @@ func TestDecoratorGatewayRoutes(t *testing.T) {
 	// own CIDRs, which are never routed up).
 	tun.SetParent(t.Context(), "up", &api.GatewayParent{PublicKey: kp.String(), Endpoint: "10.250.0.9:51820",
 		Routes: []string{"10.50.0.0/16", "10.1.0.0/24", "10.10.0.0/24"}}, []string{"10.1.0.0/24", "10.10.0.0/24"})
-	d := &decorator{client: client, nodes: corelisters.NewNodeLister(indexer), peers: tun}
+	lister := corelisters.NewNodeLister(indexer)
+	d := &decorator{client: client, nodes: lister, peers: tun, grants: poolGrants(lister, tun, "10.0.0.0/8")}
 	for _, n := range []string{"a", "b", "c"} {
 		_, err := d.sync(t.Context(), n)
 		require.NoError(t, err)
 	}
 	require.Equal(t, peerstest.Prefixes("10.10.0.0/24"), gw.Allowed(ka))
-	require.Equal(t, peerstest.Prefixes("10.244.0.0/22", "10.244.4.0/24", "10.244.6.0/23", "10.244.8.0/21", "10.244.16.0/20", "10.244.32.0/19", "10.244.64.0/18", "10.244.128.0/17"),
-		gw.Allowed(kb), "b's /16 but c's /24 in it")
-	require.Equal(t, peerstest.Prefixes("10.60.0.0/24"), gw.Allowed(kc), "c's CIDR that overlaps b's gets no route, its other one does")
+	require.Equal(t, peerstest.Prefixes("10.244.0.0/16"), gw.Allowed(kb), "b holds its /16 of the pool first")
+	require.Equal(t, peerstest.Prefixes("10.60.0.0/24"), gw.Allowed(kc), "c's CIDR that b holds gets no route, its other one does")
 	require.Equal(t, peerstest.Prefixes("10.50.0.0/16"), gw.Allowed(kp))
 
 	n, err := client.CoreV1().Nodes().Get(t.Context(), "a", metav1.GetOptions{})
@@ -72,6 +72,11 @@ func TestDecoratorGatewayRoutes(t *testing.T) {
 	gp = api.GatewayParent{}
 	require.NoError(t, json.Unmarshal([]byte(n.Annotations[api.AnnotationGatewayParent]), &gp))
 	require.Equal(t, kc.String(), gp.PeerKey, "c is a peer, for what does not overlap")
+	require.Equal(t, "not granted: 10.244.5.0/24 (held by cluster b)", n.Annotations[api.AnnotationPodCIDRsRefused], "c is told why")
+	require.Contains(t, n.Annotations[api.AnnotationPodCIDROverlap], "10.244.5.0/24 overlaps 10.244.0.0/16 of cluster b", "and that its pod IPs are ambiguous")
+	n, err = client.CoreV1().Nodes().Get(t.Context(), "b", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, api.PodCIDROverlapNone, n.Annotations[api.AnnotationPodCIDRsRefused], "b keeps what it held")
 
 	// A child that goes loses its peer.
 	require.NoError(t, indexer.Delete(nodes[1]))

@@ -148,7 +148,7 @@ func TestDecoratorSync(t *testing.T) {
 	// checked adds the pod CIDR check the decorator writes (no pod CIDRs
 	// here: nothing overlaps).
 	checked := func(a map[string]string) map[string]string {
-		out := map[string]string{api.AnnotationPodCIDROverlap: api.PodCIDROverlapNone}
+		out := map[string]string{api.AnnotationPodCIDROverlap: api.PodCIDROverlapNone, api.AnnotationPodCIDRsRefused: api.PodCIDROverlapNone}
 		maps.Copy(out, parentAnnotations())
 		for k, v := range a {
 			out[k] = v
@@ -225,9 +225,13 @@ func TestDecoratorSync(t *testing.T) {
 			node: node(named(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}), checked(desiredGPU), providerTaint, gpu, unreachable),
 		},
 		{
-			name:    "a bad annotation is an error",
-			node:    node(map[string]string{"nestlet.io/cluster": "child"}, map[string]string{"nestlet.io/desired-taints": "{"}, providerTaint),
-			wantErr: "nestlet.io/desired-taints",
+			// Fails closed: the provider taint, the role and the hostname
+			// put back, the taints applied before kept as they are.
+			name: "a bad annotation changes no taint of the child's and still restores Nestlet's",
+			node: node(map[string]string{"nestlet.io/cluster": "child"},
+				map[string]string{"nestlet.io/desired-taints": "{", api.AnnotationAppliedTaints: `["example.com/gpu"]`}, gpu),
+			want: node(named(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}),
+				checked(map[string]string{"nestlet.io/desired-taints": "{", api.AnnotationAppliedTaints: `["example.com/gpu"]`}), providerTaint, gpu),
 		},
 	}
 	for _, tt := range tests {
@@ -235,7 +239,7 @@ func TestDecoratorSync(t *testing.T) {
 			client := fake.NewClientset(tt.node)
 			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 			require.NoError(t, indexer.Add(tt.node))
-			d := &decorator{client: client, nodes: corelisters.NewNodeLister(indexer)}
+			d := &decorator{client: client, nodes: corelisters.NewNodeLister(indexer), grants: poolGrants(corelisters.NewNodeLister(indexer), nil, "0.0.0.0/0", "::/0")}
 
 			wait, err := d.sync(t.Context(), "child")
 			require.Zero(t, wait)
@@ -345,7 +349,7 @@ func TestDecoratorDeletesALeavingChildsNode(t *testing.T) {
 	client := fake.NewClientset(n)
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	require.NoError(t, indexer.Add(n))
-	d := &decorator{client: client, nodes: corelisters.NewNodeLister(indexer)}
+	d := &decorator{client: client, nodes: corelisters.NewNodeLister(indexer), grants: poolGrants(corelisters.NewNodeLister(indexer), nil, "0.0.0.0/0", "::/0")}
 	_, err := d.sync(t.Context(), "child")
 	require.NoError(t, err)
 	_, err = client.CoreV1().Nodes().Get(t.Context(), "child", metav1.GetOptions{})
@@ -370,7 +374,7 @@ func TestDecoratorDeletesALeavingChildsNode(t *testing.T) {
 	n2.Annotations[api.AnnotationLeaving] = "u2"
 	client = fake.NewClientset(n2)
 	require.NoError(t, indexer.Update(n2))
-	d = &decorator{client: client, nodes: corelisters.NewNodeLister(indexer)}
+	d = &decorator{client: client, nodes: corelisters.NewNodeLister(indexer), grants: poolGrants(corelisters.NewNodeLister(indexer), nil, "0.0.0.0/0", "::/0")}
 	_, err = d.sync(t.Context(), "child")
 	require.NoError(t, err)
 	_, err = client.CoreV1().Nodes().Get(t.Context(), "child", metav1.GetOptions{})
@@ -379,7 +383,8 @@ func TestDecoratorDeletesALeavingChildsNode(t *testing.T) {
 
 func TestDecoratorSyncMissingNode(t *testing.T) {
 	client := fake.NewClientset()
-	d := &decorator{client: client, nodes: corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))}
+	lister := corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
+	d := &decorator{client: client, nodes: lister, grants: poolGrants(lister, nil, "0.0.0.0/0")}
 	wait, err := d.sync(t.Context(), "gone")
 	require.NoError(t, err)
 	require.Zero(t, wait)
@@ -471,7 +476,7 @@ func TestDecoratorHoldsForNodeLifecycleController(t *testing.T) {
 	}
 	client := fake.NewClientset(objs...)
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC))
-	d := &decorator{client: client, nodes: corelisters.NewNodeLister(indexer), clock: clk}
+	d := &decorator{client: client, nodes: corelisters.NewNodeLister(indexer), clock: clk, grants: poolGrants(corelisters.NewNodeLister(indexer), nil, "0.0.0.0/0")}
 
 	for _, n := range nodes {
 		wait, err := d.sync(t.Context(), n.Name)

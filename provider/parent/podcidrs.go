@@ -26,28 +26,21 @@ import (
 // maxClashes is how many overlaps a description names.
 const maxClashes = 5
 
-// podCIDROverlap returns what the pod CIDRs of node n (a child's virtual
-// node) overlap among the other nodes of this cluster: api.PodCIDROverlapNone,
-// or a description. Children that share a cluster with n (a diamond), and
-// other Targets of n's own cluster (the same cluster under another name),
-// run the same pods: no conflict.
+// podCIDROverlap returns what the pod CIDRs node n (a child's virtual
+// node) claims overlap among the other nodes of this cluster and what they
+// claim: api.PodCIDROverlapNone, or a description. Children that share a
+// cluster with n (a diamond), and other Targets of n's own cluster (the
+// same cluster under another name), run the same pods: no conflict. It
+// says where pod IPs are ambiguous, for both sides to see; what each
+// child is routed is the grants' decision (grants.go), not this.
 func podCIDROverlap(n *corev1.Node, nodes corelisters.NodeLister, cache *cidrCache) string {
-	desc, _ := podCIDRClashes(n, nodes, cache)
-	return desc
-}
-
-// podCIDRClashes is podCIDROverlap, and the other nodes' pod CIDRs that
-// overlap n's (every one of them, however many the description names):
-// the gateway routes to n what its pod CIDRs cover but those
-// (peers.Routable).
-func podCIDRClashes(n *corev1.Node, nodes corelisters.NodeLister, cache *cidrCache) (string, []string) {
 	own, ownSum := cache.of(n)
 	if len(own) == 0 {
-		return api.PodCIDROverlapNone, nil
+		return api.PodCIDROverlapNone
 	}
 	all, err := nodes.List(labels.Everything())
 	if err != nil {
-		return api.PodCIDROverlapNone, nil
+		return api.PodCIDROverlapNone
 	}
 	// The oldest first, and at most maxClashes of them with no count of
 	// the rest: a node that joins later changes no description that is
@@ -61,7 +54,7 @@ func podCIDRClashes(n *corev1.Node, nodes corelisters.NodeLister, cache *cidrCac
 		return strings.Compare(a.Name, b.Name)
 	})
 	uid := n.Annotations[api.AnnotationClusterUID]
-	var clashes, clashing []string
+	var clashes []string
 	for _, o := range all {
 		if o.Name == n.Name || uid != "" && o.Annotations[api.AnnotationClusterUID] == uid {
 			continue
@@ -76,18 +69,15 @@ func podCIDRClashes(n *corev1.Node, nodes corelisters.NodeLister, cache *cidrCac
 		}
 		for _, pair := range summary.Overlaps(own, theirs) {
 			clashes = append(clashes, fmt.Sprintf("%s overlaps %s of %s", pair[0], pair[1], what))
-			if !slices.Contains(clashing, pair[1]) {
-				clashing = append(clashing, pair[1])
-			}
 		}
 	}
 	if len(clashes) == 0 {
-		return api.PodCIDROverlapNone, nil
+		return api.PodCIDROverlapNone
 	}
 	if len(clashes) > maxClashes {
 		clashes = append(clashes[:maxClashes], "and more")
 	}
-	return strings.Join(clashes, "; "), clashing
+	return strings.Join(clashes, "; ")
 }
 
 // cidrCache keeps, by node, the pod CIDRs and covered clusters of its

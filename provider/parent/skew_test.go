@@ -28,7 +28,7 @@ func TestDecoratorVersionSkew(t *testing.T) {
 		client := fake.NewClientset(n)
 		indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 		require.NoError(t, indexer.Add(n))
-		d := &decorator{client: client, nodes: corelisters.NewNodeLister(indexer)}
+		d := &decorator{client: client, nodes: corelisters.NewNodeLister(indexer), grants: poolGrants(corelisters.NewNodeLister(indexer), nil, "0.0.0.0/0", "::/0")}
 		_, err := d.sync(t.Context(), "child")
 		require.NoError(t, err)
 		out, err := client.CoreV1().Nodes().Get(t.Context(), "child", metav1.GetOptions{})

@@ -187,6 +187,15 @@ func (t *Peers) apiAddressString() string {
 	return t.apiAddr.String()
 }
 
+// APIPrefix is this cluster's API address on the pod network as a route
+// (a /32 or /128), none without one (t nil, or no address).
+func (t *Peers) APIPrefix() []string {
+	if t == nil {
+		return nil
+	}
+	return t.apiPrefix()
+}
+
 // apiPrefix is the API address as a route (a /32 or /128), none without.
 func (t *Peers) apiPrefix() []string {
 	if !t.apiAddr.IsValid() {

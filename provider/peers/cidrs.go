@@ -28,17 +28,6 @@ func subtract(ps, minus []netip.Prefix) []netip.Prefix {
 	return set.Prefixes()
 }
 
-// Routable is what own covers but taken: the addresses of a child that
-// no other node of this cluster claims too, as prefixes. A summary's
-// merged prefix that a sibling's overlaps loses that part only.
-func Routable(own, taken []string) []string {
-	var out []string
-	for _, p := range subtract(prefixes(own), prefixes(taken)) {
-		out = append(out, p.String())
-	}
-	return out
-}
-
 // nodePodCIDRs returns a node's spec.podCIDRs (or its podCIDR).
 func nodePodCIDRs(n *corev1.Node) []string {
 	if len(n.Spec.PodCIDRs) > 0 {

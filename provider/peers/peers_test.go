@@ -149,13 +149,6 @@ func TestKeyRotation(t *testing.T) {
 	require.Equal(t, 1, published, "a run that ended publishes nothing")
 }
 
-func TestRoutable(t *testing.T) {
-	require.Equal(t, []string{"10.128.3.0/24"}, Routable([]string{"10.128.2.0/23"}, []string{"10.128.2.0/24"}),
-		"a merged prefix loses the part a sibling claims")
-	require.Empty(t, Routable([]string{"10.128.2.0/24"}, []string{"10.128.2.0/23"}))
-	require.Equal(t, []string{"10.1.0.0/24", "10.2.0.0/24"}, Routable([]string{"10.2.0.0/24", "10.1.0.0/24"}, nil))
-}
-
 // The route agents are told every CIDR routed to a peer, and no other:
 // the children's (but where two overlap) and what the parents carry.
 func TestRoutedIsWhatThePeersAreRouted(t *testing.T) {
@@ -167,7 +160,7 @@ func TestRoutedIsWhatThePeersAreRouted(t *testing.T) {
 	ctx := t.Context()
 	tun.SetParent(ctx, "up", &api.GatewayParent{PublicKey: kp.String(), Endpoint: "10.250.0.9:51820",
 		Routes: []string{"10.50.0.0/16", "10.1.0.0/24"}}, []string{"10.1.0.0/24"})
-	tun.SetChild(ctx, "a", ka.String(), Routable([]string{"10.244.0.0/16"}, []string{"10.244.5.0/24"}))
+	tun.SetChild(ctx, "a", ka.String(), []string{"10.244.0.0/22", "10.244.4.0/24", "10.244.6.0/23"})
 	tun.SetChild(ctx, "b", kb.String(), []string{"10.60.0.0/24"})
 	var all []netip.Prefix
 	for _, k := range []wgtypes.Key{ka, kb, kp} {
@@ -175,7 +168,7 @@ func TestRoutedIsWhatThePeersAreRouted(t *testing.T) {
 	}
 	require.Len(t, gw.Allowed(kp), 1, "the parent carries 10.50.0.0/16 (this cluster's own CIDR is never routed up)")
 	require.ElementsMatch(t, all, routed)
-	require.NotContains(t, routed, netip.MustParsePrefix("10.244.5.0/24"), "an overlap is routed to no peer")
+	require.NotContains(t, routed, netip.MustParsePrefix("10.244.5.0/24"), "what no peer is given is not routed")
 
 	tun.SetChild(ctx, "b", "", nil)
 	require.Empty(t, gw.Allowed(kb), "a child that goes loses its peer")

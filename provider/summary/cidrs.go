@@ -10,13 +10,13 @@ import (
 // PodCIDRs returns, without looking at pods, what Compute's summary would
 // say of the subtree's pod CIDRs (Summary.PodCIDRs).
 func PodCIDRs(in Input) []string {
-	return podCIDRs(countNodes(in.Nodes, in.Parent))
+	return podCIDRs(countNodes(in.Nodes, in.Parent), in.RoutedPodCIDRs)
 }
 
 // podCIDRs returns the pod CIDRs of the counted subtree (real nodes'
-// spec.podCIDRs, virtual nodes' summaries), merged into at most
-// api.MaxPodCIDRs covering prefixes.
-func podCIDRs(nodes []counted) []string {
+// spec.podCIDRs, virtual nodes' summaries, or what routed says they are
+// granted), merged into at most api.MaxPodCIDRs covering prefixes.
+func podCIDRs(nodes []counted, routed func(string) ([]string, bool)) []string {
 	var prefixes []netip.Prefix
 	add := func(s string) {
 		if p, err := netip.ParsePrefix(s); err == nil {
@@ -25,7 +25,11 @@ func podCIDRs(nodes []counted) []string {
 	}
 	for _, c := range nodes {
 		if c.summary != nil {
-			for _, s := range c.summary.PodCIDRs {
+			claimed := c.summary.PodCIDRs
+			if routed != nil {
+				claimed, _ = routed(c.node.Name)
+			}
+			for _, s := range claimed {
 				add(s)
 			}
 			continue

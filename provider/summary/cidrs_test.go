@@ -78,3 +78,27 @@ func TestSummaryPodCIDRs(t *testing.T) {
 	got := Compute(Input{Cluster: "c", Parent: "p", Nodes: nodes})
 	require.Equal(t, []string{"10.244.0.0/23", "10.250.0.0/16"}, got.Summary.PodCIDRs, "y covers the parent: left out")
 }
+
+// A child's claim climbs only as far as its parent grants it: the summary
+// carries up what RoutedPodCIDRs says of each virtual node, nothing of one
+// not decided yet, and the real nodes' pod CIDRs as they are.
+func TestSummaryPodCIDRsCarryOnlyWhatIsGranted(t *testing.T) {
+	withCIDR := func(c string) nodeOpt {
+		return func(n *corev1.Node) { n.Spec.PodCIDR, n.Spec.PodCIDRs = c, []string{c} }
+	}
+	nodes := []*corev1.Node{
+		newNode("a", rl("cpu", "1"), withCIDR("10.244.0.0/24")),
+		newNode("x", rl("cpu", "1"), virtualOf(t, api.Summary{Cluster: "x", Covered: []string{"x"}, PodCIDRs: []string{"0.0.0.0/1", "128.0.0.0/1"}})),
+		newNode("z", rl("cpu", "1"), virtualOf(t, api.Summary{Cluster: "z", Covered: []string{"z"}, PodCIDRs: []string{"10.9.0.0/16"}})),
+	}
+	routed := func(node string) ([]string, bool) {
+		if node == "x" {
+			return []string{"10.250.0.0/24"}, true
+		}
+		return nil, false
+	}
+	in := Input{Cluster: "c", Parent: "p", Nodes: nodes, RoutedPodCIDRs: routed}
+	got := Compute(in)
+	require.Equal(t, []string{"10.244.0.0/24", "10.250.0.0/24"}, got.Summary.PodCIDRs, "x's grant, not its claim; z not decided yet")
+	require.Equal(t, got.Summary.PodCIDRs, PodCIDRs(in))
+}

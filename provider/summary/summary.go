@@ -37,6 +37,11 @@ type Input struct {
 	// several is a branch cluster (api.Summary.Branches), as is one with
 	// children.
 	Parents int
+	// RoutedPodCIDRs, when set, returns what this cluster grants the
+	// child of a virtual node of the pod CIDRs it claims (false: not
+	// decided yet): only that is carried up (Summary.PodCIDRs), never the
+	// child's own claim. Unset: the claims are carried as they are.
+	RoutedPodCIDRs func(node string) ([]string, bool)
 }
 
 // Result is what the reporting cluster publishes on its virtual node in the
@@ -81,7 +86,7 @@ func Compute(in Input) Result {
 			Depth:     depth(nodes),
 			GroupKeys: keys,
 			Groups:    groups(keys, nodes, load),
-			PodCIDRs:  podCIDRs(nodes),
+			PodCIDRs:  podCIDRs(nodes, in.RoutedPodCIDRs),
 			Time:      in.Now.UTC().Format(time.RFC3339),
 		},
 	}

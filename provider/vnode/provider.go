@@ -33,6 +33,11 @@ type Config struct {
 	ClusterName string
 	// ClusterUID identifies this cluster (its kube-system UID).
 	ClusterUID string
+	// RoutedPodCIDRs returns what this cluster grants the child of one of
+	// its virtual nodes of the pod CIDRs it claims (the parent's side,
+	// provider/parent): only that goes up in the summary
+	// (summary.Input.RoutedPodCIDRs). Nil: the claims as they are.
+	RoutedPodCIDRs func(node string) ([]string, bool)
 	// GatewayKey returns the public key of this cluster's gateway,
 	// published on the node (api.AnnotationGatewayKey); nil or empty
 	// without a gateway. PostStatus publishes a new one.
@@ -218,6 +223,7 @@ func (p *Provider) Compute() (summary.Result, error) {
 	return summary.Compute(summary.Input{
 		Cluster: p.cfg.ClusterName, Parent: p.cfg.ParentName, GroupKeys: p.cfg.GroupKeys,
 		Nodes: nodes, Pods: pods, Now: p.cfg.Clock.Now(), SharePercent: share, Parents: parents,
+		RoutedPodCIDRs: p.cfg.RoutedPodCIDRs,
 	}), nil
 }
 
@@ -228,7 +234,7 @@ func (p *Provider) PodCIDRs() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return summary.PodCIDRs(summary.Input{Cluster: p.cfg.ClusterName, Parent: p.cfg.ParentName, Nodes: nodes}), nil
+	return summary.PodCIDRs(summary.Input{Cluster: p.cfg.ClusterName, Parent: p.cfg.ParentName, Nodes: nodes, RoutedPodCIDRs: p.cfg.RoutedPodCIDRs}), nil
 }
 
 // Node returns the node object for a summary.

@@ -19,7 +19,7 @@ func NewCommand() *cobra.Command {
 	}
 	root.PersistentFlags().String("kubeconfig", "", "kubeconfig of the cluster to act on (default $KUBECONFIG or ~/.kube/config)")
 	root.PersistentFlags().String("context", "", "kubeconfig context to use")
-	root.AddCommand(newTokenCommand(), newJoinCommand(), newApproveCommand(), newRevokeCommand(), newLeaveCommand(), newQuotaCommand(), newTreeCommand(), newPlaygroundCommand(), newVersionCommand())
+	root.AddCommand(newTokenCommand(), newJoinCommand(), newApproveCommand(), newRevokeCommand(), newLeaveCommand(), newQuotaCommand(), newGrantCommand(), newTreeCommand(), newPlaygroundCommand(), newVersionCommand())
 	return root
 }
 

@@ -18,6 +18,7 @@ func newTokenCommand() *cobra.Command {
 		clusterName string
 		childName   string
 		quota       string
+		podCIDRs    string
 	)
 	create := &cobra.Command{
 		Use:   "create",
@@ -27,7 +28,7 @@ making sure the parent has the standard bootstrap plumbing: a cluster-info Confi
 kube-public readable for discovery, RBAC letting bootstrappers request node certificates,
 and, with --auto-approve, approval of those requests by this cluster's Nestlet agent.
 A token made with --child-name admits that child only; --quota bounds what the child's virtual
-node may take here, whatever it claims.
+node may take here, whatever it claims; --pod-cidrs grants it pod CIDRs (see nestctl grant).
 It prints the exact 'nestctl join' command to run against the child.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -35,7 +36,7 @@ It prints the exact 'nestctl join' command to run against the child.`,
 			if err != nil {
 				return err
 			}
-			line, err := nestctl.CreateToken(cmd.Context(), cfg, nestctl.TokenOptions{TTL: ttl, AutoApprove: autoApprove, ParentURL: parentURL, ClusterName: clusterName, ChildName: childName, Quota: quota})
+			line, err := nestctl.CreateToken(cmd.Context(), cfg, nestctl.TokenOptions{TTL: ttl, AutoApprove: autoApprove, ParentURL: parentURL, ClusterName: clusterName, ChildName: childName, Quota: quota, PodCIDRs: podCIDRs})
 			if err != nil {
 				return err
 			}
@@ -49,6 +50,7 @@ It prints the exact 'nestctl join' command to run against the child.`,
 	create.Flags().StringVar(&clusterName, "cluster-name", "", "this parent's own cluster name, published for children (appears on pods' hop path)")
 	create.Flags().StringVar(&childName, "child-name", "", "the one name the token admits, the child's in the parent (filled into the printed command); without it, any name no Ready node has (a token shared by a fleet)")
 	create.Flags().StringVar(&quota, "quota", "", "with --child-name: the most this cluster's scheduler will place on the child, whatever it claims (e.g. cpu=64,memory=256Gi; see nestctl quota)")
+	create.Flags().StringVar(&podCIDRs, "pod-cidrs", "", "with --child-name: the pod CIDRs the child is granted, the most of what it claims that this cluster routes to it (e.g. 10.1.0.0/16; see nestctl grant)")
 	token.AddCommand(create)
 	return token
 }

@@ -198,6 +198,10 @@ func TestTemplateDefaults(t *testing.T) {
 	require.Contains(t, args, "--leader-elect-resource-name=nestlet-agent")
 	require.Contains(t, args, "--namespace=nestlet-system")
 	require.Contains(t, args, "--trusted-schedulers=nestlet-scheduler")
+	require.NotContains(t, strings.Join(args, " "), "--pod-cidr-pool", "no pool: children are granted only what nestctl grant says")
+	var all appsv1.Deployment
+	into(t, find(t, objects(t, render(t, testdata("values-all.yaml"))), "Deployment", "nestlet-agent"), &all)
+	require.Subset(t, all.Spec.Template.Spec.Containers[0].Args, []string{"--pod-cidr-pool=10.128.0.0/9,fd00:128::/40", "--pod-cidr-pool-share=18"})
 	// Without an election, one replica, and never two at once on a rollout.
 	single, err := helm(t, nil, append(templateArgs(t), "--set", "agent.leaderElect=false", "--set", "agent.replicas=1")...)
 	require.NoError(t, err)

@@ -171,6 +171,9 @@ func parentValues(ctx context.Context, c *launcher.Cluster, node string) ([]stri
 		return nil, err
 	}
 	return []string{
+		// Its children's pod CIDRs come from the launcher's range: the
+		// pool it grants them shares of.
+		"--set", "agent.podCIDRPool={" + launcher.PodCIDRRange + "}",
 		"--set", fmt.Sprintf("agent.gateway.endpoint=%s:%d", c.Host.IP, launcher.GatewayPort),
 		"--set", fmt.Sprintf("agent.gateway.listenPort=%d", launcher.GatewayPort),
 		"--set", "proxy.enabled=true",

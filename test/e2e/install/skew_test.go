@@ -58,7 +58,7 @@ func TestPreviousReleaseBothWays(t *testing.T) {
 	setRelease(t, "east", filepath.Join(old.Source, "charts", "nestlet"), old)
 
 	// The previous release never wrote these; this build's statements,
-	// left from before the rollback, are taken off as docs/install.md
+	// left from before the rollback, are taken off as docs/upgrade.md
 	// says to after a rollback to it.
 	unstate(t, "root", "east", api.AnnotationAgentVersion, api.AnnotationProtocols)
 	unstate(t, "east", "east-1", api.AnnotationParentVersion, api.AnnotationParentProtocols)

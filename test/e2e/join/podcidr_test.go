@@ -12,7 +12,8 @@ import (
 )
 
 // A child whose pod CIDRs overlap a sibling's says so on its Target, and
-// says so no more once the overlap is gone.
+// says so no more once the overlap is gone; the parent grants the range to
+// the child that held it first, and the other's Target says it is refused.
 func TestOverlappingPodCIDRsReported(t *testing.T) {
 	ctx := t.Context()
 	condition := func(want metav1.ConditionStatus) metav1.Condition {
@@ -48,8 +49,29 @@ func TestOverlappingPodCIDRsReported(t *testing.T) {
 	require.Contains(t, clash.Message, "cluster east")
 	require.Contains(t, clash.Message, "give every joined cluster its own pod CIDR")
 	t.Logf("overlap: %s", clash.Message)
+	// The root granted east that range first: west is refused it, east
+	// keeps it.
+	granted := targetGranted(t, "west", metav1.ConditionFalse)
+	require.Equal(t, v1alpha1.ReasonPodCIDRsRefused, granted.Reason)
+	require.Contains(t, granted.Message, east1.Spec.PodCIDR+" (held by cluster east)")
+	t.Logf("refused: %s", granted.Message)
+	targetGranted(t, "east", metav1.ConditionTrue)
 
 	require.NoError(t, env.Cluster("west").Client.CoreV1().Nodes().Delete(ctx, "west-clash", metav1.DeleteOptions{}))
 	removed = true
 	condition(metav1.ConditionTrue)
+	targetGranted(t, "west", metav1.ConditionTrue)
+}
+
+// targetGranted waits until child's Target says want of its pod CIDRs
+// being granted (ConditionPodCIDRsGranted), and returns the condition.
+func targetGranted(t *testing.T, child string, want metav1.ConditionStatus) metav1.Condition {
+	t.Helper()
+	var got metav1.Condition
+	err := env.Cluster(child).WaitTarget(t.Context(), targetOf[child], time.Minute, func(tg *v1alpha1.Target) bool {
+		got = launcher.TargetCondition(tg, v1alpha1.ConditionPodCIDRsGranted)
+		return got.Status == want
+	})
+	require.NoError(t, err, "%s's %s condition: %+v", child, v1alpha1.ConditionPodCIDRsGranted, got)
+	return got
 }

@@ -6,7 +6,7 @@
 // tunnel outlives its revocation.
 //
 // Topology (started once for the package; each cluster its own host,
-// children behind NAT, a nestlet-proxy in root):
+// children behind NAT, a nestlet-proxy in root, a gateway in every agent):
 //
 //	root <- east (region east, the hostile child), west (region west)
 package security
@@ -49,5 +49,8 @@ func TestMain(m *testing.M) {
 		},
 		Edges:    [][2]string{{"east", "root"}, {"west", "root"}},
 		JoinArgs: []string{"--report-frequency=3s"},
+		// The gateways route the pod CIDRs each child is granted: the
+		// route claims are played against them.
+		Gateways: true,
 	}, func(te *framework.TreeEnv) { env, targetOf = te.Environment, te.Targets }))
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +30,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/podcidrs"
 	"github.com/nestlet/nestlet/pkg/quota"
 	"github.com/nestlet/nestlet/provider/join"
 	"github.com/nestlet/nestlet/test/framework"
@@ -47,6 +50,7 @@ var probes = []probe{
 	{"summary claims node-role.kubernetes.io/control-plane", injectLabel("node-role.kubernetes.io/control-plane", "", "")},
 	{"summary claims another node's kubernetes.io/hostname", injectLabel(corev1.LabelHostname, "west", "west")},
 	{"oversized summary", oversizedSummary},
+	{"route claims: all of IPv4, a sibling's range with branches, a /32 of the parent's", routeClaims},
 	{"capacity beyond its quota", beyondQuota},
 	{"certificate for another child's name, asked as a node", csrAsNode},
 	{"certificate for another child's name with its auto-approved token", csrWithToken},
@@ -171,6 +175,81 @@ func oversizedSummary(tb testing.TB, s *suite) error {
 	// Control: within the limit, the same claim is read.
 	s.writeSummary(tb, mustFormat(tb, sum))
 	s.boundTo(tb, pod, "east")
+	return nil
+}
+
+// routeClaims: east, its agent frozen, claims in its summary all of IPv4
+// (0.0.0.0/1 and 128.0.0.0/1), west's pod CIDRs, naming west among the
+// clusters where the graph branches (and a branch filter that does not
+// parse, once read as all bits set), and the /32 where the root's gateway
+// relays its API server. The root grants it none of them: its gateway
+// routes nothing it did not route before (east's and west's own ranges),
+// what it tells west of the tree holds nothing more, west is refused
+// nothing, and east's virtual node says what it is refused. Control:
+// before the claim, every child's range is routed.
+func routeClaims(tb testing.TB, s *suite) error {
+	ctx := tb.Context()
+	root := env.Cluster("root")
+	west, err := root.Client.CoreV1().Nodes().Get(ctx, "west", metav1.GetOptions{})
+	require.NoError(tb, err)
+	westSum, ok := api.ParseSummary(west)
+	require.True(tb, ok && len(westSum.PodCIDRs) > 0, "west claims pod CIDRs")
+	sum := s.eastSummary(tb)
+	require.NotEmpty(tb, sum.PodCIDRs, "east claims pod CIDRs")
+	apiAddress := root.Host.APIAddress() + "/32"
+	legit := append(slices.Clone(sum.PodCIDRs), westSum.PodCIDRs...)
+	framework.Eventually(tb, time.Minute, "the root routes east's and west's pod CIDRs", func(ctx context.Context) (bool, string) {
+		routes, out, err := framework.GatewayRoutes(ctx, root)
+		return err == nil && framework.Covers(routes, legit...), out
+	})
+
+	thaw := freeze(tb)
+	defer thaw()
+	hostile := sum
+	hostile.PodCIDRs = append([]string{"0.0.0.0/1", "128.0.0.0/1", apiAddress}, legit...)
+	hostile.Branches = append(slices.Clone(sum.Branches), "west")
+	hostile.BranchFilter = "not a filter"
+	s.writeSummary(tb, mustFormat(tb, hostile))
+	var refused string
+	framework.Eventually(tb, time.Minute, "the root decides east's claim", func(ctx context.Context) (bool, string) {
+		n, err := root.Client.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		refused = n.Annotations[api.AnnotationPodCIDRsRefused]
+		return strings.Contains(refused, "outside this cluster's pool"), refused
+	})
+	tb.Logf("east's claim refused: %s", refused)
+
+	var got []string
+	routes, out, err := framework.GatewayRoutes(ctx, root)
+	require.NoError(tb, err)
+	for _, r := range routes {
+		if !framework.Covers(podcidrs.Strings(legit), r.String()) {
+			got = append(got, "the root's gateway routes "+r.String())
+		}
+	}
+	if !framework.Covers(routes, westSum.PodCIDRs...) {
+		got = append(got, "west's pod CIDRs are no longer routed: "+out)
+	}
+	if !strings.Contains(refused, westSum.PodCIDRs[0]+" (held by cluster west)") {
+		got = append(got, "west's range is not refused to east: "+refused)
+	}
+	west, err = root.Client.CoreV1().Nodes().Get(ctx, "west", metav1.GetOptions{})
+	require.NoError(tb, err)
+	if r := west.Annotations[api.AnnotationPodCIDRsRefused]; r != api.PodCIDROverlapNone {
+		got = append(got, "west is refused "+r)
+	}
+	var gp api.GatewayParent
+	require.NoError(tb, json.Unmarshal([]byte(west.Annotations[api.AnnotationGatewayParent]), &gp), "the root tells west its gateway")
+	for _, r := range gp.Routes {
+		if !framework.Covers(podcidrs.Strings(append(slices.Clone(legit), apiAddress)), r) {
+			got = append(got, "the root tells west it carries "+r)
+		}
+	}
+	if len(got) > 0 {
+		return errors.New(strings.Join(got, "; "))
+	}
 	return nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -19,10 +18,11 @@ import (
 )
 
 // TestOverlappingPodCIDRs: a node added in east-2 takes west-1's pod CIDR.
-// East and west both say so on their Targets; the root's gateway routes
-// that range to neither of them, and every other range as before: the
-// client in east-1 still reaches the replicas in east-2 and west-2. Once
-// the node goes, the conditions clear and the route comes back.
+// East and west both say so on their Targets; the root, which granted
+// that range to west first (its pool, first come), keeps routing it to
+// west, refuses it to east (east's Target says so), and routes every
+// other range as before: the client in east-1 still reaches the replicas
+// in east-2 and west-2. Once the node goes, the conditions clear.
 func TestOverlappingPodCIDRs(t *testing.T) {
 	ns := namespace(t)
 	ctx := t.Context()
@@ -30,8 +30,8 @@ func TestOverlappingPodCIDRs(t *testing.T) {
 	clash := ownPodCIDR(t, "west-1")
 	others := []string{ownPodCIDR(t, "east-1"), ownPodCIDR(t, "east-2"), ownPodCIDR(t, "west-2")}
 	framework.Eventually(t, time.Minute, "the root routes every leaf's pod CIDR", func(context.Context) (bool, string) {
-		routes := gatewayRoutes(ctx, "root")
-		return coversAll(routes, append(others, clash)), routes
+		routes, out := rootRoutes(ctx)
+		return framework.Covers(routes, append(others, clash)...), out
 	})
 
 	_, err := env.Cluster("east-2").AddNode(ctx, launcher.NodeOptions{Name: "east-2-clash", PodCIDR: clash})
@@ -53,9 +53,18 @@ func TestOverlappingPodCIDRs(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, n.Annotations[api.AnnotationPodCIDROverlap], clash, "the virtual node %s at the root", child)
 	}
-	framework.Eventually(t, time.Minute, "the root routes "+clash+" to neither child, and the other leaves' ranges still", func(context.Context) (bool, string) {
-		routes := gatewayRoutes(ctx, "root")
-		return !coversAny(routes, clash) && coversAll(routes, others), routes
+	var granted metav1.Condition
+	require.NoError(t, env.Cluster("east").WaitTarget(ctx, tree.Targets["east"], 2*time.Minute, func(tg *v1alpha1.Target) bool {
+		granted = launcher.TargetCondition(tg, v1alpha1.ConditionPodCIDRsGranted)
+		return granted.Reason == v1alpha1.ReasonPodCIDRsRefused && strings.Contains(granted.Message, clash+" (held by cluster west)")
+	}), "east's %s condition: %+v", v1alpha1.ConditionPodCIDRsGranted, granted)
+	t.Logf("east: %s", granted.Message)
+	west, err := env.Cluster("root").Client.CoreV1().Nodes().Get(ctx, "west", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, api.PodCIDROverlapNone, west.Annotations[api.AnnotationPodCIDRsRefused], "west keeps the range it held")
+	framework.Eventually(t, time.Minute, "the root routes "+clash+" (to west) and the other leaves' ranges still", func(context.Context) (bool, string) {
+		routes, out := rootRoutes(ctx)
+		return framework.Covers(routes, append(others, clash)...), out
 	})
 	seen := map[string]int{}
 	framework.Eventually(t, 2*time.Minute, "the client in east-1 still reaches both replicas", func(context.Context) (bool, string) {
@@ -73,9 +82,12 @@ func TestOverlappingPodCIDRs(t *testing.T) {
 			return launcher.TargetCondition(tg, v1alpha1.ConditionPodCIDRsDistinct).Status == metav1.ConditionTrue
 		}), "%s's pod CIDRs distinct again", child)
 	}
-	framework.Eventually(t, time.Minute, "the root routes "+clash+" again", func(context.Context) (bool, string) {
-		routes := gatewayRoutes(ctx, "root")
-		return coversAll(routes, append(others, clash)), routes
+	require.NoError(t, env.Cluster("east").WaitTarget(ctx, tree.Targets["east"], 2*time.Minute, func(tg *v1alpha1.Target) bool {
+		return launcher.TargetCondition(tg, v1alpha1.ConditionPodCIDRsGranted).Status == metav1.ConditionTrue
+	}), "east's pod CIDRs granted again")
+	framework.Eventually(t, time.Minute, "the root routes every leaf's range", func(context.Context) (bool, string) {
+		routes, out := rootRoutes(ctx)
+		return framework.Covers(routes, append(others, clash)...), out
 	})
 }
 
@@ -93,54 +105,12 @@ func ownPodCIDR(t *testing.T, leaf string) string {
 	return ""
 }
 
-// gatewayRoutes lists the routes through the gateway's interface on the
-// host of cluster.
-func gatewayRoutes(ctx context.Context, cluster string) string {
-	out, err := exec.CommandContext(ctx, "ip", "-n", env.Cluster(cluster).Host.Netns, "-4", "route", "show", "dev", "nestlet0").CombinedOutput()
+// rootRoutes are the routes through the root's gateway, and what `ip
+// route` printed.
+func rootRoutes(ctx context.Context) ([]netip.Prefix, string) {
+	routes, out, err := framework.GatewayRoutes(ctx, env.Cluster("root"))
 	if err != nil {
-		return fmt.Sprintf("%v: %s", err, out)
+		return nil, err.Error()
 	}
-	return string(out)
-}
-
-// coversAll reports whether each CIDR is inside a route of routes (`ip
-// route` output); coversAny whether cidr overlaps some route.
-func coversAll(routes string, cidrs []string) bool {
-	for _, c := range cidrs {
-		if !routeMatches(routes, c, func(route, cidr netip.Prefix) bool {
-			return route.Bits() <= cidr.Bits() && route.Contains(cidr.Addr())
-		}) {
-			return false
-		}
-	}
-	return true
-}
-
-func coversAny(routes string, cidr string) bool {
-	return routeMatches(routes, cidr, netip.Prefix.Overlaps)
-}
-
-func routeMatches(routes, cidr string, match func(route, cidr netip.Prefix) bool) bool {
-	c, err := netip.ParsePrefix(cidr)
-	if err != nil {
-		return false
-	}
-	for line := range strings.Lines(routes) {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		r, err := netip.ParsePrefix(f[0])
-		if err != nil {
-			if a, aerr := netip.ParseAddr(f[0]); aerr == nil {
-				r = netip.PrefixFrom(a, a.BitLen())
-			} else {
-				continue
-			}
-		}
-		if match(r, c.Masked()) {
-			return true
-		}
-	}
-	return false
+	return routes, out
 }
