@@ -202,14 +202,17 @@ const (
 	// is routed to it, carried up and told to its siblings only where
 	// granted: by this ConfigMap, or, for a child without a key here, from
 	// the agent's pool (--pod-cidr-pool), first come, at most a pool share
-	// each, the shares held in PodCIDRAllocationsConfigMap. Never the
-	// parent's own pod CIDRs, Service CIDRs or node addresses.
+	// each, the shares held in ChildrenConfigMap. Never the parent's own
+	// pod CIDRs, Service CIDRs or node addresses.
 	PodCIDRGrantsConfigMap = "nestlet-pod-cidrs"
-	// PodCIDRAllocationsConfigMap is the ConfigMap in the agent's
-	// namespace where a parent's agent keeps what it allocated to each
-	// child from its pool (key: the child's node name), so that a range a
-	// child holds is not given to another, across restarts.
-	PodCIDRAllocationsConfigMap = "nestlet-pod-cidr-allocations"
+	// ChildrenConfigMap is the ConfigMap in the agent's namespace where a
+	// parent's agent records the children it knows (key: the child's node
+	// name; every name it approved a join for or saw a virtual node of),
+	// and each one's share of its pod CIDR pool (value: CIDRs, "" for
+	// none): a node of a known name is held to a child's rules whatever
+	// labels and taints it comes back with, and a range a child holds is
+	// not given to another, across restarts.
+	ChildrenConfigMap = "nestlet-children"
 
 	// ClusterInfoConfigMap is the ConfigMap in kube-public, readable
 	// anonymously like cluster-info, where `nestctl token create` records

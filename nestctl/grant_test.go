@@ -30,6 +30,14 @@ func TestGrant(t *testing.T) {
 	out, err = Grant(ctx, client, "east", GrantOptions{Claimed: true})
 	require.NoError(t, err)
 	assert.Contains(t, out, "granted: 10.1.0.0/24,10.7.0.0/24")
+	// What another child holds of the pool, or is granted, is not.
+	_, err = client.CoreV1().ConfigMaps(api.DefaultNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: api.ChildrenConfigMap},
+		Data: map[string]string{"west": "10.7.0.0/24", "east": ""}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	out, err = Grant(ctx, client, "east", GrantOptions{Claimed: true})
+	require.NoError(t, err)
+	assert.Contains(t, out, "granted: 10.1.0.0/24")
+	assert.Contains(t, out, "not granted, held by another child or this cluster's own: 10.7.0.0/24")
 	out, err = Grant(ctx, client, "north", GrantOptions{Set: "10.9.0.0/16"})
 	require.NoError(t, err, "a child yet to join may be granted")
 	assert.Contains(t, out, "north has no virtual node here (yet)")

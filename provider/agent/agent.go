@@ -203,6 +203,10 @@ func New(cfg Config) (*Agent, error) {
 	}, nil
 }
 
+// childrenDecidedPatience bounds how long the Targets' runs wait for the
+// parent's side to decide the children's pod CIDRs.
+const childrenDecidedPatience = 30 * time.Second
+
 // Run runs the agent until ctx is cancelled.
 func (a *Agent) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
@@ -246,7 +250,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		LeaseDurationSeconds: a.cfg.LeaseDurationSeconds, OutageTolerance: a.cfg.OutageTolerance, Ready: a.cfg.Ready,
 		PodWorkers: a.cfg.PodWorkers, BounceTimeout: a.cfg.BounceTimeout, TrustedSchedulers: a.cfg.TrustedSchedulers,
 		PodAPI: a.cfg.PodAPI, KubeletAPI: a.cfg.KubeletAPI, DirectAddress: a.cfg.DirectAddress,
-		Peers: gw, RoutedPodCIDRs: parents.RoutedPodCIDRs, Metrics: a.metrics, Clock: a.cfg.Clock,
+		Peers: gw, ChildPodCIDRs: parents.ChildPodCIDRs, Metrics: a.metrics, Clock: a.cfg.Clock,
 	})
 	if err != nil {
 		return err
@@ -261,6 +265,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { parents.Run(ctx) })
 	wg.Go(func() {
+		// The Targets' first summaries carry this cluster's children's
+		// pod CIDRs: the parent's side decides them first (for a while
+		// at most: a parent's side that cannot read what it needs leaves
+		// the children's out, and holds back nothing else).
+		select {
+		case <-parents.Ready():
+		case <-time.After(childrenDecidedPatience):
+			logger.Info("The children's pod CIDRs are not decided yet; the summaries carry none of them until they are")
+		case <-ctx.Done():
+			return
+		}
 		if err := children.Run(ctx, a.cfg.Workers); err != nil && ctx.Err() == nil {
 			logger.Error(err, "Running the Targets")
 		}

@@ -68,7 +68,7 @@ var Permissions = []permissions.Rule{
 			"the only one where it reads Secrets; watched so that a join reads none (provider/child/secrets.go)"},
 	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update"},
 		Why: "each Target's ledger of the copies it made (provider/forward/copies_ledger.go), read after a restart to collect them; " +
-			"as a parent, the children's shares of its pod CIDR pool (provider/parent/grants.go)"},
+			"as a parent, the children it knows and their shares of its pod CIDR pool (provider/parent/children.go)"},
 	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"},
 		Why: "leader election among replicas (cmd/nestlet --leader-elect, pkg/kubeclient/leader.go): the first makes the Lease"},
 	{Namespace: permissions.ReleaseNamespace, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},

@@ -84,10 +84,10 @@ type Config struct {
 	DirectAddress string
 	// Peers is this cluster's gateway and its peers (nil without one).
 	Peers *peers.Peers
-	// RoutedPodCIDRs returns what this cluster grants the child of one
-	// of its virtual nodes (provider/parent): its summaries carry up only
-	// that (vnode.Config.RoutedPodCIDRs).
-	RoutedPodCIDRs func(node string) ([]string, bool)
+	// ChildPodCIDRs says whether a node here is a child's and what this
+	// cluster grants it (provider/parent): its summaries carry up only
+	// that (vnode.Config.ChildPodCIDRs).
+	ChildPodCIDRs func(n *corev1.Node) ([]string, bool)
 	// Metrics of the forwarders.
 	Metrics *forward.Metrics
 	Clock   clock.WithTicker

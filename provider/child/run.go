@@ -277,7 +277,7 @@ func (r *targetRun) vnodeConfig(ctx context.Context, parent string, kapi *kubele
 		Reported:        func(at time.Time) { r.status.reported(ctx, at) },
 		KubeletEndpoint: kapi.hostPort,
 		GatewayKey:      c.cfg.Peers.PublicKeyOrNone,
-		RoutedPodCIDRs:  c.cfg.RoutedPodCIDRs,
+		ChildPodCIDRs:   c.cfg.ChildPodCIDRs,
 		Clock:           c.cfg.Clock,
 	}
 }

@@ -38,17 +38,19 @@ import (
 // are denied too. The grant is read from the request's groups
 // (join.GrantOf), so the agent reads no Secret of kube-system.
 type approver struct {
-	client   kubernetes.Interface
-	revoked  *revoked.Watcher
-	nodes    corelisters.NodeLister
+	client  kubernetes.Interface
+	revoked *revoked.Watcher
+	nodes   corelisters.NodeLister
+	// kids record the children it admits (children.go).
+	kids     *children
 	informer cache.SharedIndexInformer
 	csrs     certlisters.CertificateSigningRequestLister
 	queue    *queue.Worker[string]
 }
 
-func newApprover(client kubernetes.Interface, rev *revoked.Watcher, nodes corelisters.NodeLister) (*approver, error) {
+func newApprover(client kubernetes.Interface, rev *revoked.Watcher, nodes corelisters.NodeLister, kids *children) (*approver, error) {
 	inf := certinformers.NewCertificateSigningRequestInformer(client, 0, cache.Indexers{})
-	ap := &approver{client: client, revoked: rev, nodes: nodes, informer: inf, csrs: certlisters.NewCertificateSigningRequestLister(inf.GetIndexer())}
+	ap := &approver{client: client, revoked: rev, nodes: nodes, kids: kids, informer: inf, csrs: certlisters.NewCertificateSigningRequestLister(inf.GetIndexer())}
 	ap.queue = queue.New(queue.Config[string]{Name: "node-csrs", Reconcile: ap.reconcile, Failure: "Deciding a node certificate request", KeyName: "csr"})
 	enqueue := func(obj any) {
 		if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok && (nodeRequest(csr) || servingRequest(csr)) && !join.Decided(csr) {
@@ -138,18 +140,26 @@ func (ap *approver) sync(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	if name, err := join.CheckNodeCSR(csr.Spec.Request, csr.Spec.Usages); verdict.Allowed && err == nil {
+		// A node of that name is a child's from now on, whatever it
+		// says of itself.
+		ap.kids.add(name)
+	}
 	return ap.decide(ctx, csr, verdict, "NestletAutoApprove")
 }
 
-// isChild reports whether csr was filed by a node that is a child's
-// virtual node here (label api.LabelCluster).
+// isChild reports whether csr was filed by a child: a node of a known
+// child's name, or whose node here is a child's (isChild).
 func (ap *approver) isChild(csr *certificatesv1.CertificateSigningRequest) bool {
 	name, ok := strings.CutPrefix(csr.Spec.Username, join.NodeUser(""))
 	if !ok {
 		return false
 	}
+	if ap.kids.known(name) {
+		return true
+	}
 	n, err := ap.nodes.Get(name)
-	return err == nil && n.Labels[api.LabelCluster] != ""
+	return err == nil && isChild(n, ap.kids)
 }
 
 // decide writes verdict on csr: approved with reason, or denied.

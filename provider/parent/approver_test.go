@@ -74,7 +74,7 @@ func TestApprover(t *testing.T) {
 	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, nil)
 	require.NoError(t, nodes.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "child", Labels: map[string]string{api.LabelCluster: "child"}}}))
 	require.NoError(t, nodes.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "kubelet"}}))
-	ap, err := newApprover(client, rev, corelisters.NewNodeLister(nodes))
+	ap, err := newApprover(client, rev, corelisters.NewNodeLister(nodes), newChildren(nil, ""))
 	require.NoError(t, err)
 	for _, o := range objs {
 		if c, ok := o.(*certificatesv1.CertificateSigningRequest); ok {
@@ -158,7 +158,7 @@ func TestApproverServing(t *testing.T) {
 	}
 	rev := revoked.New(nil, nil)
 	rev.Set(map[string]string{"gone": "2026-11-25T12:00:00Z, nestctl revoke"})
-	ap, err := newApprover(client, rev, corelisters.NewNodeLister(nodes))
+	ap, err := newApprover(client, rev, corelisters.NewNodeLister(nodes), newChildren(nil, ""))
 	require.NoError(t, err)
 	for _, o := range objs {
 		require.NoError(t, ap.informer.GetIndexer().Add(o))

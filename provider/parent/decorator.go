@@ -3,6 +3,7 @@ package parent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -50,6 +51,9 @@ type decorator struct {
 	revoked *revoked.Watcher
 	// quotas records and checks the children's capacity quotas.
 	quotas *childQuotas
+	// kids are the children this cluster knows (a node of a known name
+	// is decorated whatever it says of itself).
+	kids *children
 	// grants decides what each child is granted of the pod CIDRs it
 	// claims; recorder says what is refused, once per change
 	// (refusedWarned: node name -> what was said).
@@ -93,22 +97,23 @@ func (d *decorator) enqueueAll() {
 		return
 	}
 	for _, n := range all {
-		if n.Labels[api.LabelCluster] != "" {
+		if isChild(n, d.kids) {
 			d.queue.Add(n.Name)
 		}
 	}
 }
 
-func newDecorator(client kubernetes.Interface, nodes coreinformers.NodeInformer, clk clock.PassiveClock, p *peers.Peers) (*decorator, error) {
+func newDecorator(client kubernetes.Interface, nodes coreinformers.NodeInformer, clk clock.PassiveClock, p *peers.Peers, kids *children) (*decorator, error) {
 	d := &decorator{
 		client: client,
 		nodes:  nodes.Lister(),
 		clock:  clk,
 		peers:  p,
+		kids:   kids,
 	}
 	d.queue = queue.New(queue.Config[string]{Name: "virtual-nodes", Reconcile: d.sync, Failure: "Decorating virtual node", KeyName: "node"})
 	enqueue := func(obj any) {
-		if n, ok := obj.(*corev1.Node); ok && n.Labels[api.LabelCluster] != "" {
+		if n, ok := obj.(*corev1.Node); ok && isChild(n, d.kids) {
 			d.queue.Add(n.Name)
 		}
 	}
@@ -155,7 +160,7 @@ func (d *decorator) enqueueOverlapping(name string, cidrs []string) {
 	}
 	nodes, _ := d.nodes.List(labels.Everything())
 	for _, n := range nodes {
-		if n.Name == name || n.Labels[api.LabelCluster] == "" {
+		if n.Name == name || !isChild(n, d.kids) {
 			continue
 		}
 		if theirs, _ := d.cidrs.of(n); len(summary.Overlaps(cidrs, theirs)) > 0 {
@@ -204,7 +209,8 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 		if d.peers != nil {
 			d.peers.SetChild(ctx, name, "", nil)
 		}
-		return 0, d.grants.forget(ctx, name)
+		d.grants.forget(name)
+		return 0, nil
 	}
 	if err != nil {
 		return 0, err
@@ -230,8 +236,13 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 	if want.Annotations == nil {
 		want.Annotations = map[string]string{}
 	}
+	// Until the children's shares are read, everything but the
+	// addresses is decorated, and the node looked at again soon.
+	var retry time.Duration
 	patchAnnotations, err := d.addresses(ctx, n, want.Annotations)
-	if err != nil {
+	if errors.Is(err, errNotLoaded) {
+		patchAnnotations, retry = map[string]string{}, time.Second
+	} else if err != nil {
 		return 0, err
 	}
 	// The provider taint always (a node that registered again without it
@@ -265,26 +276,33 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 	}
 	want.Annotations[api.AnnotationAppliedTaints] = string(appliedNow)
 	patchAnnotations[api.AnnotationAppliedTaints] = string(appliedNow)
+	return retry, d.write(ctx, n, want, patchAnnotations)
+}
+
+// write makes node n what want is, when it differs: a merge patch of the
+// labels and of the annotations in patchAnnotations when the taints are
+// the same, else an update of the whole node.
+func (d *decorator) write(ctx context.Context, n, want *corev1.Node, patchAnnotations map[string]string) error {
 	if reflect.DeepEqual(want.Labels, n.Labels) && reflect.DeepEqual(want.Spec.Taints, n.Spec.Taints) && reflect.DeepEqual(want.Annotations, n.Annotations) {
-		return 0, nil
+		return nil
 	}
 	if reflect.DeepEqual(want.Spec.Taints, n.Spec.Taints) {
 		// Labels and annotations only: a merge patch of those keys, which
 		// the child's own patches of its summary cannot conflict with.
 		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-			"labels":      map[string]string{api.LabelNodeRoleCluster: "", corev1.LabelHostname: name},
+			"labels":      map[string]string{api.LabelNodeRoleCluster: "", corev1.LabelHostname: n.Name},
 			"annotations": patchAnnotations,
 		}})
 		if err != nil {
-			return 0, err
+			return err
 		}
-		_, err = d.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: api.FieldManager})
-		return 0, err
+		_, err = d.client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: api.FieldManager})
+		return err
 	}
 	// Taints: the whole node, from this version (a concurrent change of
 	// its taints, by the node lifecycle controller, is retried).
-	_, err = d.client.CoreV1().Nodes().Update(ctx, want, metav1.UpdateOptions{FieldManager: api.FieldManager})
-	return 0, err
+	_, err := d.client.CoreV1().Nodes().Update(ctx, want, metav1.UpdateOptions{FieldManager: api.FieldManager})
+	return err
 }
 
 // addresses decides what child n is granted of the pod CIDRs it claims
@@ -295,8 +313,8 @@ func (d *decorator) addresses(ctx context.Context, n *corev1.Node, annotations m
 	overlap := podCIDROverlap(n, d.nodes, &d.cidrs)
 	// The child is routed, carried up and told to its siblings what this
 	// cluster grants of its claim, no more.
-	claimed, _ := d.cidrs.of(n)
-	granted, err := d.grants.decide(ctx, n.Name, podcidrs.Strings(claimed))
+	claimed, sum := d.cidrs.of(n)
+	granted, err := d.grants.decide(n.Name, podcidrs.Strings(claimed), d.coversSame(n, sum))
 	if err != nil {
 		return nil, err
 	}
@@ -308,6 +326,26 @@ func (d *decorator) addresses(ctx context.Context, n *corev1.Node, annotations m
 	}
 	maps.Copy(annotations, patch)
 	return patch, nil
+}
+
+// coversSame returns whether another child covers the same pods as n
+// (whose summary is sum): the same cluster under another name (its
+// cluster UID), or a cluster both cover (a diamond), as their summaries
+// say. It only spares the other's ranges being called a refusal: it
+// grants nothing.
+func (d *decorator) coversSame(n *corev1.Node, sum *api.Summary) func(string) bool {
+	uid := n.Annotations[api.AnnotationClusterUID]
+	return func(other string) bool {
+		o, err := d.nodes.Get(other)
+		if err != nil {
+			return false
+		}
+		if uid != "" && o.Annotations[api.AnnotationClusterUID] == uid {
+			return true
+		}
+		_, theirs := d.cidrs.of(o)
+		return sum != nil && theirs != nil && api.SharesBranch(sum, theirs)
+	}
 }
 
 // mergeTaints returns the provider taint, the desired taints, and every

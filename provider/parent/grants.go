@@ -1,7 +1,7 @@
 package parent
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"math/big"
 	"net/netip"
@@ -9,10 +9,9 @@ import (
 	"strings"
 	"sync"
 
+	"go4.org/netipx"
+
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/pkg/podcidrs"
@@ -25,22 +24,31 @@ import (
 //
 //   - what the parent's admin granted the child (api.PodCIDRGrantsConfigMap,
 //     `nestctl grant`), or, for a child with no grant there,
-//   - a share of the agent's pool (Config.PodCIDRPool), first come: a
-//     range another child holds (its grant, or its share of the pool,
-//     persisted in api.PodCIDRAllocationsConfigMap) is not given to a
-//     second, and a claim larger than one share is refused whole;
+//   - its share of the agent's pool (Config.PodCIDRPool), first come: a
+//     range another child holds (its grant, or its share) is not given to
+//     a second. A share only grows, by what the child claims that is free,
+//     up to a share's size (the rest refused), and is held until the
+//     child's node is gone (children.go): a claim that shrinks for a while
+//     (a node cordoned, an agent restarting) loses nothing;
 //   - never this cluster's own: its nodes' pod CIDRs and addresses, its
-//     Service CIDRs, its API address on the pod network (reserved).
+//     Service CIDRs, its API address on the pod network, and the API
+//     addresses its parents' gateways relay (reserved).
 //
 // What is refused is said on the child's virtual node
 // (api.AnnotationPodCIDRsRefused), which the child reports on its Target,
-// and in a Warning event. The same check runs at every level, so a
-// grandchild's claim climbs no further than its parent granted it.
+// and in a Warning event. A range held by another cluster that covers the
+// same pods (the same cluster under another name, or a cluster below both
+// in a diamond, as their summaries say) is routed through that one and not
+// said to be refused. The same check runs at every level, so a
+// grandchild's claim climbs no further than each parent on its way grants.
 
 // DefaultPoolShareBits is Config.PodCIDRPoolShareBits' default: a child
 // takes at most a /16 of IPv4 addresses from the pool (and as many /64s of
 // IPv6), a cluster of 256 nodes of /24 each.
 const DefaultPoolShareBits = 16
+
+// errNotLoaded: the record of the children's shares has not been read yet.
+var errNotLoaded = errors.New("the children's shares of the pod CIDR pool are not read yet")
 
 // decision is what the parent grants one child of what it claims.
 type decision struct {
@@ -60,7 +68,7 @@ func (d decision) routedStrings() []string {
 	return out
 }
 
-// reserved is a set of this cluster's own addresses, and what it is.
+// reserved is a set of addresses, and what they are.
 type reserved struct {
 	what string
 	set  podcidrs.Set
@@ -71,10 +79,10 @@ type reserved struct {
 type grants struct {
 	admin *podcidrs.Grants
 	pool  []netip.Prefix
-	// share bounds a child's part of the pool, in IPv4 addresses and
+	// share bounds a child's part of the pool, in IPv4 addresses and in
 	// IPv6 /64s.
 	share *big.Int
-	held  *allocations
+	kids  *children
 	// own returns this cluster's reserved addresses, read when deciding.
 	own func() []reserved
 
@@ -82,12 +90,12 @@ type grants struct {
 	decided map[string]decision
 }
 
-func newGrants(admin *podcidrs.Grants, pool []netip.Prefix, shareBits int, held *allocations, own func() []reserved) *grants {
+func newGrants(admin *podcidrs.Grants, pool []netip.Prefix, shareBits int, kids *children, own func() []reserved) *grants {
 	if shareBits <= 0 {
 		shareBits = DefaultPoolShareBits
 	}
 	return &grants{admin: admin, pool: pool, share: new(big.Int).Lsh(big.NewInt(1), uint(32-min(shareBits, 32))),
-		held: held, own: own, decided: map[string]decision{}}
+		kids: kids, own: own, decided: map[string]decision{}}
 }
 
 // maxRefusals is how many refused parts a description names, and
@@ -97,10 +105,15 @@ const (
 	maxRefusedPrefixes = 4
 )
 
-// decide returns what child name is granted of claimed, records it for
-// routed, and holds the child's share of the pool (saved before it
-// returns: a share that cannot be saved is not given).
-func (g *grants) decide(ctx context.Context, name string, claimed []netip.Prefix) (decision, error) {
+// decide returns what child name is granted of claimed and records it for
+// routed; a child taking from the pool holds what it is given (its share
+// grows, saved in the background). through says whether another child
+// covers the same pods as name (its ranges are then no refusal). It
+// returns errNotLoaded until the children's shares were read.
+func (g *grants) decide(name string, claimed []netip.Prefix, through func(other string) bool) (decision, error) {
+	if !g.kids.isLoaded() {
+		return decision{}, errNotLoaded
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	left := podcidrs.SetOf(claimed)
@@ -117,6 +130,7 @@ func (g *grants) decide(ctx context.Context, name string, claimed []netip.Prefix
 		refusals = append(refusals, fmt.Sprintf("%s (%s)", listed, why))
 		left = left.Minus(part)
 	}
+	g.kids.add(name)
 	grant, explicit, err := g.admin.Of(name)
 	fromPool := false
 	switch {
@@ -128,7 +142,14 @@ func (g *grants) decide(ctx context.Context, name string, claimed []netip.Prefix
 		fromPool = true
 		refuse(left.Minus(podcidrs.SetOf(g.pool)), "outside this cluster's pool "+podcidrs.Format(g.pool)+" and not granted to "+name+": its admin may grant it with nestctl grant "+name+" CIDR,...")
 		for _, other := range g.holders(name) {
-			refuse(left.Intersect(other.set), "held by "+other.what)
+			part := left.Intersect(other.set)
+			if through(other.child) {
+				// Routed through the other: not this child's, and no
+				// refusal either.
+				left = left.Minus(part)
+				continue
+			}
+			refuse(part, "held by "+other.what)
 		}
 	default:
 		refuse(left, "this cluster grants "+name+" no pod CIDRs and has no pool: its admin grants them with nestctl grant "+name+" CIDR,... (or nestctl token create --pod-cidrs), or gives its agent a pool (--pod-cidr-pool)")
@@ -137,9 +158,7 @@ func (g *grants) decide(ctx context.Context, name string, claimed []netip.Prefix
 		refuse(left.Intersect(r.set), "this cluster's "+r.what)
 	}
 	if fromPool {
-		if v4, v6 := left.Size(); v4.Cmp(g.share) > 0 || v6.Cmp(g.share) > 0 {
-			refuse(left, fmt.Sprintf("more than one child's share of this cluster's pool, %s addresses: its admin may grant it with nestctl grant %s CIDR,...", g.share, name))
-		}
+		left = g.takeShare(name, left, refuse)
 	}
 	d := decision{routed: left.Prefixes(), refused: api.PodCIDROverlapNone}
 	if len(refusals) > maxRefusals {
@@ -148,49 +167,89 @@ func (g *grants) decide(ctx context.Context, name string, claimed []netip.Prefix
 	if len(refusals) > 0 {
 		d.refused = "not granted: " + strings.Join(refusals, "; ")
 	}
-	var share []netip.Prefix
-	if fromPool {
-		share = d.routed
-	}
-	if err := g.held.set(ctx, name, share); err != nil {
-		return decision{}, err
-	}
 	g.decided[name] = d
 	return d, nil
 }
 
+// takeShare returns what child name is routed of free, the part of its
+// claim the pool may give it: what its share holds already, and what more
+// fits in a share, in address order (a prefix larger than what is left is
+// split), which its share then holds too; the rest is refused. Called with
+// mu held.
+func (g *grants) takeShare(name string, free podcidrs.Set, refuse func(podcidrs.Set, string)) podcidrs.Set {
+	held := podcidrs.SetOf(g.kids.share(name))
+	left4, left6 := held.Size()
+	left4.Sub(g.share, left4)
+	left6.Sub(g.share, left6)
+	var taken, over []netip.Prefix
+	var take func(p netip.Prefix)
+	take = func(p netip.Prefix) {
+		left, size := left4, addresses(p)
+		if !p.Addr().Is4() {
+			left = left6
+		}
+		switch {
+		case size.Cmp(left) <= 0:
+			taken = append(taken, p)
+			left.Sub(left, size)
+		case left.Sign() > 0 && p.Bits() < p.Addr().BitLen():
+			first := netip.PrefixFrom(p.Addr(), p.Bits()+1)
+			take(first)
+			take(netip.PrefixFrom(netipx.PrefixLastIP(first).Next(), p.Bits()+1))
+		default:
+			over = append(over, p)
+		}
+	}
+	for _, p := range free.Minus(held).Prefixes() {
+		take(p)
+	}
+	refuse(podcidrs.SetOf(over), fmt.Sprintf("beyond one child's share of this cluster's pool, %s addresses: its admin may grant it with nestctl grant %s CIDR,...", g.share, name))
+	g.kids.setShare(name, held.Union(podcidrs.SetOf(taken)).Prefixes())
+	return free.Intersect(held).Union(podcidrs.SetOf(taken))
+}
+
+// addresses is how many addresses p holds: IPv4 addresses, or IPv6 /64s
+// (podcidrs.Set.Size).
+func addresses(p netip.Prefix) *big.Int {
+	v4, v6 := podcidrs.SetOf([]netip.Prefix{p}).Size()
+	if p.Addr().Is4() {
+		return v4
+	}
+	return v6
+}
+
+// holder is a range of another child's, and what it is.
+type holder struct {
+	child string
+	reserved
+}
+
 // holders are the ranges of every child but name: what the admin granted
-// it, or its share of the pool. Called with mu held.
-func (g *grants) holders(name string) []reserved {
-	var out []reserved
+// it, or its share of the pool, in order. Called with mu held.
+func (g *grants) holders(name string) []holder {
+	var out []holder
 	admin := g.admin.All()
-	for _, child := range slices.Sorted(func(yield func(string) bool) {
-		for k := range admin {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for child, grant := range admin {
 		if child != name {
-			out = append(out, reserved{what: "cluster " + child + " (granted)", set: podcidrs.SetOf(admin[child])})
+			out = append(out, holder{child, reserved{what: "cluster " + child + " (granted)", set: podcidrs.SetOf(grant)}})
 		}
 	}
-	for child, share := range g.held.all() {
-		if _, granted := admin[child]; child != name && !granted {
-			out = append(out, reserved{what: "cluster " + child, set: podcidrs.SetOf(share)})
+	for child, share := range g.kids.all() {
+		if _, granted := admin[child]; child != name && !granted && len(share) > 0 {
+			out = append(out, holder{child, reserved{what: "cluster " + child, set: podcidrs.SetOf(share)}})
 		}
 	}
-	slices.SortFunc(out, func(a, b reserved) int { return strings.Compare(a.what, b.what) })
+	slices.SortFunc(out, func(a, b holder) int { return strings.Compare(a.what, b.what) })
 	return out
 }
 
 // forget drops child name's decision and frees its share of the pool (its
-// virtual node is gone).
-func (g *grants) forget(ctx context.Context, name string) error {
+// virtual node is gone); the name stays a child's.
+func (g *grants) forget(name string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.decided, name)
-	return g.held.set(ctx, name, nil)
+	g.kids.free(name)
 }
 
 // routed returns the pod CIDRs child name is granted, and false while it
@@ -205,99 +264,12 @@ func (g *grants) routed(name string) ([]string, bool) {
 	return d.routedStrings(), true
 }
 
-// allocations are the children's shares of the pool, kept in a ConfigMap of
-// the agent's namespace (api.PodCIDRAllocationsConfigMap) so that a
-// restarted agent gives no child a range another holds.
-type allocations struct {
-	client    kubernetes.Interface
-	namespace string
-
-	mu     sync.Mutex
-	shares map[string][]netip.Prefix
-}
-
-func newAllocations(client kubernetes.Interface, namespace string) *allocations {
-	return &allocations{client: client, namespace: namespace, shares: map[string][]netip.Prefix{}}
-}
-
-// load reads the shares saved, keeping only those of children for which
-// exists says yes.
-func (a *allocations) load(ctx context.Context, exists func(child string) bool) error {
-	cm, err := a.client.CoreV1().ConfigMaps(a.namespace).Get(ctx, api.PodCIDRAllocationsConfigMap, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
+// isChild reports whether n is a child's virtual node: it says so (its
+// cluster label), it has the provider taint (which a node cannot take off
+// itself), or its name is a known child's (children.go), whatever it says.
+func isChild(n *corev1.Node, kids *children) bool {
+	if n.Labels[api.LabelCluster] != "" || kids.known(n.Name) {
+		return true
 	}
-	if err != nil {
-		return fmt.Errorf("reading the children's shares of the pod CIDR pool (configmap %s/%s): %w", a.namespace, api.PodCIDRAllocationsConfigMap, err)
-	}
-	shares := map[string][]netip.Prefix{}
-	for child, v := range cm.Data {
-		if ps, err := podcidrs.Parse(v); err == nil && exists(child) {
-			shares[child] = ps
-		}
-	}
-	a.mu.Lock()
-	a.shares = shares
-	a.mu.Unlock()
-	return nil
-}
-
-// all returns every child's share.
-func (a *allocations) all() map[string][]netip.Prefix {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make(map[string][]netip.Prefix, len(a.shares))
-	for k, v := range a.shares {
-		out[k] = v
-	}
-	return out
-}
-
-// set makes share child's share of the pool (none: freed) and saves the
-// shares when they changed.
-func (a *allocations) set(ctx context.Context, child string, share []netip.Prefix) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if slices.Equal(a.shares[child], share) {
-		return nil
-	}
-	next := make(map[string][]netip.Prefix, len(a.shares)+1)
-	for k, v := range a.shares {
-		next[k] = v
-	}
-	if len(share) == 0 {
-		delete(next, child)
-	} else {
-		next[child] = share
-	}
-	if err := a.save(ctx, next); err != nil {
-		return err
-	}
-	a.shares = next
-	return nil
-}
-
-// save writes shares as the ConfigMap's data.
-func (a *allocations) save(ctx context.Context, shares map[string][]netip.Prefix) error {
-	if a.client == nil {
-		return nil
-	}
-	data := make(map[string]string, len(shares))
-	for k, v := range shares {
-		data[k] = podcidrs.Format(v)
-	}
-	cms := a.client.CoreV1().ConfigMaps(a.namespace)
-	cm, err := cms.Get(ctx, api.PodCIDRAllocationsConfigMap, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: api.PodCIDRAllocationsConfigMap, Namespace: a.namespace,
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "nestlet"}}, Data: data}, metav1.CreateOptions{FieldManager: api.FieldManager})
-	case err == nil:
-		cm.Data = data
-		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: api.FieldManager})
-	}
-	if err != nil {
-		return fmt.Errorf("saving the children's shares of the pod CIDR pool (configmap %s/%s): %w", a.namespace, api.PodCIDRAllocationsConfigMap, err)
-	}
-	return nil
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == api.TaintKeyProvider })
 }

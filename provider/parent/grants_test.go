@@ -1,6 +1,8 @@
 package parent
 
 import (
+	"context"
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
@@ -9,30 +11,46 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/pkg/podcidrs"
 	"github.com/nestlet/nestlet/provider/peers"
+	"github.com/nestlet/nestlet/provider/peers/peerstest"
 )
+
+// loadedChildren is a record of children read (and kept in memory only).
+func loadedChildren(t *testing.T) *children {
+	kids := newChildren(nil, "")
+	require.NoError(t, kids.load(context.Background()))
+	return kids
+}
 
 // poolGrants returns the grants of a cluster whose children may each claim
 // a share of pool, with no grant of an admin: nodes are its nodes, gw its
 // gateway (or nil).
 func poolGrants(nodes corelisters.NodeLister, gw *peers.Peers, pool ...string) *grants {
-	return newGrants(podcidrs.NewGrants(nil, nil), podcidrs.Strings(pool), 0, newAllocations(nil, ""), ownAddresses(nodes, &serviceCIDRs{}, gw))
+	kids := newChildren(nil, "")
+	_ = kids.load(context.Background())
+	return newGrants(podcidrs.NewGrants(nil, nil), podcidrs.Strings(pool), 0, kids, ownAddresses(nodes, kids, newServiceCIDRs(nil), gw))
 }
 
+// none says that no other child covers the same pods.
+func none(string) bool { return false }
+
 // decideAll decides each claim in turn, as the decorator does node by
-// node, and returns the decisions by child.
+// node, and returns the last decision of each child.
 func decideAll(t *testing.T, g *grants, claims [][2]string) map[string]decision {
 	t.Helper()
 	out := map[string]decision{}
 	for _, c := range claims {
-		d, err := g.decide(t.Context(), c[0], podcidrs.Strings(strings.Split(c[1], ",")))
+		d, err := g.decide(c[0], podcidrs.Strings(strings.Split(c[1], ",")), none)
 		require.NoError(t, err)
 		out[c[0]] = d
 	}
@@ -48,13 +66,23 @@ func TestGrantsDecide(t *testing.T) {
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.250.0.2"}}}}
 	virtual := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "west", Labels: map[string]string{api.LabelCluster: "west"}},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.128.9.9"}}}}
+	// A child that took its label off: its taint still says it is one.
+	unlabelled := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "south"},
+		Spec:   corev1.NodeSpec{PodCIDRs: []string{"10.128.12.0/24"}, Taints: []corev1.Taint{api.ProviderTaint()}},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.128.13.13"}}}}
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	require.NoError(t, indexer.Add(own))
-	require.NoError(t, indexer.Add(virtual))
-	services := &serviceCIDRs{informer: cache.NewSharedIndexInformer(&cache.ListWatch{}, &networkingv1.ServiceCIDR{}, 0, cache.Indexers{})}
-	require.NoError(t, services.informer.GetStore().Add(&networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"},
+	for _, n := range []*corev1.Node{own, virtual, unlabelled} {
+		require.NoError(t, indexer.Add(n))
+	}
+	services := newServiceCIDRs(nil)
+	inf := cache.NewSharedIndexInformer(&cache.ListWatch{}, &networkingv1.ServiceCIDR{}, 0, cache.Indexers{})
+	require.NoError(t, inf.GetStore().Add(&networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"},
 		Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.96.0.0/12"}}}))
-	pool := podcidrs.Strings([]string{"10.128.0.0/9", "10.96.0.0/12"})
+	services.informer.Store(&inf)
+	// This cluster's parent relays its API server at 10.129.0.1.
+	gw := peers.New(peerstest.NewGateway(), "", 0, corelisters.NewNodeLister(indexer))
+	gw.SetParent(context.Background(), "up", &api.GatewayParent{PublicKey: peerstest.PublicKey().String(), APIAddress: "10.129.0.1:443"}, nil)
+	pool := podcidrs.Strings([]string{"10.128.0.0/9", "10.96.0.0/12", "fd00:128::/40"})
 	tests := []struct {
 		name   string
 		admin  map[string]string
@@ -68,21 +96,21 @@ func TestGrantsDecide(t *testing.T) {
 		claims: [][2]string{{"west", "10.128.3.0/24"}, {"east", "10.128.2.0/23"}},
 		want:   map[string][2]string{"west": {"10.128.3.0/24", ""}, "east": {"10.128.2.0/24", "10.128.3.0/24 (held by cluster west)"}},
 	}, {
-		name: "all of IPv4 and a sibling's range: only what is free of the pool, within a share", pool: pool,
-		claims: [][2]string{{"west", "10.128.3.0/24"}, {"east", "0.0.0.0/1,128.0.0.0/1"}},
-		want:   map[string][2]string{"west": {"10.128.3.0/24", ""}, "east": {"", "outside this cluster's pool"}},
-	}, {
-		name: "a claim over a share is refused whole", pool: pool,
+		name: "over a share: what fits, the rest refused", pool: pool,
 		claims: [][2]string{{"east", "10.130.0.0/15"}},
-		want:   map[string][2]string{"east": {"", "more than one child's share"}},
+		want:   map[string][2]string{"east": {"10.130.0.0/16", "10.131.0.0/16 (beyond one child's share"}},
 	}, {
-		name: "this cluster's own: its node's pod CIDR, a node address, its Service CIDRs", pool: pool,
-		claims: [][2]string{{"east", "10.128.0.0/24,10.250.0.2/32,10.96.0.10/32,10.128.7.0/24"}},
+		name: "IPv6 in /64s: a /48 fits a share, a /47 half", pool: pool,
+		claims: [][2]string{{"east", "fd00:128::/47"}},
+		want:   map[string][2]string{"east": {"fd00:128::/48", "fd00:128:1::/48 (beyond one child's share"}},
+	}, {
+		name: "this cluster's own: its node's pod CIDR, a node address, its Service CIDRs, its parent's API address", pool: pool,
+		claims: [][2]string{{"east", "10.128.0.0/24,10.250.0.2/32,10.96.0.10/32,10.129.0.1/32,10.128.7.0/24"}},
 		want:   map[string][2]string{"east": {"10.128.7.0/24", "this cluster's nodes' pod CIDRs"}},
 	}, {
 		name: "a node address written by a child is no reason to refuse another", pool: pool,
-		claims: [][2]string{{"east", "10.128.9.0/24"}},
-		want:   map[string][2]string{"east": {"10.128.9.0/24", ""}},
+		claims: [][2]string{{"east", "10.128.9.0/24,10.128.13.0/24,10.128.12.0/24"}},
+		want:   map[string][2]string{"east": {"10.128.9.0/24,10.128.12.0/23", ""}},
 	}, {
 		name: "a grant of the admin: that, not the pool", pool: pool, admin: map[string]string{"east": "10.128.4.0/24"},
 		claims: [][2]string{{"east", "10.128.4.0/23"}},
@@ -108,7 +136,8 @@ func TestGrantsDecide(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			admin := podcidrs.NewGrants(nil, nil)
 			admin.Set(tt.admin)
-			g := newGrants(admin, tt.pool, 16, newAllocations(nil, ""), ownAddresses(corelisters.NewNodeLister(indexer), services, nil))
+			kids := loadedChildren(t)
+			g := newGrants(admin, tt.pool, 16, kids, ownAddresses(corelisters.NewNodeLister(indexer), kids, services, gw))
 			got := decideAll(t, g, tt.claims)
 			for child, want := range tt.want {
 				d := got[child]
@@ -121,36 +150,125 @@ func TestGrantsDecide(t *testing.T) {
 				routed, ok := g.routed(child)
 				assert.True(t, ok)
 				assert.Equal(t, want[0], strings.Join(routed, ","), "what the summary carries up of %s", child)
+				assert.True(t, kids.known(child), "%s is a known child now", child)
 			}
 		})
 	}
 }
 
-// The children's shares of the pool outlive the agent: a restarted agent
-// gives no child a range another held, and a child that left frees its.
-func TestPoolSharesPersist(t *testing.T) {
-	client := fake.NewClientset()
-	pool := podcidrs.Strings([]string{"10.128.0.0/9"})
-	none := func() []reserved { return nil }
-	g := newGrants(podcidrs.NewGrants(nil, nil), pool, 16, newAllocations(client, "nestlet-system"), none)
-	decideAll(t, g, [][2]string{{"west", "10.128.3.0/24"}})
+// A child claiming all of IPv4 gets neither a sibling's range nor the
+// parent's own, and from the free pool one share at most.
+func TestGrantsAllOfIPv4(t *testing.T) {
+	own := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "root-1"}, Spec: corev1.NodeSpec{PodCIDRs: []string{"10.128.0.0/24"}}}
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, indexer.Add(own))
+	g := poolGrants(corelisters.NewNodeLister(indexer), nil, "10.128.0.0/9")
+	got := decideAll(t, g, [][2]string{{"west", "10.128.3.0/24"}, {"east", "0.0.0.0/1,128.0.0.0/1"}})
+	routed := podcidrs.SetOf(got["east"].routed)
+	v4, _ := routed.Size()
+	assert.Equal(t, int64(65536), v4.Int64(), "one share of the pool: %s", podcidrs.Format(got["east"].routed))
+	assert.True(t, routed.Minus(podcidrs.SetOf(podcidrs.Strings([]string{"10.128.0.0/9"}))).Empty(), "inside the pool")
+	assert.True(t, routed.Intersect(podcidrs.SetOf(podcidrs.Strings([]string{"10.128.3.0/24", "10.128.0.0/24"}))).Empty(), "not west's, not the parent's")
+	for _, why := range []string{"outside this cluster's pool", "10.128.3.0/24 (held by cluster west)", "10.128.0.0/24 (this cluster's nodes' pod CIDRs)", "beyond one child's share"} {
+		assert.Contains(t, got["east"].refused, why)
+	}
+	assert.Equal(t, "10.128.3.0/24", podcidrs.Format(got["west"].routed), "west keeps its range")
+}
 
-	restarted := newGrants(podcidrs.NewGrants(nil, nil), pool, 16, newAllocations(client, "nestlet-system"), none)
-	require.NoError(t, restarted.held.load(t.Context(), func(string) bool { return true }))
-	got := decideAll(t, restarted, [][2]string{{"east", "10.128.3.0/24"}})
-	assert.Empty(t, got["east"].routed, "west holds it still")
-	_, decided := restarted.routed("west")
-	assert.False(t, decided, "west is carried up once decided again")
+// A share of the pool is held: a claim that shrinks for a while gives
+// nothing away, and one that grows beyond a share keeps what it held (a
+// grandchild's share that pushes its parent's claim over loses only the
+// excess, never the parent's own).
+func TestPoolSharesAreHeld(t *testing.T) {
+	g := poolGrants(corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})), nil, "10.128.0.0/9")
+	decideAll(t, g, [][2]string{{"mid", "10.128.1.0/24,10.128.2.0/24"}, {"west", "10.128.5.0/24"}})
 
-	require.NoError(t, restarted.forget(t.Context(), "west"))
-	got = decideAll(t, restarted, [][2]string{{"east", "10.128.3.0/24"}})
-	assert.Equal(t, "10.128.3.0/24", podcidrs.Format(got["east"].routed), "west left: free")
-	cm, err := client.CoreV1().ConfigMaps("nestlet-system").Get(t.Context(), api.PodCIDRAllocationsConfigMap, metav1.GetOptions{})
+	got := decideAll(t, g, [][2]string{{"mid", "10.128.1.0/24"}, {"west", "10.128.2.0/24"}})
+	assert.Equal(t, "10.128.1.0/24", podcidrs.Format(got["mid"].routed), "only what it claims is routed")
+	assert.Contains(t, got["west"].refused, "10.128.2.0/24 (held by cluster mid)", "mid's cordoned node's range stays mid's")
+	got = decideAll(t, g, [][2]string{{"mid", "10.128.1.0/24,10.128.2.0/24"}})
+	assert.Equal(t, "10.128.1.0/24,10.128.2.0/24", podcidrs.Format(got["mid"].routed), "back as it was")
+
+	got = decideAll(t, g, [][2]string{{"mid", "10.128.1.0/24,10.128.2.0/24,10.129.0.0/16"}})
+	routed := podcidrs.SetOf(got["mid"].routed)
+	assert.True(t, podcidrs.SetOf(podcidrs.Strings([]string{"10.128.1.0/24", "10.128.2.0/24"})).Minus(routed).Empty(), "what mid held stays: %s", podcidrs.Format(got["mid"].routed))
+	v4, _ := routed.Size()
+	assert.Equal(t, int64(65536), v4.Int64(), "the /16 more fills its share")
+	assert.Contains(t, got["mid"].refused, "10.129.254.0/23 (beyond one child's share", "the rest of it is refused")
+
+	g.forget("mid")
+	got = decideAll(t, g, [][2]string{{"west", "10.128.2.0/24"}})
+	assert.Equal(t, "10.128.2.0/24", podcidrs.Format(got["west"].routed), "mid's node is gone: its share is free")
+	assert.True(t, g.kids.known("mid"), "and mid stays a child's name")
+}
+
+// A range another child holds that covers the same pods (a diamond, the
+// same cluster twice) is routed through that one, not said to be refused.
+func TestGrantsThroughAnother(t *testing.T) {
+	g := poolGrants(corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})), nil, "10.128.0.0/9")
+	decideAll(t, g, [][2]string{{"east", "10.128.1.0/24,10.128.7.0/24"}})
+	d, err := g.decide("west", podcidrs.Strings([]string{"10.128.2.0/24", "10.128.7.0/24"}), func(other string) bool { return other == "east" })
 	require.NoError(t, err)
-	assert.Equal(t, map[string]string{"east": "10.128.3.0/24"}, cm.Data)
+	assert.Equal(t, "10.128.2.0/24", podcidrs.Format(d.routed), "the shared leaf's range goes through east")
+	assert.Equal(t, api.PodCIDROverlapNone, d.refused)
+}
 
-	// Shares of children gone while no agent ran are not loaded.
-	again := newGrants(podcidrs.NewGrants(nil, nil), pool, 16, newAllocations(client, "nestlet-system"), none)
-	require.NoError(t, again.held.load(t.Context(), func(child string) bool { return child != "east" }))
-	assert.Empty(t, again.held.all())
+// Nothing is decided before the record of the children is read.
+func TestGrantsWaitForTheRecord(t *testing.T) {
+	kids := newChildren(nil, "")
+	g := newGrants(podcidrs.NewGrants(nil, nil), podcidrs.Strings([]string{"10.128.0.0/9"}), 16, kids, func() []reserved { return nil })
+	_, err := g.decide("east", nil, none)
+	require.ErrorIs(t, err, errNotLoaded)
+	require.NoError(t, kids.load(context.Background()))
+	_, err = g.decide("east", nil, none)
+	require.NoError(t, err)
+}
+
+// The record outlives the agent: a restarted agent knows every child and
+// gives none a range another held; two replicas that both wrote keep
+// both; a child that left keeps its name, not its share.
+func TestChildrenRecord(t *testing.T) {
+	client := fake.NewClientset()
+	ctx := t.Context()
+	a := newChildren(client, "nestlet-system")
+	require.NoError(t, a.load(ctx))
+	a.setShare("west", podcidrs.Strings([]string{"10.128.3.0/24"}))
+	a.add("north")
+	require.NoError(t, a.save(ctx))
+
+	b := newChildren(client, "nestlet-system")
+	require.NoError(t, b.load(ctx))
+	assert.Equal(t, "10.128.3.0/24", podcidrs.Format(b.share("west")))
+	assert.True(t, b.known("north"))
+
+	// Both replicas write: the second's save conflicts (the fake client
+	// checks no resourceVersion: one conflict is made), it reads the
+	// record again, and its next save keeps both.
+	a.setShare("east", podcidrs.Strings([]string{"10.128.4.0/24"}))
+	require.NoError(t, a.save(ctx))
+	conflicts := 1
+	client.PrependReactor("update", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts == 0 {
+			return false, nil, nil
+		}
+		conflicts--
+		return true, nil, apierrors.NewConflict(corev1.Resource("configmaps"), api.ChildrenConfigMap, errors.New("changed"))
+	})
+	b.setShare("south", podcidrs.Strings([]string{"10.128.5.0/24"}))
+	require.Error(t, b.save(ctx), "a conflict")
+	assert.Equal(t, "10.128.4.0/24", podcidrs.Format(b.share("east")), "read again, merged")
+	require.NoError(t, b.save(ctx))
+	c := newChildren(client, "nestlet-system")
+	require.NoError(t, c.load(ctx))
+	assert.Equal(t, map[string][]netip.Prefix{
+		"west": podcidrs.Strings([]string{"10.128.3.0/24"}), "north": nil,
+		"east": podcidrs.Strings([]string{"10.128.4.0/24"}), "south": podcidrs.Strings([]string{"10.128.5.0/24"}),
+	}, c.all())
+
+	c.free("west")
+	require.NoError(t, c.save(ctx))
+	cm, err := client.CoreV1().ConfigMaps("nestlet-system").Get(ctx, api.ChildrenConfigMap, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "", cm.Data["west"], "freed, still a child's name")
+	assert.Contains(t, cm.Data, "west")
 }

@@ -11,9 +11,13 @@ package parent
 import (
 	"context"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -35,8 +39,8 @@ type Config struct {
 	// Nodes is the informer of this cluster's nodes, started by the
 	// caller. Required.
 	Nodes coreinformers.NodeInformer
-	// Namespace is the agent's, where the children's shares of the pod
-	// CIDR pool are kept (api.PodCIDRAllocationsConfigMap).
+	// Namespace is the agent's, where the children it knows are recorded
+	// with their shares of the pod CIDR pool (api.ChildrenConfigMap).
 	Namespace string
 	// PodCIDRPool are the pod CIDRs a child without a grant of its own
 	// (api.PodCIDRGrantsConfigMap) may claim a share of (grants.go); none:
@@ -60,7 +64,10 @@ type Parent struct {
 	quotas      *quota.Watcher
 	grants      *grants
 	admin       *podcidrs.Grants
+	kids        *children
 	serviceCIDR *serviceCIDRs
+	// ready is closed once every child present at the start is decided.
+	ready chan struct{}
 }
 
 // New builds the controllers and registers their handlers on cfg.Nodes:
@@ -69,43 +76,53 @@ func New(cfg Config) (*Parent, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	dc, err := newDecorator(cfg.Client, cfg.Nodes, cfg.Clock, cfg.Peers)
+	kids := newChildren(cfg.Client, cfg.Namespace)
+	dc, err := newDecorator(cfg.Client, cfg.Nodes, cfg.Clock, cfg.Peers, kids)
 	if err != nil {
 		return nil, err
 	}
-	p := &Parent{client: cfg.Client, nodes: cfg.Nodes, decorator: dc, quotas: quota.New(cfg.Client),
-		admin: podcidrs.NewGrants(cfg.Client, dc.enqueueAll), serviceCIDR: newServiceCIDRs(cfg.Client)}
-	p.grants = newGrants(p.admin, cfg.PodCIDRPool, cfg.PodCIDRPoolShareBits, newAllocations(cfg.Client, cfg.Namespace),
-		ownAddresses(cfg.Nodes.Lister(), p.serviceCIDR, cfg.Peers))
+	p := &Parent{client: cfg.Client, nodes: cfg.Nodes, decorator: dc, quotas: quota.New(cfg.Client), kids: kids,
+		admin: podcidrs.NewGrants(cfg.Client, dc.enqueueAll), serviceCIDR: newServiceCIDRs(cfg.Client), ready: make(chan struct{})}
+	p.grants = newGrants(p.admin, cfg.PodCIDRPool, cfg.PodCIDRPoolShareBits, kids,
+		ownAddresses(cfg.Nodes.Lister(), kids, p.serviceCIDR, cfg.Peers))
 	dc.grants = p.grants
 	p.revoked = revoked.New(cfg.Client, func(map[string]bool) { dc.enqueueAll() })
 	dc.revoked = p.revoked
-	if p.approver, err = newApprover(cfg.Client, p.revoked, cfg.Nodes.Lister()); err != nil {
+	if p.approver, err = newApprover(cfg.Client, p.revoked, cfg.Nodes.Lister(), kids); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-// RoutedPodCIDRs returns the pod CIDRs this cluster grants child name (its
-// virtual node), and false while they are not decided yet: what this
-// cluster's own summary carries up of that child.
-func (p *Parent) RoutedPodCIDRs(name string) ([]string, bool) { return p.grants.routed(name) }
+// ChildPodCIDRs says whether n is a child's virtual node (isChild) and,
+// for one, the pod CIDRs this cluster grants it (none while not decided):
+// what this cluster's own summary carries up of it, never its claim.
+func (p *Parent) ChildPodCIDRs(n *corev1.Node) ([]string, bool) {
+	if !isChild(n, p.kids) {
+		return nil, false
+	}
+	routed, _ := p.grants.routed(n.Name)
+	return routed, true
+}
+
+// Ready is closed once the children present when Run started are decided
+// (or ctx ended): the summaries this cluster reports up then carry their
+// grants from the start.
+func (p *Parent) Ready() <-chan struct{} { return p.ready }
 
 // Run runs the controllers until ctx ends, once the node informer synced.
-// Children are decorated once the grants and the pool's shares are read.
 func (p *Parent) Run(ctx context.Context) {
 	p.decorator.quotas = &childQuotas{quotas: p.quotas, recorder: kubeclient.NewRecorder(ctx, p.client, ""), warned: map[string]string{}}
 	p.decorator.recorder = kubeclient.NewRecorder(ctx, p.client, "")
 	var wg sync.WaitGroup
 	wg.Go(func() { p.admin.Run(ctx) })
 	wg.Go(func() { p.serviceCIDR.run(ctx) })
+	wg.Go(func() { p.kids.run(ctx) })
 	wg.Go(func() {
-		if !p.loadGrants(ctx) {
-			p.decorator.queue.ShutDown()
-			return
-		}
-		p.decorator.queue.Run(ctx, 1)
+		defer close(p.ready)
+		p.loadGrants(ctx)
 	})
+	wg.Go(func() { p.decorator.queue.Run(ctx, 1) })
 	wg.Go(func() { p.approver.run(ctx) })
 	wg.Go(func() { p.revoked.Run(ctx) })
 	wg.Go(func() { p.quotas.Run(ctx) })
@@ -114,24 +131,46 @@ func (p *Parent) Run(ctx context.Context) {
 }
 
 // loadGrants waits for the admin's grants and this cluster's Service
-// CIDRs, and reads the children's shares of the pool (again every few
-// seconds until it can), keeping those of children still here; false
-// when ctx ended first.
-func (p *Parent) loadGrants(ctx context.Context) bool {
+// CIDRs, reads the children and their shares of the pool (again every few
+// seconds until it can; meanwhile the decorator leaves the children's
+// addresses alone), frees the shares of children gone while no agent ran,
+// and decides every child here, the oldest first.
+func (p *Parent) loadGrants(ctx context.Context) {
 	if !cache.WaitForCacheSync(ctx.Done(), p.admin.HasSynced) {
-		return false
+		return
 	}
 	p.serviceCIDR.waitSynced(ctx)
-	exists := func(child string) bool {
-		_, err := p.nodes.Lister().Get(child)
-		return err == nil
-	}
 	err := wait.PollUntilContextCancel(ctx, 5*time.Second, true, func(ctx context.Context) (bool, error) {
-		if err := p.grants.held.load(ctx, exists); err != nil {
-			klog.FromContext(ctx).Error(err, "Children's pod CIDRs are not decided until the pool's shares are read")
+		if err := p.kids.load(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "Children's pod CIDRs are not decided until their shares of the pool are read")
 			return false, nil
 		}
 		return true, nil
 	})
-	return err == nil
+	if err != nil {
+		return
+	}
+	nodes, _ := p.nodes.Lister().List(labels.Everything())
+	here := map[string]bool{}
+	for _, n := range nodes {
+		here[n.Name] = true
+	}
+	for name := range p.kids.all() {
+		if !here[name] {
+			p.kids.free(name)
+		}
+	}
+	slices.SortFunc(nodes, func(a, b *corev1.Node) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	for _, n := range nodes {
+		if isChild(n, p.kids) {
+			claimed, sum := p.decorator.cidrs.of(n)
+			_, _ = p.grants.decide(n.Name, podcidrs.Strings(claimed), p.decorator.coversSame(n, sum))
+		}
+	}
+	p.decorator.enqueueAll()
 }

@@ -106,6 +106,9 @@ type Peers struct {
 	// key changes (each run's virtual node publishes it).
 	acked        map[string]string
 	keyListeners map[string]func()
+	// parentAPI is, by Target, the address where that parent's gateway
+	// relays its API server (api.GatewayParent.APIAddress), as a route.
+	parentAPI map[string]netip.Prefix
 }
 
 // Device is what Peers uses of a *gateway.Gateway (a fake in tests:
@@ -182,11 +185,27 @@ const gatewayStartPatience = 20 * time.Second
 func New(gw Device, endpoint string, keepalive time.Duration, nodes corelisters.NodeLister) *Peers {
 	return &Peers{gw: gw, endpoint: endpoint, keepalive: keepalive, nodes: nodes,
 		children: map[string]gateway.Peer{}, parents: map[string]gateway.Peer{},
-		acked: map[string]string{}, keyListeners: map[string]func(){}}
+		acked: map[string]string{}, keyListeners: map[string]func(){}, parentAPI: map[string]netip.Prefix{}}
 }
 
 // PublicKey is the gateway's key as published (base64).
 func (t *Peers) PublicKey() string { return t.gw.PublicKey().String() }
+
+// ParentAPIPrefixes are the addresses where this cluster's parents'
+// gateways relay their API servers, as routes (none without a gateway):
+// no child is granted them.
+func (t *Peers) ParentAPIPrefixes() []netip.Prefix {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []netip.Prefix
+	for _, p := range t.parentAPI {
+		out = append(out, p)
+	}
+	return out
+}
 
 // OnCarriedChange calls f each time what this cluster carries for its
 // children changes (its children's routes, its own nodes' pod CIDRs, its
@@ -245,6 +264,12 @@ func (t *Peers) SetParent(ctx context.Context, target string, gp *api.GatewayPar
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	delete(t.parentAPI, target)
+	if gp != nil {
+		if ap, err := ParseAPIAddress(gp.APIAddress); gp.APIAddress != "" && err == nil {
+			t.parentAPI[target] = netip.PrefixFrom(ap.Addr(), ap.Addr().BitLen())
+		}
+	}
 	old, had := t.parents[target]
 	switch {
 	case peer == nil && !had:

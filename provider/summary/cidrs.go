@@ -4,19 +4,22 @@ import (
 	"net/netip"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/nestlet/nestlet/api"
 )
 
 // PodCIDRs returns, without looking at pods, what Compute's summary would
 // say of the subtree's pod CIDRs (Summary.PodCIDRs).
 func PodCIDRs(in Input) []string {
-	return podCIDRs(countNodes(in.Nodes, in.Parent), in.RoutedPodCIDRs)
+	return podCIDRs(countNodes(in.Nodes, in.Parent), in.ChildPodCIDRs)
 }
 
 // podCIDRs returns the pod CIDRs of the counted subtree (real nodes'
-// spec.podCIDRs, virtual nodes' summaries, or what routed says they are
-// granted), merged into at most api.MaxPodCIDRs covering prefixes.
-func podCIDRs(nodes []counted, routed func(string) ([]string, bool)) []string {
+// spec.podCIDRs, virtual nodes' summaries, or what child says this cluster
+// grants its children's nodes), merged into at most api.MaxPodCIDRs
+// covering prefixes.
+func podCIDRs(nodes []counted, child func(*corev1.Node) ([]string, bool)) []string {
 	var prefixes []netip.Prefix
 	add := func(s string) {
 		if p, err := netip.ParsePrefix(s); err == nil {
@@ -24,12 +27,16 @@ func podCIDRs(nodes []counted, routed func(string) ([]string, bool)) []string {
 		}
 	}
 	for _, c := range nodes {
-		if c.summary != nil {
-			claimed := c.summary.PodCIDRs
-			if routed != nil {
-				claimed, _ = routed(c.node.Name)
+		if child != nil {
+			if granted, isChild := child(c.node); isChild || c.summary != nil {
+				for _, s := range granted {
+					add(s)
+				}
+				continue
 			}
-			for _, s := range claimed {
+		}
+		if c.summary != nil {
+			for _, s := range c.summary.PodCIDRs {
 				add(s)
 			}
 			continue

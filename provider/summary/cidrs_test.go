@@ -80,8 +80,10 @@ func TestSummaryPodCIDRs(t *testing.T) {
 }
 
 // A child's claim climbs only as far as its parent grants it: the summary
-// carries up what RoutedPodCIDRs says of each virtual node, nothing of one
-// not decided yet, and the real nodes' pod CIDRs as they are.
+// carries up what ChildPodCIDRs says of each child's node, nothing of one
+// not decided yet, nothing of a node with a summary it does not know as a
+// child's, nothing of a child's node without a summary (whatever its spec
+// says), and the real nodes' pod CIDRs as they are.
 func TestSummaryPodCIDRsCarryOnlyWhatIsGranted(t *testing.T) {
 	withCIDR := func(c string) nodeOpt {
 		return func(n *corev1.Node) { n.Spec.PodCIDR, n.Spec.PodCIDRs = c, []string{c} }
@@ -90,14 +92,19 @@ func TestSummaryPodCIDRsCarryOnlyWhatIsGranted(t *testing.T) {
 		newNode("a", rl("cpu", "1"), withCIDR("10.244.0.0/24")),
 		newNode("x", rl("cpu", "1"), virtualOf(t, api.Summary{Cluster: "x", Covered: []string{"x"}, PodCIDRs: []string{"0.0.0.0/1", "128.0.0.0/1"}})),
 		newNode("z", rl("cpu", "1"), virtualOf(t, api.Summary{Cluster: "z", Covered: []string{"z"}, PodCIDRs: []string{"10.9.0.0/16"}})),
+		newNode("unknown", rl("cpu", "1"), virtualOf(t, api.Summary{Cluster: "u", Covered: []string{"u"}, PodCIDRs: []string{"10.8.0.0/16"}})),
+		newNode("nosummary", rl("cpu", "1"), withCIDR("10.0.0.0/8")),
 	}
-	routed := func(node string) ([]string, bool) {
-		if node == "x" {
+	child := func(n *corev1.Node) ([]string, bool) {
+		switch n.Name {
+		case "x":
 			return []string{"10.250.0.0/24"}, true
+		case "z", "nosummary":
+			return nil, true
 		}
 		return nil, false
 	}
-	in := Input{Cluster: "c", Parent: "p", Nodes: nodes, RoutedPodCIDRs: routed}
+	in := Input{Cluster: "c", Parent: "p", Nodes: nodes, ChildPodCIDRs: child}
 	got := Compute(in)
 	require.Equal(t, []string{"10.244.0.0/24", "10.250.0.0/24"}, got.Summary.PodCIDRs, "x's grant, not its claim; z not decided yet")
 	require.Equal(t, got.Summary.PodCIDRs, PodCIDRs(in))

@@ -37,11 +37,12 @@ type Input struct {
 	// several is a branch cluster (api.Summary.Branches), as is one with
 	// children.
 	Parents int
-	// RoutedPodCIDRs, when set, returns what this cluster grants the
-	// child of a virtual node of the pod CIDRs it claims (false: not
-	// decided yet): only that is carried up (Summary.PodCIDRs), never the
-	// child's own claim. Unset: the claims are carried as they are.
-	RoutedPodCIDRs func(node string) ([]string, bool)
+	// ChildPodCIDRs, when set, says whether a node is a child's virtual
+	// node and, for one, the pod CIDRs this cluster grants it: only that
+	// is carried up (Summary.PodCIDRs) for it, never its claim, and a node
+	// with a summary is a child's whatever it says. Unset: the claims are
+	// carried as they are.
+	ChildPodCIDRs func(n *corev1.Node) (cidrs []string, child bool)
 }
 
 // Result is what the reporting cluster publishes on its virtual node in the
@@ -86,7 +87,7 @@ func Compute(in Input) Result {
 			Depth:     depth(nodes),
 			GroupKeys: keys,
 			Groups:    groups(keys, nodes, load),
-			PodCIDRs:  podCIDRs(nodes, in.RoutedPodCIDRs),
+			PodCIDRs:  podCIDRs(nodes, in.ChildPodCIDRs),
 			Time:      in.Now.UTC().Format(time.RFC3339),
 		},
 	}

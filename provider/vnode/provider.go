@@ -33,11 +33,12 @@ type Config struct {
 	ClusterName string
 	// ClusterUID identifies this cluster (its kube-system UID).
 	ClusterUID string
-	// RoutedPodCIDRs returns what this cluster grants the child of one of
-	// its virtual nodes of the pod CIDRs it claims (the parent's side,
-	// provider/parent): only that goes up in the summary
-	// (summary.Input.RoutedPodCIDRs). Nil: the claims as they are.
-	RoutedPodCIDRs func(node string) ([]string, bool)
+	// ChildPodCIDRs says whether a node of this cluster is a child's
+	// virtual node and what this cluster grants it of the pod CIDRs it
+	// claims (the parent's side, provider/parent): only that goes up in
+	// the summary (summary.Input.ChildPodCIDRs). Nil: the claims as they
+	// are.
+	ChildPodCIDRs func(n *corev1.Node) ([]string, bool)
 	// GatewayKey returns the public key of this cluster's gateway,
 	// published on the node (api.AnnotationGatewayKey); nil or empty
 	// without a gateway. PostStatus publishes a new one.
@@ -223,7 +224,7 @@ func (p *Provider) Compute() (summary.Result, error) {
 	return summary.Compute(summary.Input{
 		Cluster: p.cfg.ClusterName, Parent: p.cfg.ParentName, GroupKeys: p.cfg.GroupKeys,
 		Nodes: nodes, Pods: pods, Now: p.cfg.Clock.Now(), SharePercent: share, Parents: parents,
-		RoutedPodCIDRs: p.cfg.RoutedPodCIDRs,
+		ChildPodCIDRs: p.cfg.ChildPodCIDRs,
 	}), nil
 }
 
@@ -234,7 +235,7 @@ func (p *Provider) PodCIDRs() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return summary.PodCIDRs(summary.Input{Cluster: p.cfg.ClusterName, Parent: p.cfg.ParentName, Nodes: nodes, RoutedPodCIDRs: p.cfg.RoutedPodCIDRs}), nil
+	return summary.PodCIDRs(summary.Input{Cluster: p.cfg.ClusterName, Parent: p.cfg.ParentName, Nodes: nodes, ChildPodCIDRs: p.cfg.ChildPodCIDRs}), nil
 }
 
 // Node returns the node object for a summary.

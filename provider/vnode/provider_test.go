@@ -629,3 +629,33 @@ func cordoned(n *corev1.Node) *corev1.Node {
 	n.Spec.Unschedulable = true
 	return n
 }
+
+// The summary and the pod CIDRs reported carry of a child's node what the
+// parent's side grants it (Config.ChildPodCIDRs), not its claim.
+func TestChildPodCIDRsReported(t *testing.T) {
+	nodes := newIndexer()
+	own := readyNode("own", "1")
+	own.Spec.PodCIDRs = []string{"10.128.0.0/24"}
+	kid := readyNode("kid", "1")
+	raw, err := api.FormatSummary(api.Summary{Cluster: "kid", Covered: []string{"kid"}, PodCIDRs: []string{"0.0.0.0/1"}})
+	require.NoError(t, err)
+	kid.Annotations = map[string]string{api.AnnotationSummary: raw}
+	require.NoError(t, nodes.Add(own))
+	require.NoError(t, nodes.Add(kid))
+	cfg := validConfig()
+	cfg.Nodes = corelisters.NewNodeLister(nodes)
+	cfg.ChildPodCIDRs = func(n *corev1.Node) ([]string, bool) {
+		if n.Name == "kid" {
+			return []string{"10.128.5.0/24"}, true
+		}
+		return nil, false
+	}
+	p, err := New(cfg)
+	require.NoError(t, err)
+	r, err := p.Compute()
+	require.NoError(t, err)
+	require.Equal(t, []string{"10.128.0.0/24", "10.128.5.0/24"}, r.Summary.PodCIDRs)
+	cidrs, err := p.PodCIDRs()
+	require.NoError(t, err)
+	require.Equal(t, r.Summary.PodCIDRs, cidrs)
+}

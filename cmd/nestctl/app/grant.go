@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/nestctl"
 )
 
@@ -20,7 +21,7 @@ without a grant there, a share of the agent's pool (--pod-cidr-pool) that no oth
 Never this cluster's own (its nodes' pod CIDRs and addresses, its Service CIDRs). What is refused,
 the child's Target says (condition PodCIDRsGranted), and an event on its virtual node here.
   nestctl grant east 10.1.0.0/16,fd00:1::/48
-  nestctl grant east --claimed      (what east claims now)
+  nestctl grant east --claimed      (what east claims now, but what another child holds)
   nestctl grant east --remove       (back to the pool)`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -40,6 +41,7 @@ the child's Target says (condition PodCIDRsGranted), and an event on its virtual
 	}
 	cmd.Flags().BoolVar(&o.Claimed, "claimed", false, "grant what the child claims now")
 	cmd.Flags().BoolVar(&o.Remove, "remove", false, "remove the child's grant: it may claim a share of the pool again")
+	cmd.Flags().StringVar(&o.AgentNamespace, "agent-namespace", api.DefaultNamespace, "with --claimed: the namespace of this cluster's Nestlet agent, where it records the children's shares of its pool")
 	cmd.MarkFlagsMutuallyExclusive("claimed", "remove")
 	return cmd
 }
