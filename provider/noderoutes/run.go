@@ -20,6 +20,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
+	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/pkg/permissions"
 )
 
@@ -166,13 +167,27 @@ func Run(ctx context.Context, client kubernetes.Interface, a *Applier, o Options
 }
 
 // addressesOnly is the node informer's transform: a Node with its name and
-// addresses only.
+// addresses only, and a child cluster's virtual node without its
+// addresses, which are the child's to write: no VXLAN is accepted from
+// them.
 func addressesOnly(obj any) (any, error) {
 	if n, ok := obj.(*corev1.Node); ok {
-		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Namespace: n.Namespace, ResourceVersion: n.ResourceVersion, UID: n.UID},
-			Status: corev1.NodeStatus{Addresses: n.Status.Addresses}}, nil
+		out := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Namespace: n.Namespace, ResourceVersion: n.ResourceVersion, UID: n.UID}}
+		if !virtual(n) {
+			out.Status.Addresses = n.Status.Addresses
+		}
+		return out, nil
 	}
 	return obj, nil
+}
+
+// virtual reports whether n is a child cluster's virtual node: it says so,
+// or it has the provider taint, which a node cannot take off itself.
+func virtual(n *corev1.Node) bool {
+	if n.Labels[api.LabelCluster] != "" || n.Labels[api.LabelNodeType] == api.NodeTypeVirtualKubelet {
+		return true
+	}
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == api.TaintKeyProvider })
 }
 
 // handOver tells whether a route agent that exits leaves the node as it is

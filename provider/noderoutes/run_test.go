@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nestlet/nestlet/api"
 )
 
 // A route agent that exits leaves the node's interface to its successor
@@ -118,6 +120,13 @@ func TestAddressesOnly(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "7"}, Status: corev1.NodeStatus{Addresses: addrs}}, got)
 	require.Equal(t, "other", must(addressesOnly("other")))
+	// A child's virtual node: its addresses are its own words, not read.
+	for _, n := range []*corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "east", Labels: map[string]string{api.LabelCluster: "east"}}, Status: corev1.NodeStatus{Addresses: addrs}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "east"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{api.ProviderTaint()}}, Status: corev1.NodeStatus{Addresses: addrs}},
+	} {
+		require.Equal(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "east"}}, must(addressesOnly(n)))
+	}
 }
 
 func must(v any, err error) any {
