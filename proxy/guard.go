@@ -87,6 +87,11 @@ func (g *tunnelGuard) admit(name string, cert *x509.Certificate) error {
 }
 
 func (g *tunnelGuard) admitLocked(name string, cert *x509.Certificate) error {
+	if !g.revoked.HasSynced() {
+		// A revoked child must not slip in while the list is read: the
+		// agent dials again shortly.
+		return fmt.Errorf("the children revoked in this cluster (configmap %s/%s) are not read yet: try again", metav1.NamespaceSystem, api.RevokedConfigMap)
+	}
 	if g.revoked.Has(name) {
 		return fmt.Errorf("node %q was revoked in this cluster (configmap %s/%s): its tunnels are refused", name, metav1.NamespaceSystem, api.RevokedConfigMap)
 	}

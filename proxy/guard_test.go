@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/kubernetes/fake"
 	testclock "k8s.io/utils/clock/testing"
 )
 
@@ -64,6 +65,12 @@ func requireOpen(t *testing.T, g *tunnelGuard, name string, c net.Conn) {
 	go func() { _, _ = c.Write([]byte("x")) }()
 	_, err := io.ReadFull(g.connOf(t, name), make([]byte, 1))
 	require.NoError(t, err, "the tunnel of %s is open", name)
+}
+
+// No tunnel is admitted before the revocations are read.
+func TestNoTunnelBeforeTheRevocationsAreRead(t *testing.T) {
+	g := newTunnelGuard(fake.NewClientset(), testclock.NewFakeClock(guardNow))
+	require.ErrorContains(t, g.admit("east", nodeCert("east", 1, time.Hour)), "not read yet")
 }
 
 // A revoked child's live tunnel is closed at once, and its new ones are
