@@ -67,13 +67,29 @@ func apiUpstream(host string) (string, error) {
 	return net.JoinHostPort(u.Hostname(), port), nil
 }
 
+// Bounds of the relay: the clients are the pods of the whole subtree,
+// children's included, so that none holds more than its part.
+const (
+	// relayPerClient bounds the connections relayed at once for one
+	// client address (a pod: its watches and requests over a few
+	// connections, far less).
+	relayPerClient = 64
+	// relayMax bounds the connections relayed at once in all.
+	relayMax = 4096
+)
+
 // apiRelay relays the connections to the API address to the API server.
 type apiRelay struct {
 	ln       net.Listener
 	upstream string
 	conns    sync.WaitGroup
+	// perClient and max bound the connections relayed at once.
+	perClient, max int
+
 	mu       sync.Mutex
 	open     map[net.Conn]struct{}
+	byClient map[netip.Addr]int
+	total    int
 }
 
 // relayAPI listens on addr (on the gateway's interface, which holds it)
@@ -93,7 +109,7 @@ func relayAPI(addr netip.AddrPort, upstream string) (*apiRelay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("relaying this cluster's API server on %s: %w", addr, err)
 	}
-	r := &apiRelay{ln: ln, upstream: upstream, open: map[net.Conn]struct{}{}}
+	r := &apiRelay{ln: ln, upstream: upstream, perClient: relayPerClient, max: relayMax, open: map[net.Conn]struct{}{}, byClient: map[netip.Addr]int{}}
 	go r.serve()
 	return r, nil
 }
@@ -109,9 +125,16 @@ func (r *apiRelay) serve() {
 			}
 			return
 		}
+		client := addrOf(c.RemoteAddr())
+		if !r.admit(client) {
+			log.V(2).Info("Refusing a connection: too many relayed at once", "client", client, "perClient", r.perClient, "max", r.max)
+			_ = c.Close()
+			continue
+		}
 		r.conns.Add(1)
 		go func() {
 			defer r.conns.Done()
+			defer r.release(client)
 			r.relay(log, c)
 		}()
 	}
@@ -143,6 +166,37 @@ func (r *apiRelay) relay(log klog.Logger, c net.Conn) {
 	go pipe(c, up)
 	<-done
 	<-done
+}
+
+// admit counts a connection of client, false when it would be one too
+// many (for client, or in all).
+func (r *apiRelay) admit(client netip.Addr) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.total >= r.max || r.byClient[client] >= r.perClient {
+		return false
+	}
+	r.total++
+	r.byClient[client]++
+	return true
+}
+
+// release uncounts a connection of client.
+func (r *apiRelay) release(client netip.Addr) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.total--
+	if r.byClient[client]--; r.byClient[client] <= 0 {
+		delete(r.byClient, client)
+	}
+}
+
+// addrOf is the IP address of a, unmapped (invalid when a has none).
+func addrOf(a net.Addr) netip.Addr {
+	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		return ap.Addr().Unmap()
+	}
+	return netip.Addr{}
 }
 
 // track records open connections, so close ends them (false: closing).

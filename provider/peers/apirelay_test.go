@@ -175,3 +175,51 @@ func TestPeersCarryTheAPIAddress(t *testing.T) {
 		require.Empty(t, addr)
 	}
 }
+
+// A client holds at most its share of the relay's connections at once: one
+// more is closed at once, and is admitted again once one of its others
+// ends.
+func TestAPIRelayBoundsAClient(t *testing.T) {
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() { _ = up.Close() }()
+	go func() {
+		for {
+			c, err := up.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); _ = c.Close() }() // echo, until the client is done
+		}
+	}()
+	r, err := relayAPI(netip.MustParseAddrPort("127.0.0.1:0"), up.Addr().String())
+	require.NoError(t, err)
+	defer r.close()
+	r.perClient = 2
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", r.ln.Addr().String())
+		require.NoError(t, err)
+		return c
+	}
+	echoes := func(c net.Conn) bool {
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write([]byte("x")); err != nil {
+			return false
+		}
+		_, err := io.ReadFull(c, make([]byte, 1))
+		return err == nil
+	}
+	first, second := dial(), dial()
+	require.True(t, echoes(first))
+	require.True(t, echoes(second))
+	third := dial()
+	require.False(t, echoes(third), "a third connection of the same client is closed")
+	_ = first.Close()
+	require.Eventually(t, func() bool {
+		c := dial()
+		defer func() { _ = c.Close() }()
+		return echoes(c)
+	}, 5*time.Second, 50*time.Millisecond, "admitted again once one of its others ended")
+	_ = second.Close()
+	_ = third.Close()
+}
