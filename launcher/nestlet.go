@@ -24,6 +24,7 @@ import (
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/charts/nestlet/crds"
+	"github.com/nestlet/nestlet/charts/nestlet/policies"
 )
 
 // InstallCRDs installs Nestlet's CRDs in the cluster.
@@ -35,8 +36,9 @@ func (c *Cluster) InstallCRDs(ctx context.Context) error { return crds.Install(c
 // Nestlet's own name.
 var TrustedSchedulers = []string{"default-scheduler", "nestlet-scheduler"}
 
-// StartAgent installs the CRDs in c, makes the nestlet StorageClass as the
-// chart does (ensureNestletClass), and starts a nestlet agent for it, with
+// StartAgent installs the CRDs in c, makes the nestlet StorageClass and the
+// admission policy of children as the chart does (ensureNestletClass,
+// policies.InstallChildren), and starts a nestlet agent for it, with
 // an admin kubeconfig or the identity Config.Identities gives agents,
 // logging to <env dir>/<cluster>-nestlet.log.
 func (e *Environment) StartAgent(ctx context.Context, c *Cluster, extraArgs ...string) (*Process, error) {
@@ -46,7 +48,13 @@ func (e *Environment) StartAgent(ctx context.Context, c *Cluster, extraArgs ...s
 	if err := c.ensureNestletClass(ctx); err != nil {
 		return nil, err
 	}
-	kubeconfig, err := e.kubeconfigFor(ctx, c, ComponentAgent, agentNamespace(extraArgs))
+	namespace := agentNamespace(extraArgs)
+	// As the chart does: a child of this cluster is held to a child's
+	// rules in the API server (charts/nestlet/policies).
+	if err := policies.InstallChildren(ctx, c.Client, namespace); err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", c.Name, err)
+	}
+	kubeconfig, err := e.kubeconfigFor(ctx, c, ComponentAgent, namespace)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -56,9 +57,11 @@ func ServingRequest(csr *certificatesv1.CertificateSigningRequest) (string, bool
 // name, IP addresses only among the addresses its node reports, and none
 // that another node of this cluster (others) reports, so that a child
 // cannot get a certificate the API server would accept for another
-// node's kubelet. ok is false for a request Nestlet leaves to others (a
-// real kubelet's).
-func CheckServingRequest(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, node *corev1.Node, others []*corev1.Node, revoked Revocations) (v Verdict, ok bool, err error) {
+// node's kubelet, nor for an address reserved says is this cluster's own
+// (its Service CIDRs, say: a child listing the kubernetes Service's IP as
+// its address must not get a certificate every pod trusts for it). ok is
+// false for a request Nestlet leaves to others (a real kubelet's).
+func CheckServingRequest(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, node *corev1.Node, others []*corev1.Node, revoked Revocations, reserved func(netip.Addr) string) (v Verdict, ok bool, err error) {
 	name, isNode := ServingRequest(csr)
 	if !isNode || node == nil || node.Name != name || node.Labels[api.LabelCluster] == "" {
 		return Verdict{}, false, nil
@@ -99,6 +102,11 @@ func CheckServingRequest(ctx context.Context, csr *certificatesv1.CertificateSig
 	for _, ip := range req.IPAddresses {
 		if !slices.ContainsFunc(own, ip.Equal) {
 			return deny("IP address %s is not one the node reports", ip)
+		}
+		if a, ok := netip.AddrFromSlice(ip); ok && reserved != nil {
+			if what := reserved(a.Unmap()); what != "" {
+				return deny("IP address %s is this cluster's (%s)", ip, what)
+			}
 		}
 		for _, o := range others {
 			if o.Name != name && slices.ContainsFunc(nodeIPs(o), ip.Equal) {

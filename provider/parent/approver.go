@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/podcidrs"
 	"github.com/nestlet/nestlet/pkg/queue"
 	"github.com/nestlet/nestlet/pkg/revoked"
 	"github.com/nestlet/nestlet/provider/join"
@@ -41,8 +43,10 @@ type approver struct {
 	client  kubernetes.Interface
 	revoked *revoked.Watcher
 	nodes   corelisters.NodeLister
-	// kids record the children it admits (children.go).
+	// kids record the children it admits (children.go); own are this
+	// cluster's own addresses (reserved.go).
 	kids     *children
+	own      func() []reserved
 	informer cache.SharedIndexInformer
 	csrs     certlisters.CertificateSigningRequestLister
 	queue    *queue.Worker[string]
@@ -148,6 +152,22 @@ func (ap *approver) sync(ctx context.Context, name string) error {
 	return ap.decide(ctx, csr, verdict, "NestletAutoApprove")
 }
 
+// reservedAddress says what of this cluster's own a is (its Service
+// CIDRs, its nodes' addresses, its API addresses on the pod network: no
+// child gets a serving certificate for it), "" for none.
+func (ap *approver) reservedAddress(a netip.Addr) string {
+	if ap.own == nil {
+		return ""
+	}
+	one := podcidrs.SetOf([]netip.Prefix{netip.PrefixFrom(a, a.BitLen())})
+	for _, r := range ap.own() {
+		if !one.Intersect(r.set).Empty() {
+			return r.what
+		}
+	}
+	return ""
+}
+
 // isChild reports whether csr was filed by a child: a node of a known
 // child's name, or whose node here is a child's (isChild).
 func (ap *approver) isChild(csr *certificatesv1.CertificateSigningRequest) bool {
@@ -201,7 +221,7 @@ func (ap *approver) syncServing(ctx context.Context, csr *certificatesv1.Certifi
 	if err != nil {
 		return err
 	}
-	verdict, ok, err := join.CheckServingRequest(ctx, csr, node, all, ap.revoked.Lookup)
+	verdict, ok, err := join.CheckServingRequest(ctx, csr, node, all, ap.revoked.Lookup, ap.reservedAddress)
 	if err != nil || !ok {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/podcidrs"
 	"github.com/nestlet/nestlet/pkg/revoked"
 	"github.com/nestlet/nestlet/provider/join"
 )
@@ -147,12 +148,17 @@ func TestApproverServing(t *testing.T) {
 		csr("real-kubelet", "system:node:worker", join.ServingTemplate("worker", ips("10.0.0.3"))),
 		csr("gone", "system:node:gone", join.ServingTemplate("gone", ips("10.0.0.4"))),
 		csr("early", "system:node:later", join.ServingTemplate("later", ips("10.0.0.5"))),
+		csr("service-ip", "system:node:east", join.ServingTemplate("east", ips("10.96.0.1"))),
+		csr("for-a-year", "system:node:east", join.ServingTemplate("east", ips("10.0.0.2"))),
 	}
+	objs[len(objs)-1].(*certificatesv1.CertificateSigningRequest).Spec.ExpirationSeconds = ptr.To(int32(365 * 24 * 3600))
 	client := fake.NewClientset(objs...)
 	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, nil)
 	// East also claims the real kubelet's address.
 	east := node("east", "10.0.0.2", true)
-	east.Status.Addresses = append(east.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "10.0.0.3"})
+	east.Status.Addresses = append(east.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "10.0.0.3"},
+		// And the kubernetes Service's.
+		corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "10.96.0.1"})
 	for _, n := range []*corev1.Node{east, node("worker", "10.0.0.3", false), node("gone", "10.0.0.4", true)} {
 		require.NoError(t, nodes.Add(n))
 	}
@@ -160,10 +166,13 @@ func TestApproverServing(t *testing.T) {
 	rev.Set(map[string]string{"gone": "2026-11-25T12:00:00Z, nestctl revoke"})
 	ap, err := newApprover(client, rev, corelisters.NewNodeLister(nodes), newChildren(nil, ""))
 	require.NoError(t, err)
+	ap.own = func() []reserved {
+		return []reserved{{what: "Service CIDRs", set: podcidrs.SetOf(podcidrs.Strings([]string{"10.96.0.0/12"}))}}
+	}
 	for _, o := range objs {
 		require.NoError(t, ap.informer.GetIndexer().Add(o))
 	}
-	for _, name := range []string{"own", "foreign-ip", "kubelets-ip", "other-name", "other-dns", "real-kubelet", "gone"} {
+	for _, name := range []string{"own", "foreign-ip", "kubelets-ip", "other-name", "other-dns", "real-kubelet", "gone", "service-ip", "for-a-year"} {
 		require.NoError(t, ap.sync(t.Context(), name), name)
 	}
 	require.ErrorIs(t, ap.sync(t.Context(), "early"), errNodeNotYet, "filed before its node is seen: tried again")
@@ -173,6 +182,8 @@ func TestApproverServing(t *testing.T) {
 	require.Contains(t, decision("kubelets-ip"), `IP address 10.0.0.3 is node "worker"'s`)
 	require.Contains(t, decision("other-name"), `Denied: not a serving certificate for virtual node "east" alone: common name "system:node:west"`)
 	require.Contains(t, decision("other-dns"), `DNS name "kubernetes.default"`)
+	require.Contains(t, decision("service-ip"), "IP address 10.96.0.1 is this cluster's (Service CIDRs)", "an address it listed, but the parent's own")
+	require.Contains(t, decision("for-a-year"), "Denied: the request asks for 8760h0m0s")
 	require.Equal(t, "pending", decision("real-kubelet"), "a real kubelet's request is left to whoever approves those")
 	require.Contains(t, decision("gone"), `Denied: node "gone" was revoked`)
 	require.Equal(t, "pending", decision("early"))

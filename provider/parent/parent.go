@@ -91,6 +91,7 @@ func New(cfg Config) (*Parent, error) {
 	if p.approver, err = newApprover(cfg.Client, p.revoked, cfg.Nodes.Lister(), kids); err != nil {
 		return nil, err
 	}
+	p.approver.own = p.grants.own
 	return p, nil
 }
 

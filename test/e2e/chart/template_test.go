@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/charts/nestlet/policies"
 	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/scheduler-plugins/profile"
 )
@@ -71,6 +74,8 @@ func TestTemplateObjects(t *testing.T) {
 		"Deployment nestlet-system/nestlet-agent",
 		"ValidatingAdmissionPolicy nestlet-agent-writes",
 		"ValidatingAdmissionPolicyBinding nestlet-agent-writes",
+		"ValidatingAdmissionPolicy nestlet-children",
+		"ValidatingAdmissionPolicyBinding nestlet-children",
 		"ServiceAccount nestlet-system/nestlet-leave",
 		"StorageClass nestlet",
 		"ClusterRole nestlet-leave",
@@ -139,7 +144,9 @@ func TestTemplateObjects(t *testing.T) {
 		{name: "every component and two targets", values: []string{testdata("values-all.yaml")}, want: [][]string{agent, scheduler, proxy, webhook, routes, targets, flow}},
 		{name: "a leaf: agent only", set: []string{"scheduler.enabled=false"}, want: [][]string{agent, flow}},
 		{name: "no FlowSchemas", set: []string{"scheduler.enabled=false", "flowControl.enabled=false"}, want: [][]string{agent}},
-		{name: "an API server without admission policies", set: []string{"scheduler.enabled=false", "agent.restrictWrites=false"}, want: [][]string{except(agent, "ValidatingAdmissionPolicy nestlet-agent-writes", "ValidatingAdmissionPolicyBinding nestlet-agent-writes"), flow}},
+		{name: "an API server without admission policies", set: []string{"scheduler.enabled=false", "agent.restrictWrites=false", "agent.childrenPolicy=false"},
+			want: [][]string{except(agent, "ValidatingAdmissionPolicy nestlet-agent-writes", "ValidatingAdmissionPolicyBinding nestlet-agent-writes",
+				"ValidatingAdmissionPolicy nestlet-children", "ValidatingAdmissionPolicyBinding nestlet-children"), flow}},
 		{name: "no leader election", set: []string{"scheduler.leaderElect=false", "agent.leaderElect=false", "agent.replicas=1"}, want: [][]string{flow,
 			except(agent, "Role nestlet-system/nestlet-agent-leader-election", "RoleBinding nestlet-system/nestlet-agent-leader-election"),
 			except(scheduler, "Role nestlet-system/nestlet-scheduler-leader-election", "RoleBinding nestlet-system/nestlet-scheduler-leader-election")}},
@@ -592,4 +599,20 @@ func TestValuesAreCommented(t *testing.T) {
 		doc = false
 	}
 	require.NoError(t, sc.Err())
+}
+
+// The chart's policy of children is the file the launcher installs
+// (charts/nestlet/policies), with the chart's labels, bound to the record
+// of the children the agent keeps in its namespace (api.ChildrenConfigMap).
+func TestChildrenPolicy(t *testing.T) {
+	objs := objects(t, render(t))
+	want, binding, err := policies.Children(namespace)
+	require.NoError(t, err)
+	var got admissionregistrationv1.ValidatingAdmissionPolicy
+	into(t, find(t, objs, "ValidatingAdmissionPolicy", want.Name), &got)
+	require.Equal(t, want.Spec, got.Spec)
+	var gotBinding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	into(t, find(t, objs, "ValidatingAdmissionPolicyBinding", binding.Name), &gotBinding)
+	require.Equal(t, binding.Spec, gotBinding.Spec)
+	require.Equal(t, api.ChildrenConfigMap, binding.Spec.ParamRef.Name)
 }

@@ -2,11 +2,15 @@ package security
 
 import (
 	"context"
+	crand "crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"regexp"
 	"slices"
@@ -16,18 +20,23 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/pkg/podcidrs"
@@ -49,6 +58,7 @@ var probes = []probe{
 	{"summary claims node-restriction.kubernetes.io/ labels", injectLabel("node-restriction.kubernetes.io/probe", "yes", "")},
 	{"summary claims node-role.kubernetes.io/control-plane", injectLabel("node-role.kubernetes.io/control-plane", "", "")},
 	{"summary claims another node's kubernetes.io/hostname", injectLabel(corev1.LabelHostname, "west", "west")},
+	{"summary claims a label of a subdomain of node-restriction.kubernetes.io", injectLabel("x.node-restriction.kubernetes.io/probe", "yes", "")},
 	{"oversized summary", oversizedSummary},
 	{"route claims: all of IPv4, a sibling's range with branches, a /32 of the parent's", routeClaims},
 	{"capacity beyond its quota", beyondQuota},
@@ -58,6 +68,11 @@ var probes = []probe{
 	{"second tunnel of its name with another certificate", secondTunnel},
 	{"deleting its Node to register it again without the provider taint", deleteOwnNode},
 	{"creating a Node of another name", createOtherNode},
+	{"leaving, then registering again without the provider taint, a malformed desired-taints", registerUntainted},
+	{"a mirror pod on its node, labelled like a Service's pods", mirrorPod},
+	{"a DaemonSet tolerating every taint, with a Secret", daemonSetOnChild},
+	{"a serving certificate for the kubernetes Service's IP", servingForServiceIP},
+	{"renewing its certificate for a year", renewalForAYear},
 	{"removing an admin's taint", removeAdminTaint},
 	{"reading a Secret", readSecret},
 	{"listing every pod", listPods},
@@ -425,6 +440,175 @@ func deleteOwnNode(tb testing.TB, s *suite) error {
 func createOtherNode(tb testing.TB, s *suite) error {
 	_, err := s.hostile.CoreV1().Nodes().Create(tb.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "east-impostor"}}, metav1.CreateOptions{})
 	return forbidden("create node east-impostor", err)
+}
+
+// registerUntainted: east, its agent frozen, marks its node leaving; the
+// root's agent deletes it; east creates its Node again, without the
+// provider taint (and with a desired-taints annotation that does not
+// parse), and without its cluster label: both refused (the root knows east
+// as a child). Its agent, let go, registers the node again as it should.
+func registerUntainted(tb testing.TB, s *suite) error {
+	ctx := tb.Context()
+	n, err := s.root.Client.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
+	require.NoError(tb, err)
+	thaw := freeze(tb)
+	defer func() {
+		thaw()
+		waitWhole(tb)
+	}()
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		api.AnnotationLeaving: n.Annotations[api.AnnotationClusterUID]}}})
+	require.NoError(tb, err)
+	_, err = s.hostile.CoreV1().Nodes().Patch(ctx, "east", types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(tb, err, "a node may mark itself leaving")
+	framework.Eventually(tb, time.Minute, "the root's agent deletes east's node", func(ctx context.Context) (bool, string) {
+		_, err := s.root.Client.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	untainted := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "east", Labels: map[string]string{api.LabelCluster: "east"},
+		Annotations: map[string]string{api.AnnotationDesiredTaints: "{"}}}
+	_, err = s.hostile.CoreV1().Nodes().Create(ctx, untainted, metav1.CreateOptions{})
+	if e := forbidden("create node east without the provider taint", err); e != nil {
+		return e
+	}
+	unlabelled := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "east"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{api.ProviderTaint()}}}
+	_, err = s.hostile.CoreV1().Nodes().Create(ctx, unlabelled, metav1.CreateOptions{})
+	return forbidden("create node east without its cluster label", err)
+}
+
+// mirrorPod: east creates a mirror pod bound to itself (which
+// NodeRestriction allows a node) labelled like the pods of a Service of the
+// root's: refused.
+func mirrorPod(tb testing.TB, s *suite) error {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "mirror-" + rand.String(6), Namespace: s.ns, Labels: map[string]string{"app": "web"},
+		Annotations: map[string]string{corev1.MirrorPodAnnotationKey: "probe"}},
+		Spec: corev1.PodSpec{NodeName: "east", Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}}}
+	_, err := s.hostile.CoreV1().Pods(s.ns).Create(tb.Context(), p, metav1.CreateOptions{})
+	if err == nil {
+		tb.Cleanup(func() {
+			_ = s.root.Client.CoreV1().Pods(s.ns).Delete(context.Background(), p.Name, *metav1.NewDeleteOptions(0))
+		})
+	}
+	return forbidden("create a mirror pod bound to east", err)
+}
+
+// daemonSetOnChild: the root's admin makes a DaemonSet that tolerates
+// every taint and mounts a Secret. No pod of it is made for east (nor for
+// west), so east may read neither the Secret nor a token of the
+// DaemonSet's ServiceAccount.
+func daemonSetOnChild(tb testing.TB, s *suite) error {
+	ctx := tb.Context()
+	name := "ds-" + rand.String(6)
+	_, err := s.root.Client.CoreV1().Secrets(s.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name},
+		StringData: map[string]string{"password": "probe"}}, metav1.CreateOptions{})
+	require.NoError(tb, err)
+	_, err = s.root.Client.CoreV1().ServiceAccounts(s.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	require.NoError(tb, err)
+	labels := map[string]string{"app": name}
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{ServiceAccountName: name, Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+					Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10",
+						VolumeMounts: []corev1.VolumeMount{{Name: "secret", MountPath: "/secret"}}}},
+					Volumes: []corev1.Volume{{Name: "secret", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: name}}}}}}}}
+	_, err = s.root.Client.AppsV1().DaemonSets(s.ns).Create(ctx, ds, metav1.CreateOptions{})
+	require.NoError(tb, err)
+	tb.Cleanup(func() {
+		_ = s.root.Client.AppsV1().DaemonSets(s.ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	// The DaemonSet controller tries, and is refused.
+	framework.Eventually(tb, time.Minute, "the DaemonSet controller is refused its pods", func(ctx context.Context) (bool, string) {
+		evs, err := s.root.Client.CoreV1().Events(s.ns).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
+			"involvedObject.name": name, "reason": "FailedCreate"}.AsSelector().String()})
+		if err != nil || len(evs.Items) == 0 {
+			return false, fmt.Sprintf("no FailedCreate event yet (%v)", err)
+		}
+		return strings.Contains(evs.Items[0].Message, "DaemonSet's pod runs on a child cluster's virtual node"), evs.Items[0].Message
+	})
+	pods, err := s.root.Client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+	require.NoError(tb, err)
+	if len(pods.Items) > 0 {
+		return fmt.Errorf("the DaemonSet has %d pods, the first for node %q", len(pods.Items), pods.Items[0].Spec.NodeName)
+	}
+	_, err = s.hostile.CoreV1().Secrets(s.ns).Get(ctx, name, metav1.GetOptions{})
+	if e := forbidden("get the DaemonSet's Secret", err); e != nil {
+		return e
+	}
+	_, err = s.hostile.CoreV1().ServiceAccounts(s.ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(600))}}, metav1.CreateOptions{})
+	return forbidden("a token of the DaemonSet's ServiceAccount", err)
+}
+
+// servingForServiceIP: east lists the kubernetes Service's IP among its
+// node's addresses (a node writes its own status) and asks for a kubelet
+// serving certificate for it: denied (the address is the root's own).
+func servingForServiceIP(tb testing.TB, s *suite) error {
+	ctx := tb.Context()
+	svc, err := s.root.Client.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
+	require.NoError(tb, err)
+	ip := svc.Spec.ClusterIP
+	thaw := freeze(tb)
+	defer thaw()
+	n, err := s.hostile.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
+	require.NoError(tb, err)
+	n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: ip})
+	_, err = s.hostile.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	require.NoError(tb, err, "a node writes its own addresses")
+	key, err := join.NewKey()
+	require.NoError(tb, err)
+	der, err := x509.CreateCertificateRequest(crand.Reader, join.ServingTemplate("east", []net.IP{net.ParseIP(ip)}), key)
+	require.NoError(tb, err)
+	csr := &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-serving-"},
+		Spec: certificatesv1.CertificateSigningRequestSpec{Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: certificatesv1.KubeletServingSignerName, Usages: join.ServingUsages,
+			ExpirationSeconds: ptr.To(int32(join.NodeCertificateLifetime / time.Second))}}
+	created, err := s.hostile.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
+	require.NoError(tb, err, "a node may ask for a serving certificate")
+	return decidedDenied(tb, s, created.Name, "is this cluster's")
+}
+
+// renewalForAYear: east asks, as itself, for a node certificate of a year:
+// denied.
+func renewalForAYear(tb testing.TB, s *suite) error {
+	ctx := tb.Context()
+	key, err := join.NewKey()
+	require.NoError(tb, err)
+	der, err := x509.CreateCertificateRequest(crand.Reader, &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: join.NodeUser("east"), Organization: []string{"system:nodes"}}}, key)
+	require.NoError(tb, err)
+	csr := &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-renewal-"},
+		Spec: certificatesv1.CertificateSigningRequestSpec{Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName:        certificatesv1.KubeAPIServerClientKubeletSignerName,
+			Usages:            []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+			ExpirationSeconds: ptr.To(int32(365 * 24 * 3600))}}
+	created, err := s.hostile.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
+	require.NoError(tb, err, "a node may ask to renew its certificate")
+	return decidedDenied(tb, s, created.Name, "8760h0m0s")
+}
+
+// decidedDenied waits until the root decides certificate request name: nil
+// when it denied it saying why, else what happened.
+func decidedDenied(tb testing.TB, s *suite, name, why string) error {
+	tb.Helper()
+	var got *certificatesv1.CertificateSigningRequest
+	framework.Eventually(tb, time.Minute, "the root decides "+name, func(ctx context.Context) (bool, string) {
+		c, err := s.root.Client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		got = c
+		return len(c.Status.Conditions) > 0 || len(c.Status.Certificate) > 0, "pending"
+	})
+	tb.Cleanup(func() {
+		_ = s.root.Client.CertificatesV1().CertificateSigningRequests().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	for _, c := range got.Status.Conditions {
+		if c.Type == certificatesv1.CertificateDenied && strings.Contains(c.Message, why) {
+			return nil
+		}
+	}
+	return fmt.Errorf("certificate request %s: %+v, issued: %t", name, got.Status.Conditions, len(got.Status.Certificate) > 0)
 }
 
 // removeAdminTaint: the root's admin taints east; east removes the taint

@@ -1,0 +1,75 @@
+// Package policies embeds the admission policies the chart installs
+// (charts/nestlet/templates), so that the launcher installs the very same.
+package policies
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+)
+
+// childrenYAML is the policy that holds the children a parent's agent
+// knows to a child's rules.
+//
+//go:embed children.yaml
+var childrenYAML []byte
+
+// ChildrenConfigMap names the policy's parameter, the ConfigMap of the
+// agent's namespace where it records the children it knows
+// (api.ChildrenConfigMap; the chart cannot import api).
+const ChildrenConfigMap = "nestlet-children"
+
+// Children returns the policy, and its binding to the record in the
+// agent's namespace.
+func Children(namespace string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding, error) {
+	p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+	if err := yaml.UnmarshalStrict(childrenYAML, p); err != nil {
+		return nil, nil, fmt.Errorf("parsing children.yaml: %w", err)
+	}
+	allow := admissionregistrationv1.ParameterNotFoundActionType(admissionregistrationv1.AllowAction)
+	b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        p.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			ParamRef: &admissionregistrationv1.ParamRef{Name: ChildrenConfigMap, Namespace: namespace,
+				ParameterNotFoundAction: &allow},
+		},
+	}
+	return p, b, nil
+}
+
+// InstallChildren creates or updates the policy and its binding.
+func InstallChildren(ctx context.Context, client kubernetes.Interface, namespace string) error {
+	p, b, err := Children(namespace)
+	if err != nil {
+		return err
+	}
+	policies := client.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	if existing, err := policies.Get(ctx, p.Name, metav1.GetOptions{}); err == nil {
+		p.ResourceVersion = existing.ResourceVersion
+		_, err = policies.Update(ctx, p, metav1.UpdateOptions{})
+		if err != nil {
+			return fmt.Errorf("updating admission policy %s: %w", p.Name, err)
+		}
+	} else if _, err = policies.Create(ctx, p, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating admission policy %s: %w", p.Name, err)
+	}
+	bindings := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	if existing, err := bindings.Get(ctx, b.Name, metav1.GetOptions{}); err == nil {
+		b.ResourceVersion = existing.ResourceVersion
+		_, err = bindings.Update(ctx, b, metav1.UpdateOptions{})
+		if err != nil {
+			return fmt.Errorf("updating admission policy binding %s: %w", b.Name, err)
+		}
+	} else if _, err = bindings.Create(ctx, b, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating admission policy binding %s: %w", b.Name, err)
+	}
+	return nil
+}
