@@ -213,6 +213,11 @@ const (
 	// labels and taints it comes back with, and a range a child holds is
 	// not given to another, across restarts.
 	ChildrenConfigMap = "nestlet-children"
+	// ChildrenFlowSchema is the FlowSchema (and its priority level) of the
+	// children's node identities in a parent, a level below its real
+	// kubelets', one flow per child: the parent's agent keeps its subjects,
+	// one user system:node:<name> per child it knows (ChildrenConfigMap).
+	ChildrenFlowSchema = "nestlet-children"
 
 	// ClusterInfoConfigMap is the ConfigMap in kube-public, readable
 	// anonymously like cluster-info, where `nestctl token create` records

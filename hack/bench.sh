@@ -41,10 +41,33 @@ fi
 # A benchmark that fails does not stop the run: the table names it (its
 # figures missing or partial) and the script exits non-zero at the end.
 status=0
+# The security benchmark writes its table of probes here (see below).
+rm -f _output/probes.md
 go test -count=1 -p 1 -run '^$' -bench . -benchtime 1x -timeout 120m "${pkgs[@]}" \
   | _output/benchtable -json _output/bench.json -md _output/bench.md -machine "${machine}" -commit "${commit}" \
   | tee _output/bench.txt || status=$?
 echo "figures saved in _output/bench.txt, _output/bench.json and _output/bench.md"
+# The hostile child's probes (BenchmarkProbes), each with what was expected
+# and what was seen: printed, and kept in docs/security.md between
+# <!-- make-bench-probes:begin --> and <!-- make-bench-probes:end -->.
+if [[ -s _output/probes.md ]]; then
+  echo
+  cat _output/probes.md
+  {
+    echo "Run of $(date -u +%Y-%m-%d), commit ${commit}, ${machine}:"
+    echo
+    cat _output/probes.md
+  } > _output/probes-doc.md
+  awk -v file=_output/probes-doc.md '
+    /<!-- make-bench-probes:end -->/ { while ((getline line < file) > 0) print line; print ""; skip = 0 }
+    !skip { print }
+    /<!-- make-bench-probes:begin -->/ { print ""; skip = 1 }
+  ' docs/security.md > _output/security.md.new
+  if grep -q 'make-bench-probes:begin' docs/security.md; then
+    mv _output/security.md.new docs/security.md
+    echo "docs/security.md's table of probes is this run's"
+  fi
+fi
 # A full run (every package) is the table of docs/performance.md, whole,
 # and the README's headline rows (hack/bench-readme.sh); its table and
 # output go into docs/bench, where docs/performance.md cites them.

@@ -55,8 +55,8 @@ func GrantOf(csr *certificatesv1.CertificateSigningRequest) (g TokenGrant, ok bo
 // CheckNodeRequest decides whether csr, filed with the bootstrap token
 // whose grant is token, may get a node certificate: it must ask for
 // exactly a node identity (CheckNodeCSR), for the name the token was made
-// for, or, with a token made for no name, for a name no Ready node of this
-// cluster holds. `nestctl approve` and the approver both decide with it.
+// for, or, with a token made for no name, for a name no node of this
+// cluster holds, Ready or not, and not one of the API server's (ReservedName). `nestctl approve` and the approver both decide with it.
 func CheckNodeRequest(ctx context.Context, client kubernetes.Interface, csr *certificatesv1.CertificateSigningRequest, token TokenGrant, revoked Revocations) (Verdict, error) {
 	node, err := CheckNodeCSR(csr.Spec.Request, csr.Spec.Usages)
 	if err != nil {
@@ -75,15 +75,25 @@ func CheckNodeRequest(ctx context.Context, client kubernetes.Interface, csr *cer
 		}
 		return Verdict{Allowed: true, Message: fmt.Sprintf("node %q joins with bootstrap token %s, made for it", node, id)}, nil
 	}
+	if what := ReservedName(node); what != "" {
+		return Verdict{Message: fmt.Sprintf("node name %q is %s: a bootstrap token made for no child (%s) cannot take it; name the child otherwise", node, what, id)}, nil
+	}
 	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return Verdict{}, err
-	case nodeReady(n):
-		return Verdict{Message: fmt.Sprintf("node %q exists and is Ready: a bootstrap token made for no child (%s) cannot take a live node's name; make one for it (nestctl token create --child-name %s) or remove the node", node, id, node)}, nil
+	default:
+		// Ready or not: a node not Ready is still its owner's (a child
+		// cut off for a while, a kubelet restarting).
+		state := "and is Ready"
+		if !nodeReady(n) {
+			state = "(not Ready)"
+		}
+		return Verdict{Message: fmt.Sprintf("node %q exists %s: a bootstrap token made for no child (%s) cannot take a node's name; "+
+			"make one for it (nestctl token create --child-name %s), or remove the node if that child is gone", node, state, id, node)}, nil
 	}
-	return Verdict{Allowed: true, Message: fmt.Sprintf("node %q joins with bootstrap token %s, made for any child, and no live node has that name", node, id)}, nil
+	return Verdict{Allowed: true, Message: fmt.Sprintf("node %q joins with bootstrap token %s, made for any child, and no node has that name", node, id)}, nil
 }
 
 func nodeReady(n *corev1.Node) bool {
@@ -93,6 +103,24 @@ func nodeReady(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// ReservedName says why name, as a node's name and so as the DNS name of
+// its serving certificate, would pass for the API server or a Service
+// ("the API server's name", "a Service's DNS name", "localhost"), or "".
+// A child of such a name gets no certificate: every pod trusts the
+// cluster's CA for those names.
+func ReservedName(name string) string {
+	name = strings.ToLower(strings.TrimSuffix(name, "."))
+	switch {
+	case name == "kubernetes" || name == "kubernetes.default" || strings.HasPrefix(name, "kubernetes.default."):
+		return "the API server's name"
+	case name == "localhost" || strings.HasSuffix(name, ".localhost"):
+		return "localhost"
+	case strings.HasSuffix(name, ".svc") || strings.Contains(name, ".svc."):
+		return "a Service's DNS name"
+	}
+	return ""
 }
 
 // CheckRenewal decides whether csr, filed by a node for a new certificate

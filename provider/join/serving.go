@@ -97,6 +97,9 @@ func CheckServingRequest(ctx context.Context, csr *certificatesv1.CertificateSig
 		if d != name {
 			return deny("DNS name %q", d)
 		}
+		if what := ReservedName(d); what != "" {
+			return deny("DNS name %q is %s", d, what)
+		}
 	}
 	own := nodeIPs(node)
 	for _, ip := range req.IPAddresses {

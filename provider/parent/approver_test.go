@@ -149,6 +149,8 @@ func TestApproverServing(t *testing.T) {
 		csr("gone", "system:node:gone", join.ServingTemplate("gone", ips("10.0.0.4"))),
 		csr("early", "system:node:later", join.ServingTemplate("later", ips("10.0.0.5"))),
 		csr("service-ip", "system:node:east", join.ServingTemplate("east", ips("10.96.0.1"))),
+		// A child named like the API server (its token made for that name).
+		csr("api-name", "system:node:kubernetes.default.svc", join.ServingTemplate("kubernetes.default.svc", ips("10.0.0.6"))),
 		csr("for-a-year", "system:node:east", join.ServingTemplate("east", ips("10.0.0.2"))),
 	}
 	objs[len(objs)-1].(*certificatesv1.CertificateSigningRequest).Spec.ExpirationSeconds = ptr.To(int32(365 * 24 * 3600))
@@ -159,7 +161,8 @@ func TestApproverServing(t *testing.T) {
 	east.Status.Addresses = append(east.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "10.0.0.3"},
 		// And the kubernetes Service's.
 		corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "10.96.0.1"})
-	for _, n := range []*corev1.Node{east, node("worker", "10.0.0.3", false), node("gone", "10.0.0.4", true)} {
+	for _, n := range []*corev1.Node{east, node("worker", "10.0.0.3", false), node("gone", "10.0.0.4", true),
+		node("kubernetes.default.svc", "10.0.0.6", true)} {
 		require.NoError(t, nodes.Add(n))
 	}
 	rev := revoked.New(nil, nil)
@@ -172,7 +175,7 @@ func TestApproverServing(t *testing.T) {
 	for _, o := range objs {
 		require.NoError(t, ap.informer.GetIndexer().Add(o))
 	}
-	for _, name := range []string{"own", "foreign-ip", "kubelets-ip", "other-name", "other-dns", "real-kubelet", "gone", "service-ip", "for-a-year"} {
+	for _, name := range []string{"own", "foreign-ip", "kubelets-ip", "other-name", "other-dns", "real-kubelet", "gone", "service-ip", "api-name", "for-a-year"} {
 		require.NoError(t, ap.sync(t.Context(), name), name)
 	}
 	require.ErrorIs(t, ap.sync(t.Context(), "early"), errNodeNotYet, "filed before its node is seen: tried again")
@@ -183,6 +186,7 @@ func TestApproverServing(t *testing.T) {
 	require.Contains(t, decision("other-name"), `Denied: not a serving certificate for virtual node "east" alone: common name "system:node:west"`)
 	require.Contains(t, decision("other-dns"), `DNS name "kubernetes.default"`)
 	require.Contains(t, decision("service-ip"), "IP address 10.96.0.1 is this cluster's (Service CIDRs)", "an address it listed, but the parent's own")
+	require.Contains(t, decision("api-name"), `DNS name "kubernetes.default.svc" is the API server's name`)
 	require.Contains(t, decision("for-a-year"), "Denied: the request asks for 8760h0m0s")
 	require.Equal(t, "pending", decision("real-kubelet"), "a real kubelet's request is left to whoever approves those")
 	require.Contains(t, decision("gone"), `Denied: node "gone" was revoked`)

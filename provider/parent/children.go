@@ -10,6 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -185,10 +187,23 @@ func (c *children) run(ctx context.Context) {
 	if c.client == nil {
 		return
 	}
+	// The FlowSchema's subjects are also set again now and then: an
+	// upgrade of the chart puts its placeholder back.
+	resync := time.NewTicker(flowResync)
+	defer resync.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-c.loaded:
+	}
+	c.resyncFlow(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-resync.C:
+			c.resyncFlow(ctx)
+			continue
 		case <-c.dirty:
 		}
 		for {
@@ -240,5 +255,52 @@ func (c *children) save(ctx context.Context) error {
 	c.rv, c.exists = out.ResourceVersion, true
 	clear(c.freed)
 	c.mu.Unlock()
+	c.resyncFlow(ctx)
+	return nil
+}
+
+// flowResync is how often the children's FlowSchema is checked.
+const flowResync = time.Minute
+
+// resyncFlow sets the FlowSchema's subjects to the children known now.
+func (c *children) resyncFlow(ctx context.Context) {
+	c.mu.Lock()
+	names := slices.Sorted(maps.Keys(c.shares))
+	c.mu.Unlock()
+	if err := c.syncFlow(ctx, names); err != nil {
+		klog.FromContext(ctx).Error(err, "Setting the children's FlowSchema; trying again in a minute")
+	}
+}
+
+// placeholder is the FlowSchema's subject while no child is known (a rule
+// needs one): a node name no cluster has.
+const placeholder = "system:node:nestlet-no-child-yet"
+
+// syncFlow makes the children's FlowSchema (api.ChildrenFlowSchema) match
+// the users of names, where the cluster has one (the chart makes it, with
+// flowControl.enabled; so does the launcher).
+func (c *children) syncFlow(ctx context.Context, names []string) error {
+	schemas := c.client.FlowcontrolV1().FlowSchemas()
+	fs, err := schemas.Get(ctx, api.ChildrenFlowSchema, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading FlowSchema %s: %w", api.ChildrenFlowSchema, err)
+	}
+	var subjects []flowcontrolv1.Subject
+	for _, name := range names {
+		subjects = append(subjects, flowcontrolv1.Subject{Kind: flowcontrolv1.SubjectKindUser, User: &flowcontrolv1.UserSubject{Name: "system:node:" + name}})
+	}
+	if len(subjects) == 0 {
+		subjects = []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindUser, User: &flowcontrolv1.UserSubject{Name: placeholder}}}
+	}
+	if len(fs.Spec.Rules) == 0 || equality.Semantic.DeepEqual(fs.Spec.Rules[0].Subjects, subjects) {
+		return nil
+	}
+	fs.Spec.Rules[0].Subjects = subjects
+	if _, err := schemas.Update(ctx, fs, metav1.UpdateOptions{FieldManager: api.FieldManager}); err != nil {
+		return fmt.Errorf("updating FlowSchema %s: %w", api.ChildrenFlowSchema, err)
+	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,6 +64,8 @@ type decorator struct {
 	// malformedWarned: node name -> what was said of an annotation of
 	// its child's that does not parse.
 	malformedWarned sync.Map
+	// taintsWarned: node name -> the desired taint keys last refused.
+	taintsWarned sync.Map
 }
 
 // warnMalformed records a Warning event on n that what its child wrote
@@ -74,6 +77,20 @@ func (d *decorator) warnMalformed(n *corev1.Node, why string) {
 	d.malformedWarned.Store(n.Name, why)
 	if d.recorder != nil {
 		d.recorder.Event(&corev1.ObjectReference{Kind: "Node", Name: n.Name, UID: n.UID}, corev1.EventTypeWarning, "NestletAnnotationInvalid", why)
+	}
+}
+
+// warnTaints records a Warning event on n when the desired taints refused
+// (keys, joined) change to some.
+func (d *decorator) warnTaints(n *corev1.Node, keys string) {
+	if prev, ok := d.taintsWarned.Load(n.Name); ok && prev.(string) == keys {
+		return
+	}
+	d.taintsWarned.Store(n.Name, keys)
+	if keys != "" && d.recorder != nil {
+		d.recorder.Event(&corev1.ObjectReference{Kind: "Node", Name: n.Name, UID: n.UID}, corev1.EventTypeWarning, "NestletTaintsRefused",
+			"the child's desired taints "+keys+" are not applied: the node has a taint of each key that is not the child's "+
+				"(an admin's, or Kubernetes' own); remove that taint to let the child set it")
 	}
 }
 
@@ -206,6 +223,7 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 		d.held.Delete(name)
 		d.refusedWarned.Delete(name)
 		d.malformedWarned.Delete(name)
+		d.taintsWarned.Delete(name)
 		if d.peers != nil {
 			d.peers.SetChild(ctx, name, "", nil)
 		}
@@ -251,7 +269,8 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 	// Which taints are ours to remove: those applied before (none
 	// known on a node decorated before this was recorded).
 	var applied []string
-	if raw, ok := n.Annotations[api.AnnotationAppliedTaints]; ok {
+	raw, recorded := n.Annotations[api.AnnotationAppliedTaints]
+	if recorded {
 		_ = json.Unmarshal([]byte(raw), &applied)
 	}
 	var desired []corev1.Taint
@@ -263,6 +282,10 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 			d.warnMalformed(n, fmt.Sprintf("%s does not parse (%v): the taints applied before are kept", api.AnnotationDesiredTaints, err))
 		}
 	}
+	// A key someone else set (an admin, the node lifecycle controller) is
+	// theirs: the child's taint of that key is not applied.
+	desired, refused := othersKeys(n.Spec.Taints, desired, applied, recorded)
+	d.warnTaints(n, strings.Join(refused, ", "))
 	desired = d.versions(ctx, n, desired, want.Annotations, patchAnnotations)
 	want.Spec.Taints = mergeTaints(n.Spec.Taints, desired, applied)
 	keys := []string{}
@@ -346,6 +369,31 @@ func (d *decorator) coversSame(n *corev1.Node, sum *api.Summary) func(string) bo
 		_, theirs := d.cidrs.of(o)
 		return sum != nil && theirs != nil && api.SharesBranch(sum, theirs)
 	}
+}
+
+// othersKeys returns the desired taints but those of a key that a current
+// taint of someone else's has (the provider taint's, Kubernetes' own
+// node.kubernetes.io/..., or, when the keys applied are recorded, any key
+// not among them: an admin's), and the keys of those left out. Without a
+// record (a node decorated before it was kept), only Kubernetes' own keys
+// are told apart.
+func othersKeys(current, desired []corev1.Taint, applied []string, recorded bool) (kept []corev1.Taint, refused []string) {
+	others := map[string]bool{api.TaintKeyProvider: true}
+	for _, t := range current {
+		if isSystemTaint(t) || (recorded && !slices.Contains(applied, t.Key)) {
+			others[t.Key] = true
+		}
+	}
+	for _, t := range desired {
+		if others[t.Key] {
+			if !slices.Contains(refused, t.Key) {
+				refused = append(refused, t.Key)
+			}
+			continue
+		}
+		kept = append(kept, t)
+	}
+	return kept, refused
 }
 
 // mergeTaints returns the provider taint, the desired taints, and every

@@ -21,6 +21,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nestlet/nestlet/api"
@@ -171,6 +172,12 @@ func TestDecoratorSync(t *testing.T) {
 		return out
 	}
 	appliedGPU := map[string]string{"nestlet.io/desired-taints": "null", api.AnnotationAppliedTaints: `["example.com/gpu"]`}
+	// An admin's taint, and the child asking for one of its key: the
+	// keys applied are recorded, this one not among them.
+	quarantine := taint("example.com/quarantine", "true", corev1.TaintEffectNoExecute)
+	desiredQuarantine := map[string]string{"nestlet.io/desired-taints": `[{"key":"example.com/quarantine","value":"false","effect":"PreferNoSchedule"}]`,
+		api.AnnotationAppliedTaints: `[]`}
+	desiredUnreachable := map[string]string{"nestlet.io/desired-taints": `[{"key":"node.kubernetes.io/unreachable","effect":"PreferNoSchedule"}]`}
 	tests := []struct {
 		name    string
 		node    *corev1.Node // in the lister and the API
@@ -223,6 +230,18 @@ func TestDecoratorSync(t *testing.T) {
 		{
 			name: "an up-to-date node is not updated",
 			node: node(named(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}), checked(desiredGPU), providerTaint, gpu, unreachable),
+		},
+		{
+			name: "a desired taint of an admin's key leaves the admin's",
+			node: node(map[string]string{"nestlet.io/cluster": "child"}, desiredQuarantine, providerTaint, quarantine),
+			want: node(named(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}), checked(desiredQuarantine),
+				providerTaint, quarantine),
+		},
+		{
+			name: "a desired taint of Kubernetes' own key leaves Kubernetes'",
+			node: node(map[string]string{"nestlet.io/cluster": "child"}, desiredUnreachable, providerTaint, unreachable),
+			want: node(named(map[string]string{"nestlet.io/cluster": "child", "node-role.kubernetes.io/cluster": ""}), checked(desiredUnreachable),
+				providerTaint, unreachable),
 		},
 		{
 			// Fails closed: the provider taint, the role and the hostname
@@ -517,4 +536,26 @@ func TestDecoratorHoldsForNodeLifecycleController(t *testing.T) {
 	require.Equal(t, "orphan", patched(client)[len(patched(client))-1])
 	_, held := d.held.Load("orphan")
 	require.False(t, held)
+}
+
+// A desired taint refused is said once, in a Warning event on the node.
+func TestDecoratorWarnsTaintsRefused(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "child", Labels: map[string]string{"nestlet.io/cluster": "child"},
+		Annotations: map[string]string{"nestlet.io/desired-taints": `[{"key":"example.com/quarantine","value":"false","effect":"NoSchedule"}]`,
+			api.AnnotationAppliedTaints: `[]`}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{providerTaint, taint("example.com/quarantine", "true", corev1.TaintEffectNoExecute)}}}
+	client := fake.NewClientset(n)
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, indexer.Add(n))
+	recorder := record.NewFakeRecorder(10)
+	d := &decorator{client: client, recorder: recorder, nodes: corelisters.NewNodeLister(indexer),
+		grants: poolGrants(corelisters.NewNodeLister(indexer), nil, "0.0.0.0/0", "::/0")}
+	for range 2 {
+		_, err := d.sync(t.Context(), "child")
+		require.NoError(t, err)
+	}
+	require.Len(t, recorder.Events, 1)
+	ev := <-recorder.Events
+	assert.Contains(t, ev, "NestletTaintsRefused")
+	assert.Contains(t, ev, "example.com/quarantine")
 }

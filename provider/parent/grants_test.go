@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -271,4 +272,48 @@ func TestChildrenRecord(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "", cm.Data["west"], "freed, still a child's name")
 	assert.Contains(t, cm.Data, "west")
+}
+
+// The children's FlowSchema names each known child's node identity once
+// the record is saved, is left alone where the cluster has none, and gets
+// its subjects back after something (an upgrade of the chart) reset them.
+func TestChildrenFlowSchema(t *testing.T) {
+	ctx := t.Context()
+	a := newChildren(fake.NewClientset(), "nestlet-system")
+	require.NoError(t, a.load(ctx))
+	a.add("west")
+	require.NoError(t, a.save(ctx), "no FlowSchema: nothing to keep")
+
+	reset := []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindUser, User: &flowcontrolv1.UserSubject{Name: placeholder}}}
+	client := fake.NewClientset(&flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{Name: api.ChildrenFlowSchema},
+		Spec: flowcontrolv1.FlowSchemaSpec{Rules: []flowcontrolv1.PolicyRulesWithSubjects{{Subjects: reset}}}})
+	subjects := func() []string {
+		fs, err := client.FlowcontrolV1().FlowSchemas().Get(ctx, api.ChildrenFlowSchema, metav1.GetOptions{})
+		require.NoError(t, err)
+		var out []string
+		for _, s := range fs.Spec.Rules[0].Subjects {
+			out = append(out, string(s.Kind)+":"+s.User.Name)
+		}
+		return out
+	}
+	b := newChildren(client, "nestlet-system")
+	require.NoError(t, b.load(ctx))
+	b.resyncFlow(ctx)
+	assert.Equal(t, []string{"User:" + placeholder}, subjects(), "no child yet")
+	b.add("west")
+	b.setShare("east", podcidrs.Strings([]string{"10.128.4.0/24"}))
+	require.NoError(t, b.save(ctx))
+	assert.Equal(t, []string{"User:system:node:east", "User:system:node:west"}, subjects())
+
+	fs, err := client.FlowcontrolV1().FlowSchemas().Get(ctx, api.ChildrenFlowSchema, metav1.GetOptions{})
+	require.NoError(t, err)
+	fs.Spec.Rules[0].Subjects = reset
+	_, err = client.FlowcontrolV1().FlowSchemas().Update(ctx, fs, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	b.resyncFlow(ctx)
+	assert.Equal(t, []string{"User:system:node:east", "User:system:node:west"}, subjects(), "set again")
+
+	b.free("east")
+	require.NoError(t, b.save(ctx))
+	assert.Equal(t, []string{"User:system:node:east", "User:system:node:west"}, subjects(), "a freed share is still a known child")
 }

@@ -6,8 +6,10 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -32,7 +34,7 @@ func Children(namespace string) (*admissionregistrationv1.ValidatingAdmissionPol
 	if err := yaml.UnmarshalStrict(childrenYAML, p); err != nil {
 		return nil, nil, fmt.Errorf("parsing children.yaml: %w", err)
 	}
-	allow := admissionregistrationv1.ParameterNotFoundActionType(admissionregistrationv1.AllowAction)
+	allow := admissionregistrationv1.AllowAction
 	b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
@@ -45,7 +47,32 @@ func Children(namespace string) (*admissionregistrationv1.ValidatingAdmissionPol
 	return p, b, nil
 }
 
-// InstallChildren creates or updates the policy and its binding.
+// childrenFlowYAML is the priority level and FlowSchema of the
+// children's node identities (subjects kept by the parent's agent).
+//
+//go:embed children-flow.yaml
+var childrenFlowYAML []byte
+
+// ChildrenFlow returns the priority level and the FlowSchema of the
+// children's node identities.
+func ChildrenFlow() (*flowcontrolv1.PriorityLevelConfiguration, *flowcontrolv1.FlowSchema, error) {
+	docs := strings.Split(string(childrenFlowYAML), "\n---\n")
+	if len(docs) != 2 {
+		return nil, nil, fmt.Errorf("children-flow.yaml holds %d documents, want 2", len(docs))
+	}
+	pl, fs := &flowcontrolv1.PriorityLevelConfiguration{}, &flowcontrolv1.FlowSchema{}
+	if err := yaml.UnmarshalStrict([]byte(docs[0]), pl); err != nil {
+		return nil, nil, fmt.Errorf("parsing children-flow.yaml: %w", err)
+	}
+	if err := yaml.UnmarshalStrict([]byte(docs[1]), fs); err != nil {
+		return nil, nil, fmt.Errorf("parsing children-flow.yaml: %w", err)
+	}
+	return pl, fs, nil
+}
+
+// InstallChildren creates or updates the policy and its binding, and the
+// children's priority level and FlowSchema (whose subjects, once there, are
+// the agent's to keep).
 func InstallChildren(ctx context.Context, client kubernetes.Interface, namespace string) error {
 	p, b, err := Children(namespace)
 	if err != nil {
@@ -70,6 +97,22 @@ func InstallChildren(ctx context.Context, client kubernetes.Interface, namespace
 		}
 	} else if _, err = bindings.Create(ctx, b, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating admission policy binding %s: %w", b.Name, err)
+	}
+	pl, fs, err := ChildrenFlow()
+	if err != nil {
+		return err
+	}
+	levels := client.FlowcontrolV1().PriorityLevelConfigurations()
+	if existing, err := levels.Get(ctx, pl.Name, metav1.GetOptions{}); err == nil {
+		existing.Spec = pl.Spec
+		if _, err := levels.Update(ctx, existing, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("updating priority level %s: %w", pl.Name, err)
+		}
+	} else if _, err = levels.Create(ctx, pl, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating priority level %s: %w", pl.Name, err)
+	}
+	if _, err := client.FlowcontrolV1().FlowSchemas().Create(ctx, fs, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating FlowSchema %s: %w", fs.Name, err)
 	}
 	return nil
 }

@@ -129,6 +129,8 @@ func TestTemplateObjects(t *testing.T) {
 	}
 	// The components' requests at the cluster's controllers' priority.
 	flow := []string{"FlowSchema nestlet", "FlowSchema nestlet-leader-election"}
+	// The children's requests at a level of their own.
+	children := []string{"FlowSchema nestlet-children", "PriorityLevelConfiguration nestlet-children"}
 	targets := []string{
 		"Secret nestlet-system/nestlet-token-parent-root-example-com-6443",
 		"Target parent-root-example-com-6443",
@@ -140,14 +142,14 @@ func TestTemplateObjects(t *testing.T) {
 		set    []string
 		want   [][]string
 	}{
-		{name: "defaults: agent and scheduler", want: [][]string{agent, scheduler, flow}},
-		{name: "every component and two targets", values: []string{testdata("values-all.yaml")}, want: [][]string{agent, scheduler, proxy, webhook, routes, targets, flow}},
-		{name: "a leaf: agent only", set: []string{"scheduler.enabled=false"}, want: [][]string{agent, flow}},
+		{name: "defaults: agent and scheduler", want: [][]string{agent, scheduler, flow, children}},
+		{name: "every component and two targets", values: []string{testdata("values-all.yaml")}, want: [][]string{agent, scheduler, proxy, webhook, routes, targets, flow, children}},
+		{name: "a leaf: agent only", set: []string{"scheduler.enabled=false"}, want: [][]string{agent, flow, children}},
 		{name: "no FlowSchemas", set: []string{"scheduler.enabled=false", "flowControl.enabled=false"}, want: [][]string{agent}},
 		{name: "an API server without admission policies", set: []string{"scheduler.enabled=false", "agent.restrictWrites=false", "agent.childrenPolicy=false"},
 			want: [][]string{except(agent, "ValidatingAdmissionPolicy nestlet-agent-writes", "ValidatingAdmissionPolicyBinding nestlet-agent-writes",
 				"ValidatingAdmissionPolicy nestlet-children", "ValidatingAdmissionPolicyBinding nestlet-children"), flow}},
-		{name: "no leader election", set: []string{"scheduler.leaderElect=false", "agent.leaderElect=false", "agent.replicas=1"}, want: [][]string{flow,
+		{name: "no leader election", set: []string{"scheduler.leaderElect=false", "agent.leaderElect=false", "agent.replicas=1"}, want: [][]string{flow, children,
 			except(agent, "Role nestlet-system/nestlet-agent-leader-election", "RoleBinding nestlet-system/nestlet-agent-leader-election"),
 			except(scheduler, "Role nestlet-system/nestlet-scheduler-leader-election", "RoleBinding nestlet-system/nestlet-scheduler-leader-election")}},
 	}
@@ -615,4 +617,15 @@ func TestChildrenPolicy(t *testing.T) {
 	into(t, find(t, objs, "ValidatingAdmissionPolicyBinding", binding.Name), &gotBinding)
 	require.Equal(t, binding.Spec, gotBinding.Spec)
 	require.Equal(t, api.ChildrenConfigMap, binding.Spec.ParamRef.Name)
+
+	// And its priority level and FlowSchema, whose subjects the agent keeps.
+	level, schema, err := policies.ChildrenFlow()
+	require.NoError(t, err)
+	var gotLevel flowcontrolv1.PriorityLevelConfiguration
+	into(t, find(t, objs, "PriorityLevelConfiguration", level.Name), &gotLevel)
+	require.Equal(t, level.Spec, gotLevel.Spec)
+	var gotSchema flowcontrolv1.FlowSchema
+	into(t, find(t, objs, "FlowSchema", schema.Name), &gotSchema)
+	require.Equal(t, schema.Spec, gotSchema.Spec)
+	require.Equal(t, api.ChildrenFlowSchema, schema.Name)
 }

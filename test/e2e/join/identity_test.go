@@ -75,5 +75,5 @@ func TestTokenBoundToItsChild(t *testing.T) {
 
 	anyone := newToken("--auto-approve")
 	_, err = request(anyone, "east", time.Minute, nil)
-	require.ErrorContains(t, err, "cannot take a live node's name", "a token made for no child asks for a live child's name")
+	require.ErrorContains(t, err, "cannot take a node's name", "a token made for no child asks for a live child's name")
 }

@@ -10,11 +10,15 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,6 +43,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/pkg/podcidrs"
 	"github.com/nestlet/nestlet/pkg/quota"
 	"github.com/nestlet/nestlet/provider/join"
@@ -65,6 +70,7 @@ var probes = []probe{
 	{"certificate for another child's name, asked as a node", csrAsNode},
 	{"certificate for another child's name with its auto-approved token", csrWithToken},
 	{"certificate for another child's name with its token, nestctl approve", csrApprovedByHand},
+	{"a fleet's token for the API server's name and for a node's", fleetTokenNames},
 	{"second tunnel of its name with another certificate", secondTunnel},
 	{"deleting its Node to register it again without the provider taint", deleteOwnNode},
 	{"creating a Node of another name", createOtherNode},
@@ -73,7 +79,9 @@ var probes = []probe{
 	{"a DaemonSet tolerating every taint, with a Secret", daemonSetOnChild},
 	{"a serving certificate for the kubernetes Service's IP", servingForServiceIP},
 	{"renewing its certificate for a year", renewalForAYear},
+	{"a flood of Events", eventFlood},
 	{"removing an admin's taint", removeAdminTaint},
+	{"desired taints naming the key of an admin's taint", desiredAdminKey},
 	{"reading a Secret", readSecret},
 	{"listing every pod", listPods},
 	{"reading a pod bound to another node", readOtherPod},
@@ -98,23 +106,38 @@ func TestHostileChild(t *testing.T) {
 // refused, and the revocation's cut-off time for the tunnel. A stolen
 // certificate stays usable against the API server until it expires (the
 // API server has no revocation): the node certificates' lifetime.
+//
+// It also writes the table of probes (probe, expected, seen) to
+// _output/probes.md, which hack/bench.sh prints and puts in
+// docs/security.md.
 func BenchmarkProbes(b *testing.B) {
 	s := newSuite(b)
 	refused := 0
+	var table strings.Builder
 	for b.Loop() {
 		refused = 0
+		table.Reset()
+		table.WriteString("| probe | expected | seen |\n|---|---|---|\n")
 		for _, p := range probes {
 			// Each probe's cleanups run when it ends, as in a subtest.
 			tb := &probeTB{TB: b}
 			err := p.run(tb, s)
 			tb.cleanup()
+			seen := "refused"
 			if err != nil {
 				b.Logf("NOT REFUSED: %s: %v", p.name, err)
-				continue
+				seen = "**not refused**: " + strings.NewReplacer("|", "\\|", "\n", " ").Replace(err.Error())
+			} else {
+				refused++
 			}
-			refused++
+			fmt.Fprintf(&table, "| %s | refused | %s |\n", p.name, seen)
 		}
 	}
+	fmt.Fprintf(&table, "\n%d of %d probes refused.\n", refused, len(probes))
+	root, err := launcher.RepoRoot()
+	require.NoError(b, err)
+	require.NoError(b, os.MkdirAll(filepath.Join(root, "_output"), 0o755))
+	require.NoError(b, os.WriteFile(filepath.Join(root, "_output", "probes.md"), []byte(table.String()), 0o644))
 	b.ReportMetric(float64(len(probes)), "probes-tried")
 	b.ReportMetric(float64(refused), "probes-refused")
 	b.ReportMetric(float64(s.cutoff.Milliseconds()), "revoked-tunnel-cutoff-ms")
@@ -197,10 +220,12 @@ func oversizedSummary(tb testing.TB, s *suite) error {
 // (0.0.0.0/1 and 128.0.0.0/1), west's pod CIDRs, naming west among the
 // clusters where the graph branches (and a branch filter that does not
 // parse, once read as all bits set), and the /32 where the root's gateway
-// relays its API server. The root grants it none of them: its gateway
-// routes nothing it did not route before (east's and west's own ranges),
-// what it tells west of the tree holds nothing more, west is refused
-// nothing, and east's virtual node says what it is refused. Control:
+// relays its API server. The root grants it none of them but, from its
+// pool (first come), at most one share of what it claims inside the pool,
+// west's range and the root's addresses never: its gateway routes nothing
+// beyond east's and west's own ranges and that share, what it tells west
+// of the tree holds nothing more, west is refused nothing, and east's
+// virtual node says what it is refused. Control:
 // before the claim, every child's range is routed.
 func routeClaims(tb testing.TB, s *suite) error {
 	ctx := tb.Context()
@@ -236,19 +261,35 @@ func routeClaims(tb testing.TB, s *suite) error {
 	})
 	tb.Logf("east's claim refused: %s", refused)
 
+	// The root's pool (launcher.PodCIDRRange) gives east, first come, at
+	// most one share (a /16's worth) of what it claims inside the pool:
+	// read it from the root's record of its children. Never west's range,
+	// never the root's own addresses.
+	cm, err := root.Client.CoreV1().ConfigMaps(api.DefaultNamespace).Get(ctx, api.ChildrenConfigMap, metav1.GetOptions{})
+	require.NoError(tb, err)
+	share, err := podcidrs.Parse(cm.Data["east"])
+	require.NoError(tb, err, "east's share of the pool")
 	var got []string
+	shareSet := podcidrs.SetOf(share)
+	if v4, _ := shareSet.Size(); v4.Cmp(big.NewInt(1<<16)) > 0 {
+		got = append(got, fmt.Sprintf("east's share of the pool holds %s addresses: %s", v4, podcidrs.Format(share)))
+	}
+	if !shareSet.Minus(podcidrs.SetOf(podcidrs.Strings([]string{launcher.PodCIDRRange}))).Empty() {
+		got = append(got, "east's share reaches outside the pool: "+podcidrs.Format(share))
+	}
+	if o := shareSet.Intersect(podcidrs.SetOf(podcidrs.Strings(append(slices.Clone(westSum.PodCIDRs), apiAddress)))); !o.Empty() {
+		got = append(got, "east's share holds west's or the root's addresses: "+podcidrs.Format(o.Prefixes()))
+	}
+	allowed := podcidrs.Format(podcidrs.SetOf(podcidrs.Strings(legit), share).Prefixes())
 	routes, out, err := framework.GatewayRoutes(ctx, root)
 	require.NoError(tb, err)
 	for _, r := range routes {
-		if !framework.Covers(podcidrs.Strings(legit), r.String()) {
+		if !framework.Covers(podcidrs.Strings(strings.Split(allowed, ",")), r.String()) {
 			got = append(got, "the root's gateway routes "+r.String())
 		}
 	}
 	if !framework.Covers(routes, westSum.PodCIDRs...) {
 		got = append(got, "west's pod CIDRs are no longer routed: "+out)
-	}
-	if !strings.Contains(refused, westSum.PodCIDRs[0]+" (held by cluster west)") {
-		got = append(got, "west's range is not refused to east: "+refused)
 	}
 	west, err = root.Client.CoreV1().Nodes().Get(ctx, "west", metav1.GetOptions{})
 	require.NoError(tb, err)
@@ -258,7 +299,7 @@ func routeClaims(tb testing.TB, s *suite) error {
 	var gp api.GatewayParent
 	require.NoError(tb, json.Unmarshal([]byte(west.Annotations[api.AnnotationGatewayParent]), &gp), "the root tells west its gateway")
 	for _, r := range gp.Routes {
-		if !framework.Covers(podcidrs.Strings(append(slices.Clone(legit), apiAddress)), r) {
+		if !framework.Covers(podcidrs.Strings(append(strings.Split(allowed, ","), apiAddress)), r) {
 			got = append(got, "the root tells west it carries "+r)
 		}
 	}
@@ -383,7 +424,14 @@ var tokenOf = regexp.MustCompile(`--token\s+(\S+)`)
 // create with args) and returns a client with it.
 func tokenClient(tb testing.TB, s *suite, args ...string) kubernetes.Interface {
 	tb.Helper()
-	out, err := s.root.Nestctl(tb.Context(), append([]string{"token", "create", "--cluster-name=root", "--child-name=east"}, args...)...)
+	return bootstrapClient(tb, s, append([]string{"--child-name=east"}, args...)...)
+}
+
+// bootstrapClient makes a bootstrap token in the root (nestctl token create
+// with args) and returns a client with it.
+func bootstrapClient(tb testing.TB, s *suite, args ...string) kubernetes.Interface {
+	tb.Helper()
+	out, err := s.root.Nestctl(tb.Context(), append([]string{"token", "create", "--cluster-name=root"}, args...)...)
 	require.NoError(tb, err)
 	m := tokenOf.FindStringSubmatch(out)
 	require.NotNil(tb, m, out)
@@ -395,6 +443,20 @@ func tokenClient(tb testing.TB, s *suite, args ...string) kubernetes.Interface {
 func csrWithToken(tb testing.TB, s *suite) error {
 	_, err := requestCert(tb, tokenClient(tb, s, "--auto-approve"), "west", nil)
 	return denied(err)
+}
+
+// fleetTokenNames: east's admin holds a token made for no child (a
+// fleet's, auto-approved) and asks with it for the API server's name,
+// which a serving certificate of that node would carry, and for east's
+// own, a node the root has: both denied.
+func fleetTokenNames(tb testing.TB, s *suite) error {
+	client := bootstrapClient(tb, s, "--auto-approve")
+	for _, name := range []string{"kubernetes.default.svc", "east"} {
+		if _, err := requestCert(tb, client, name, nil); denied(err) != nil {
+			return fmt.Errorf("%s: %w", name, denied(err))
+		}
+	}
+	return nil
 }
 
 func csrApprovedByHand(tb testing.TB, s *suite) error {
@@ -587,6 +649,98 @@ func renewalForAYear(tb testing.TB, s *suite) error {
 	return decidedDenied(tb, s, created.Name, "8760h0m0s")
 }
 
+// eventFlood: east creates Events as fast as 16 connections go. Each of
+// its requests is served by the children's FlowSchema (the response
+// header X-Kubernetes-PF-FlowSchema-UID names it): a priority level of
+// their own, one flow per child, below the root's kubelets' (system-nodes),
+// so that the flood queues there and not before the root's own kubelets
+// and controllers. The root's admin meanwhile is served by another.
+func eventFlood(tb testing.TB, s *suite) error {
+	ctx := tb.Context()
+	var uid string
+	framework.Eventually(tb, 2*time.Minute, "the root's agent names east in the children's FlowSchema", func(ctx context.Context) (bool, string) {
+		fs, err := s.root.Client.FlowcontrolV1().FlowSchemas().Get(ctx, api.ChildrenFlowSchema, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		uid = string(fs.UID)
+		for _, r := range fs.Spec.Rules {
+			for _, sub := range r.Subjects {
+				if sub.User != nil && sub.User.Name == "system:node:east" {
+					return true, ""
+				}
+			}
+		}
+		return false, fmt.Sprintf("subjects %v", fs.Spec.Rules)
+	})
+	var mu sync.Mutex
+	served := map[string]int{}
+	cfg := rest.CopyConfig(s.cfg)
+	cfg.QPS, cfg.Burst = -1, 0 // no client-side limit: the flood is the server's to bound
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err == nil {
+				mu.Lock()
+				served[resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID")]++
+				mu.Unlock()
+			}
+			return resp, err
+		})
+	})
+	flood := kubernetes.NewForConfigOrDie(cfg)
+	tb.Cleanup(func() {
+		_ = s.root.Client.CoreV1().Events(s.ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Go(func() {
+			for j := range 25 {
+				ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("flood-%d-%d-%s", i, j, rand.String(4)), Namespace: s.ns},
+					InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "east", UID: types.UID("east")},
+					Reason:         "Flood", Message: "a hostile child's flood", Type: corev1.EventTypeNormal, Source: corev1.EventSource{Host: "east"}}
+				if _, err := flood.CoreV1().Events(s.ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil && !apierrors.IsTooManyRequests(err) {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(tb, err, "east may create Events")
+	}
+	var rootFlow string
+	probe := rest.CopyConfig(s.root.Config)
+	probe.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err == nil {
+				rootFlow = resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID")
+			}
+			return resp, err
+		})
+	})
+	_, err := kubernetes.NewForConfigOrDie(probe).CoreV1().Events(s.ns).List(ctx, metav1.ListOptions{Limit: 1})
+	require.NoError(tb, err)
+	mu.Lock()
+	defer mu.Unlock()
+	if rootFlow == uid {
+		return fmt.Errorf("the root's admin was served by the children's FlowSchema too")
+	}
+	if served[uid] == 0 || len(served) != 1 {
+		return fmt.Errorf("east's requests by FlowSchema UID %v, want all by the children's (%s)", served, uid)
+	}
+	return nil
+}
+
+// roundTripFunc is an http.RoundTripper of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
 // decidedDenied waits until the root decides certificate request name: nil
 // when it denied it saying why, else what happened.
 func decidedDenied(tb testing.TB, s *suite, name, why string) error {
@@ -617,29 +771,7 @@ func decidedDenied(tb testing.TB, s *suite, name, why string) error {
 func removeAdminTaint(tb testing.TB, s *suite) error {
 	ctx := tb.Context()
 	admin := s.root.Client.CoreV1().Nodes()
-	quarantine := corev1.Taint{Key: "example.com/quarantine", Value: rand.String(6), Effect: corev1.TaintEffectNoSchedule}
-	setTaint := func(on bool) error {
-		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			n, err := admin.Get(context.WithoutCancel(ctx), "east", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			var taints []corev1.Taint
-			for _, t := range n.Spec.Taints {
-				if t.Key != quarantine.Key {
-					taints = append(taints, t)
-				}
-			}
-			if on {
-				taints = append(taints, quarantine)
-			}
-			n.Spec.Taints = taints
-			_, err = admin.Update(context.WithoutCancel(ctx), n, metav1.UpdateOptions{})
-			return err
-		})
-	}
-	require.NoError(tb, setTaint(true))
-	tb.Cleanup(func() { _ = setTaint(false) })
+	quarantine := s.adminTaint(tb)
 
 	n, err := s.hostile.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
 	require.NoError(tb, err)
@@ -671,6 +803,82 @@ func removeAdminTaint(tb testing.TB, s *suite) error {
 		}
 	}
 	return fmt.Errorf("the admin's taint is gone: %v", n.Spec.Taints)
+}
+
+// adminTaint puts a taint of the root's admin on east's node (taken off
+// when tb ends) and returns it.
+func (s *suite) adminTaint(tb testing.TB) corev1.Taint {
+	ctx := context.WithoutCancel(tb.Context())
+	admin := s.root.Client.CoreV1().Nodes()
+	quarantine := corev1.Taint{Key: "example.com/quarantine", Value: rand.String(6), Effect: corev1.TaintEffectNoSchedule}
+	setTaint := func(on bool) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n, err := admin.Get(ctx, "east", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			var taints []corev1.Taint
+			for _, t := range n.Spec.Taints {
+				if t.Key != quarantine.Key {
+					taints = append(taints, t)
+				}
+			}
+			if on {
+				taints = append(taints, quarantine)
+			}
+			n.Spec.Taints = taints
+			_, err = admin.Update(ctx, n, metav1.UpdateOptions{})
+			return err
+		})
+	}
+	require.NoError(tb, setTaint(true))
+	tb.Cleanup(func() { _ = setTaint(false) })
+	return quarantine
+}
+
+// desiredAdminKey: east, its agent frozen, asks in its desired taints for
+// a taint of the key an admin of the root set, with a weaker effect. The
+// root's agent keeps the admin's and says so in a Warning event.
+func desiredAdminKey(tb testing.TB, s *suite) error {
+	ctx := tb.Context()
+	quarantine := s.adminTaint(tb)
+	thaw := freeze(tb)
+	defer func() {
+		thaw()
+		waitWhole(tb)
+	}()
+	since := metav1.Now().Rfc3339Copy()
+	desired, err := json.Marshal([]corev1.Taint{{Key: quarantine.Key, Value: "child", Effect: corev1.TaintEffectPreferNoSchedule}})
+	require.NoError(tb, err)
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{api.AnnotationDesiredTaints: string(desired)}}})
+	require.NoError(tb, err)
+	_, err = s.hostile.CoreV1().Nodes().Patch(ctx, "east", types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(tb, err, "a node may write its annotations")
+	framework.Eventually(tb, time.Minute, "the root's agent refuses the desired taint in an event", func(ctx context.Context) (bool, string) {
+		evs, err := s.root.Client.CoreV1().Events("").List(ctx, metav1.ListOptions{
+			FieldSelector: fields.Set{"involvedObject.name": "east", "reason": "NestletTaintsRefused"}.String()})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, ev := range evs.Items {
+			if !ev.LastTimestamp.Before(&since) && strings.Contains(ev.Message, quarantine.Key) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d events", len(evs.Items))
+	})
+	n, err := s.root.Client.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
+	require.NoError(tb, err)
+	var of []corev1.Taint
+	for _, t := range n.Spec.Taints {
+		if t.Key == quarantine.Key {
+			of = append(of, t)
+		}
+	}
+	if len(of) != 1 || of[0].Value != quarantine.Value || of[0].Effect != quarantine.Effect {
+		return fmt.Errorf("taints of key %s: %v, want only the admin's %v", quarantine.Key, of, quarantine)
+	}
+	return nil
 }
 
 // summaryOf is the raw summary of east as the root holds it.
