@@ -698,7 +698,7 @@ func eventFlood(tb testing.TB, s *suite) error {
 		wg.Go(func() {
 			for j := range 25 {
 				ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("flood-%d-%d-%s", i, j, rand.String(4)), Namespace: s.ns},
-					InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "east", UID: types.UID("east")},
+					InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: s.ns, Name: "flood"},
 					Reason:         "Flood", Message: "a hostile child's flood", Type: corev1.EventTypeNormal, Source: corev1.EventSource{Host: "east"}}
 				if _, err := flood.CoreV1().Events(s.ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil && !apierrors.IsTooManyRequests(err) {
 					errs <- err
