@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -654,7 +655,8 @@ func renewalForAYear(tb testing.TB, s *suite) error {
 // header X-Kubernetes-PF-FlowSchema-UID names it): a priority level of
 // their own, one flow per child, below the root's kubelets' (system-nodes),
 // so that the flood queues there and not before the root's own kubelets
-// and controllers. The root's admin meanwhile is served by another.
+// and controllers. Meanwhile a pod of the root's is scheduled and bound,
+// and the root's admin is served by another FlowSchema.
 func eventFlood(tb testing.TB, s *suite) error {
 	ctx := tb.Context()
 	var uid string
@@ -692,11 +694,21 @@ func eventFlood(tb testing.TB, s *suite) error {
 	tb.Cleanup(func() {
 		_ = s.root.Client.CoreV1().Events(s.ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
 	})
+	// The flood goes on (each connection at most 250 Events) until a pod
+	// of the root's, made meanwhile, is bound to east.
 	var wg sync.WaitGroup
+	var sent atomic.Int64
+	stop := make(chan struct{})
 	errs := make(chan error, 16)
 	for i := range 16 {
 		wg.Go(func() {
-			for j := range 25 {
+			for j := range 250 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				sent.Add(1)
 				ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("flood-%d-%d-%s", i, j, rand.String(4)), Namespace: s.ns},
 					InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: s.ns, Name: "flood"},
 					Reason:         "Flood", Message: "a hostile child's flood", Type: corev1.EventTypeNormal, Source: corev1.EventSource{Host: "east"}}
@@ -707,11 +719,20 @@ func eventFlood(tb testing.TB, s *suite) error {
 			}
 		})
 	}
+	pod := "during-flood-" + rand.String(4)
+	s.pod(tb, pod, map[string]string{"topology.kubernetes.io/region": "east"})
+	s.boundTo(tb, pod, "east")
+	during := sent.Load()
+	close(stop)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		require.NoError(tb, err, "east may create Events")
 	}
+	if during >= 16*250 {
+		return fmt.Errorf("the flood (%d Events) ended before the root's pod was bound: nothing shown", during)
+	}
+	tb.Logf("a pod of the root's bound to east during a flood of %d Events from east", during)
 	var rootFlow string
 	probe := rest.CopyConfig(s.root.Config)
 	probe.Wrap(func(rt http.RoundTripper) http.RoundTripper {
