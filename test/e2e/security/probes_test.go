@@ -330,10 +330,15 @@ func beyondQuota(tb testing.TB, s *suite) error {
 	thaw := freeze(tb)
 	defer thaw()
 	lots := resource.MustParse("1000")
-	n, err := s.hostile.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
-	require.NoError(tb, err)
-	n.Status.Capacity[corev1.ResourceCPU], n.Status.Allocatable[corev1.ResourceCPU] = lots, lots
-	_, err = s.hostile.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := s.hostile.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Status.Capacity[corev1.ResourceCPU], n.Status.Allocatable[corev1.ResourceCPU] = lots, lots
+		_, err = s.hostile.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
 	require.NoError(tb, err, "a node may write its own status")
 	sum := s.eastSummary(tb)
 	for i := range sum.Groups {
@@ -613,10 +618,17 @@ func servingForServiceIP(tb testing.TB, s *suite) error {
 	ip := svc.Spec.ClusterIP
 	thaw := freeze(tb)
 	defer thaw()
-	n, err := s.hostile.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
-	require.NoError(tb, err)
-	n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: ip})
-	_, err = s.hostile.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	// The root's side writes the node too (the decorator, the node
+	// lifecycle controller): read it again on a conflict.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := s.hostile.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: ip})
+		_, err = s.hostile.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
 	require.NoError(tb, err, "a node writes its own addresses")
 	key, err := join.NewKey()
 	require.NoError(tb, err)
