@@ -348,16 +348,9 @@ func beyondQuota(tb testing.TB, s *suite) error {
 	thaw := freeze(tb)
 	defer thaw()
 	lots := resource.MustParse("1000")
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := s.hostile.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
+	s.writeEastStatus(tb, "a node may write its own status", func(n *corev1.Node) {
 		n.Status.Capacity[corev1.ResourceCPU], n.Status.Allocatable[corev1.ResourceCPU] = lots, lots
-		_, err = s.hostile.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
-		return err
 	})
-	require.NoError(tb, err, "a node may write its own status")
 	sum := s.eastSummary(tb)
 	for i := range sum.Groups {
 		g := &sum.Groups[i]
@@ -636,18 +629,9 @@ func servingForServiceIP(tb testing.TB, s *suite) error {
 	ip := svc.Spec.ClusterIP
 	thaw := freeze(tb)
 	defer thaw()
-	// The root's side writes the node too (the decorator, the node
-	// lifecycle controller): read it again on a conflict.
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := s.hostile.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
+	s.writeEastStatus(tb, "a node writes its own addresses", func(n *corev1.Node) {
 		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: ip})
-		_, err = s.hostile.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
-		return err
 	})
-	require.NoError(tb, err, "a node writes its own addresses")
 	key, err := join.NewKey()
 	require.NoError(tb, err)
 	der, err := x509.CreateCertificateRequest(crand.Reader, join.ServingTemplate("east", []net.IP{net.ParseIP(ip)}), key)
@@ -1112,4 +1096,22 @@ func (s *suite) forgetEast(name string) {
 		_, err = cms.Update(context.Background(), cm, metav1.UpdateOptions{})
 		return err
 	})
+}
+
+// writeEastStatus changes east's node status as east (a node may write its
+// own), reading it again on a conflict: the root's side writes the node too
+// (the decorator, the node lifecycle controller).
+func (s *suite) writeEastStatus(tb testing.TB, what string, change func(*corev1.Node)) {
+	tb.Helper()
+	nodes := s.hostile.CoreV1().Nodes()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := nodes.Get(tb.Context(), "east", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(n)
+		_, err = nodes.UpdateStatus(tb.Context(), n, metav1.UpdateOptions{})
+		return err
+	})
+	require.NoError(tb, err, what)
 }
