@@ -198,5 +198,28 @@ func (c *Cluster) grantSchedulerQuotas(ctx context.Context) error {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("cluster %s: letting the scheduler read the quotas: %w", c.Name, err)
 	}
+	return c.grantSchedulerReservations(ctx)
+}
+
+// grantSchedulerReservations lets the scheduler ask children for places
+// and say where it holds pods (the Reservation plugin), as the chart's
+// ClusterRole does.
+func (c *Cluster) grantSchedulerReservations(ctx context.Context) error {
+	meta := metav1.ObjectMeta{Name: "launcher-scheduler-reservations"}
+	opts := metav1.CreateOptions{FieldManager: "nestlet-launcher"}
+	_, err := c.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: meta, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, Verbs: []string{"create", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"patch"}},
+	}}, opts)
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("cluster %s: letting the scheduler reserve: %w", c.Name, err)
+	}
+	_, err = c.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: meta,
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: meta.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "system:kube-scheduler"}},
+	}, opts)
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("cluster %s: letting the scheduler reserve: %w", c.Name, err)
+	}
 	return nil
 }

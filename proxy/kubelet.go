@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/pkg/tunnel"
 )
 
@@ -42,10 +43,17 @@ func (p *Proxy) serveKubelet(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if node, _, _, ok := api.ParseReservePath(r.URL.Path); ok {
+		// A reservation names its node: the pod is not bound yet.
+		if p.auth.Authorize(w, r, caller, node) {
+			p.throughTunnel(w, r, node, fmt.Sprintf("node %q", node))
+		}
+		return
+	}
 	ns, name, ok := podOf(r.URL.Path)
 	if !ok {
 		if p.auth.Authorize(w, r, caller, "") {
-			http.Error(w, fmt.Sprintf("nestlet-proxy's shared port serves the pod routes of the kubelet API (%s), not %s: node-level endpoints are served on each node's own port (nestlet-proxy --node-ports) or by agents in direct mode",
+			http.Error(w, fmt.Sprintf("nestlet-proxy's shared port serves the pod routes of the kubelet API (%s) and reservations, not %s: node-level endpoints are served on each node's own port (nestlet-proxy --node-ports) or by agents in direct mode",
 				"containerLogs, exec, attach, portForward, run", r.URL.Path), http.StatusNotFound)
 		}
 		return

@@ -14,6 +14,7 @@ import (
 	_ "github.com/nestlet/nestlet/scheduler-plugins/apis/config/scheme"
 	"github.com/nestlet/nestlet/scheduler-plugins/loopguard"
 	"github.com/nestlet/nestlet/scheduler-plugins/pathlength"
+	"github.com/nestlet/nestlet/scheduler-plugins/reservation"
 	"github.com/nestlet/nestlet/scheduler-plugins/summaryaffinity"
 	"github.com/nestlet/nestlet/scheduler-plugins/treeaffinity"
 	"github.com/nestlet/nestlet/scheduler-plugins/treespread"
@@ -28,6 +29,7 @@ func main() {
 		app.WithPlugin(pathlength.Name, pathlength.New),
 		app.WithPlugin(treespread.Name, treespread.New),
 		app.WithPlugin(treeaffinity.Name, treeaffinity.New),
+		app.WithPlugin(reservation.Name, reservation.New),
 	)
 	os.Exit(cli.Run(cmd))
 }

@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+
+	nestletapi "github.com/nestlet/nestlet/api"
 )
 
 // Delegates resolves a pod bound to the virtual node (in the parent) to its
@@ -48,6 +50,9 @@ type Config struct {
 	// Nodes lists this cluster's nodes, for the stats summary (optional:
 	// without it /stats/summary and /metrics/resource answer 404).
 	Nodes func() ([]*corev1.Node, error)
+	// Reserver places pods by reservation (optional: without it
+	// /reserve answers 501 and parents bind first, place after).
+	Reserver Reserver
 	// StreamIdleTimeout and StreamCreationTimeout bound streaming sessions
 	// (defaults 4h and 30s, as a kubelet's).
 	StreamIdleTimeout     time.Duration
@@ -102,5 +107,6 @@ func (s *Server) Handler() http.Handler {
 	// Logs are served here rather than by virtual-kubelet, whose option
 	// parsing loses an explicit tailLines=0.
 	mux.HandleFunc(logsPrefix, s.serveLogs)
+	mux.HandleFunc("/"+nestletapi.ReservePath+"/", s.serveReserve)
 	return mux
 }

@@ -195,6 +195,7 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 	if err := kapi.serve(runCtx, kubeletapi.Config{
 		NodeName:    t.Spec.ClusterName,
 		Delegates:   pods.fwd,
+		Reserver:    pods.fwd,
 		Child:       r.c.cfg.Client,
 		ChildConfig: r.c.cfg.RESTConfig,
 		Nodes:       func() ([]*corev1.Node, error) { return r.c.nodes.List(labels.Everything()) },

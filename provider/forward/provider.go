@@ -130,6 +130,7 @@ type Provider struct {
 	events       *eventReflector
 	ids          *identities
 	claims       *claims
+	held         holds // Reserve calls waiting (reserve.go)
 	// namespaces known to exist here (a namespace deleted later makes the
 	// create fail, and the pod is retried).
 	namespaces sync.Map
@@ -262,6 +263,7 @@ func (p *Provider) Run(ctx context.Context) error {
 	go p.services.run(ctx)
 	go p.events.run(ctx) // not waited for: pods go on without it
 	go p.claims.run(ctx)
+	go p.collectHeld(ctx, 30*time.Second)
 	if p.cfg.OriginAPI != nil {
 		go p.ids.run(ctx)
 	}
@@ -324,7 +326,9 @@ func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Po
 		}
 	}
 	d := p.delegateOf(namespace, name)
-	if d == nil {
+	if d == nil || isHeld(d) {
+		// A held delegate is not yet the pod's: virtual-kubelet then
+		// calls CreatePod, which releases it.
 		return nil, errdefs.NotFoundf("pod %s/%s has no delegate in %s", namespace, name, p.cfg.ClusterName)
 	}
 	if parent == nil {
@@ -369,8 +373,8 @@ func (p *Provider) GetPods(_ context.Context) ([]*corev1.Pod, error) {
 	delegates, _ := p.lister.List(labels.Everything())
 	for _, d := range delegates {
 		ns, name, ok := parentKey(d)
-		if !ok {
-			continue
+		if !ok || isHeld(d) {
+			continue // a reservation: collectHeld's
 		}
 		parent, err := p.cfg.ParentPods.Pods(ns).Get(name)
 		if err != nil {

@@ -52,7 +52,7 @@ func transient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
-	if errors.Is(err, errRelayUnknown) {
+	if errors.Is(err, errRelayUnknown) || errors.Is(err, errHeldGone) {
 		return true
 	}
 	if apierrors.IsForbidden(err) && (strings.Contains(err.Error(), "error looking up service account") || refusedIdentity(err)) {

@@ -120,6 +120,7 @@ func (p *Provider) delegateChanged(obj any) {
 	if !ok {
 		return
 	}
+	p.held.notify(originUID(d))
 	parent := p.parentOf(d)
 	if parent == nil {
 		return
@@ -130,7 +131,7 @@ func (p *Provider) delegateChanged(obj any) {
 	if failed {
 		return
 	}
-	if d.DeletionTimestamp != nil && parent.DeletionTimestamp == nil && !p.isDeleting(parent.UID) && !terminal(parent) {
+	if d.DeletionTimestamp != nil && !isHeld(d) && parent.DeletionTimestamp == nil && !p.isDeleting(parent.UID) && !terminal(parent) {
 		// Deleted here by someone else than Nestlet (evicted from an
 		// unreachable or drained node, deleted by hand): the delegate
 		// will not run to the end. Fail the parent pod now so that its
@@ -178,6 +179,12 @@ func (p *Provider) delegateDeleted(obj any) {
 	p.mu.Lock()
 	delete(p.looked, originUID(d))
 	p.mu.Unlock()
+	p.held.notify(originUID(d))
+	if isHeld(d) {
+		// A reservation withdrawn or collected: a parent pod bound here
+		// meanwhile gets a new delegate (CreatePod retries).
+		return
+	}
 	parent := p.parentOf(d)
 	if parent == nil {
 		return

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nestlet/nestlet/scheduler-plugins/loopguard"
 	"github.com/nestlet/nestlet/scheduler-plugins/pathlength"
+	"github.com/nestlet/nestlet/scheduler-plugins/reservation"
 	"github.com/nestlet/nestlet/scheduler-plugins/summaryaffinity"
 	"github.com/nestlet/nestlet/scheduler-plugins/treeaffinity"
 	"github.com/nestlet/nestlet/scheduler-plugins/treespread"
@@ -39,10 +40,12 @@ type profileFile struct {
 type profile struct {
 	SchedulerName string `json:"schedulerName"`
 	Plugins       struct {
-		Filter  pluginSet `json:"filter"`
-		Score   pluginSet `json:"score"`
-		Reserve pluginSet `json:"reserve"`
-		Bind    pluginSet `json:"bind"`
+		Filter   pluginSet `json:"filter"`
+		Score    pluginSet `json:"score"`
+		Reserve  pluginSet `json:"reserve"`
+		Permit   pluginSet `json:"permit"`
+		PostBind pluginSet `json:"postBind"`
+		Bind     pluginSet `json:"bind"`
 	} `json:"plugins"`
 	PluginConfig []struct {
 		Name string         `json:"name"`
@@ -87,14 +90,18 @@ func TestSchedulerConfig(t *testing.T) {
 	require.Len(t, f.Profiles, 1)
 	p := f.Profiles[0]
 	require.Equal(t, "default-scheduler", p.SchedulerName)
-	for _, name := range []string{summaryaffinity.Name, loopguard.Name, watermark.Name, treespread.Name, treeaffinity.Name} {
+	for _, name := range []string{summaryaffinity.Name, loopguard.Name, watermark.Name, treespread.Name, treeaffinity.Name, reservation.Name} {
 		require.Contains(t, names(p.Plugins.Filter.Enabled), name)
 	}
-	require.ElementsMatch(t, []string{"NodeAffinity", "TaintToleration", "PodTopologySpread", "InterPodAffinity"}, names(p.Plugins.Filter.Disabled))
+	require.ElementsMatch(t, []string{"NodeAffinity", "TaintToleration", "PodTopologySpread", "InterPodAffinity", "NodePorts"}, names(p.Plugins.Filter.Disabled))
+	// Reservation: asked at Permit, withdrawn at Unreserve, forgotten at
+	// PostBind.
+	require.Equal(t, []string{reservation.Name}, names(p.Plugins.Permit.Enabled))
+	require.Equal(t, []string{reservation.Name}, names(p.Plugins.PostBind.Enabled))
 	// TreeSpread binds every pod: the default binder would bind first.
 	require.Equal(t, []string{treespread.Name}, names(p.Plugins.Bind.Enabled))
 	require.Equal(t, []string{"DefaultBinder"}, names(p.Plugins.Bind.Disabled))
-	require.Equal(t, []string{treespread.Name}, names(p.Plugins.Reserve.Enabled))
+	require.Equal(t, []string{treespread.Name, reservation.Name}, names(p.Plugins.Reserve.Enabled))
 	require.Equal(t, []plugin{{Name: watermark.Name, Weight: 10}, {Name: pathlength.Name, Weight: 20}}, p.Plugins.Score.Enabled)
 
 	args := map[string]map[string]any{}
@@ -150,6 +157,7 @@ func load(t *testing.T, raw []byte) *schedconfig.KubeSchedulerConfiguration {
 		summaryaffinity.Name: summaryaffinity.New,
 		pathlength.Name:      pathlength.New,
 		treespread.Name:      treespread.New,
+		reservation.Name:     reservation.New,
 	}
 	args := map[string]runtime.Object{}
 	for _, c := range prof.PluginConfig {

@@ -1,9 +1,6 @@
 package forward
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -14,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -48,52 +44,6 @@ func TestDelegateNameCollision(t *testing.T) {
 	mine, err := east.Client.CoreV1().Pods(ns).Get(ctx, "clash", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "local", mine.Labels["origin"], "the child's own pod is untouched")
-}
-
-// After bounces, the children ask to be avoided for the owner of the
-// bounced pods, level by level, until the root keeps the Deployment's pod
-// Pending with that reason instead of sending it down again (no ping-pong).
-func TestBounceRecordsAvoidance(t *testing.T) {
-	ctx := t.Context()
-	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
-	root := env.Cluster("root")
-	occupyHostPort(t, ns, 7002, "west-1", "west-2")
-	dep := deployment(ns, "port-bound", 1, "west")
-	dep.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 7002}}
-	_, err := root.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = root.Client.AppsV1().Deployments(ns).Delete(context.WithoutCancel(ctx), "port-bound", metav1.DeleteOptions{})
-	})
-	framework.EventuallyEvery(t, 500*time.Millisecond, 3*time.Minute, "west asks the root to avoid it for the ReplicaSet", func(ctx context.Context) (bool, string) {
-		rss, err := root.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=port-bound"})
-		if err != nil || len(rss.Items) == 0 {
-			return false, fmt.Sprintf("no ReplicaSet yet (%v)", err)
-		}
-		rsUID := string(rss.Items[0].UID)
-		n, err := root.Client.CoreV1().Nodes().Get(ctx, "west", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		var avoid map[string]string
-		if err := json.Unmarshal([]byte(n.Annotations[api.AnnotationAvoid]), &avoid); err != nil {
-			return false, fmt.Sprintf("ReplicaSet %s: west's avoid annotation: %v", rsUID, err)
-		}
-		_, ok := avoid[rsUID]
-		return ok, fmt.Sprintf("ReplicaSet %s: west avoids %v", rsUID, avoid)
-	})
-
-	// The root now keeps the replacement Pending, saying why.
-	waitPods(t, "root", ns, "app=port-bound", time.Minute, func(ps []corev1.Pod) bool {
-		for _, p := range ps {
-			for _, c := range p.Status.Conditions {
-				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "asks to be avoided") {
-					return true
-				}
-			}
-		}
-		return false
-	})
 }
 
 // The agents export forwarding metrics.

@@ -108,9 +108,12 @@ func TestDelegateDeletedBelowFailsParent(t *testing.T) {
 	})
 }
 
-// A pod the west leaves cannot place for a reason no summary shows (its
-// host port is taken on every node there) bounces back: the root pod fails
-// with the leaf scheduler's reason, visible in kubectl describe.
+// A pod bound by hand (no scheduler, so no reservation) to a virtual node
+// whose leaves cannot place it, for a reason no summary shows (its host
+// port is taken on every node there), bounces back: the root pod fails
+// with the leaf scheduler's reason, visible in kubectl describe, as a pod
+// bound by hand to a node without the free port fails at its kubelet. A
+// pod the scheduler places stays Pending instead (reservation_test.go).
 func TestBounceBack(t *testing.T) {
 	ctx := t.Context()
 	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
@@ -119,8 +122,8 @@ func TestBounceBack(t *testing.T) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "port-bound", Namespace: ns},
 		Spec: corev1.PodSpec{
-			NodeSelector: map[string]string{"topology.kubernetes.io/region": "west"},
-			Containers:   []corev1.Container{{Name: "app", Image: "nginx", Ports: []corev1.ContainerPort{{ContainerPort: 80, HostPort: 7001}}}},
+			NodeName:   "west",
+			Containers: []corev1.Container{{Name: "app", Image: "nginx", Ports: []corev1.ContainerPort{{ContainerPort: 80, HostPort: 7001}}}},
 		},
 	}
 	_, err := root.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})

@@ -1,0 +1,165 @@
+package forward
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+// reserving runs a Provider whose parent pods are those in parentPods.
+func reserving(t *testing.T) (*Provider, *fake.Clientset, cache.Indexer) {
+	t.Helper()
+	child := fake.NewClientset()
+	parentPods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	p, err := New(Config{TargetName: "t", TargetUID: "target-uid", ClusterName: "leaf", ParentName: "root",
+		Parent: fake.NewClientset(), ParentPods: corelisters.NewPodLister(parentPods), Child: child})
+	require.NoError(t, err)
+	require.NoError(t, p.Run(t.Context()))
+	p.NotifyPods(t.Context(), func(*corev1.Pod) {})
+	return p, child, parentPods
+}
+
+// unboundPod is a parent pod the parent's scheduler has not bound yet.
+func unboundPod() *corev1.Pod {
+	pod := neverPod()
+	pod.Spec.NodeName = ""
+	return pod
+}
+
+// heldDelegate waits for the delegate of pod to appear in the informer.
+func heldDelegate(t *testing.T, p *Provider, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	var d *corev1.Pod
+	require.Eventually(t, func() bool {
+		d = p.delegateOf(pod.Namespace, pod.Name)
+		return d != nil
+	}, 10*time.Second, 5*time.Millisecond, "the held delegate")
+	return d
+}
+
+// A reservation creates the delegate held and answers with the node this
+// cluster's scheduler holds it on; until the parent pod is bound here it
+// is not the pod's (virtual-kubelet then creates, which releases it).
+func TestReserveHoldsThenCreateReleases(t *testing.T) {
+	p, child, parentPods := reserving(t)
+	pod := unboundPod()
+	type answer struct {
+		res api.Reservation
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := p.Reserve(t.Context(), pod.DeepCopy(), 10*time.Second)
+		done <- answer{res, err}
+	}()
+	d := heldDelegate(t, p, pod)
+	require.Equal(t, api.HoldHeld, d.Annotations[api.AnnotationHold])
+	require.Empty(t, d.Spec.NodeName)
+	// This cluster's scheduler holds it (the Reservation plugin).
+	d = d.DeepCopy()
+	d.Annotations[api.AnnotationReservedOn] = "node-1"
+	_, err := child.CoreV1().Pods(d.Namespace).Update(t.Context(), d, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	a := <-done
+	require.NoError(t, a.err)
+	require.Equal(t, api.Reservation{Held: true, Node: "node-1"}, a.res)
+
+	_, err = p.GetPod(t.Context(), pod.Namespace, pod.Name)
+	require.True(t, errdefs.IsNotFound(err), "a held delegate is not yet the pod's: %v", err)
+	listed, err := p.GetPods(t.Context())
+	require.NoError(t, err)
+	require.Empty(t, listed, "nor is it listed as a pod to remove")
+
+	// Bound here: CreatePod releases it rather than making another.
+	bound := pod.DeepCopy()
+	bound.Spec.NodeName = "leaf"
+	require.NoError(t, parentPods.Add(bound))
+	require.NoError(t, p.CreatePod(t.Context(), bound))
+	got, err := child.CoreV1().Pods(pod.Namespace).Get(t.Context(), pod.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, api.HoldReleased, got.Annotations[api.AnnotationHold])
+	require.Equal(t, d.UID, got.UID)
+	all, err := child.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, all.Items, 1, "one delegate")
+}
+
+// A cluster with no place says why, once its scheduler has tried every
+// node: a failure that says it tries the others is not the answer. The
+// delegate is withdrawn.
+func TestReserveAnswersTheLastUnschedulable(t *testing.T) {
+	p, child, _ := reserving(t)
+	pod := unboundPod()
+	done := make(chan api.Reservation, 1)
+	go func() {
+		res, err := p.Reserve(t.Context(), pod.DeepCopy(), 10*time.Second)
+		require.NoError(t, err)
+		done <- res
+	}()
+	d := heldDelegate(t, p, pod)
+	unschedulableBy := func(msg string) {
+		cur, err := child.CoreV1().Pods(d.Namespace).Get(t.Context(), d.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		cur.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+			Reason: corev1.PodReasonUnschedulable, Message: msg, LastTransitionTime: metav1.Now()}}
+		_, err = child.CoreV1().Pods(d.Namespace).UpdateStatus(t.Context(), cur, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	unschedulableBy("0/1 nodes are available: 1 " + api.TryingOtherNodes + "mid-1: no room")
+	select {
+	case res := <-done:
+		t.Fatalf("answered before the last word: %+v", res)
+	case <-time.After(300 * time.Millisecond):
+	}
+	unschedulableBy("0/2 nodes are available: 1 mid-1: no room, 1 mid-2: no room.")
+	res := <-done
+	require.False(t, res.Held)
+	require.Equal(t, "0/2 nodes are available: 1 mid-1: no room, 1 mid-2: no room.", res.Unschedulable)
+	require.Eventually(t, func() bool {
+		_, err := child.CoreV1().Pods(d.Namespace).Get(t.Context(), d.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, 5*time.Second, 10*time.Millisecond, "the held delegate is withdrawn")
+}
+
+// Withdraw deletes a held delegate, of the right pod only; a pod whose
+// volumes this cluster makes at binding is not held; a bound pod is a bad
+// request.
+func TestReserveWithdrawAndRefusals(t *testing.T) {
+	p, child, _ := reserving(t)
+	pod := unboundPod()
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { _, _ = p.Reserve(ctx, pod.DeepCopy(), 10*time.Second) }()
+	d := heldDelegate(t, p, pod)
+	p.Withdraw(pod.Namespace, pod.Name, "another-uid")
+	_, err := child.CoreV1().Pods(d.Namespace).Get(t.Context(), d.Name, metav1.GetOptions{})
+	require.NoError(t, err, "another pod's withdrawal leaves it")
+	p.Withdraw(pod.Namespace, pod.Name, pod.UID)
+	_, err = child.CoreV1().Pods(d.Namespace).Get(t.Context(), d.Name, metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "withdrawn: %v", err)
+	cancel()
+
+	claimed := unboundPod()
+	claimed.Name, claimed.UID = "with-claim", "u2"
+	claimed.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
+	res, err := p.Reserve(t.Context(), claimed, time.Second)
+	require.NoError(t, err)
+	require.Equal(t, api.Reservation{}, res, "bound first, placed after")
+	_, err = child.CoreV1().Pods(claimed.Namespace).Get(t.Context(), claimed.Name, metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err))
+
+	_, err = p.Reserve(t.Context(), neverPod(), time.Second)
+	require.ErrorIs(t, err, api.ErrBadReservation)
+}
