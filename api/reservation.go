@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"strings"
+	"time"
 )
 
 // Placement by reservation (docs/scheduling.md#placement-by-reservation).
@@ -54,7 +55,21 @@ type Reservation struct {
 	// Unschedulable is the child scheduler's reason when it has no place
 	// for the pod; Held is false then.
 	Unschedulable string `json:"unschedulable,omitempty"`
+	// Waiting is true, with Unschedulable, when the child keeps the
+	// delegate Pending for room to appear (Target spec.waitForRoom): the
+	// parent does not withdraw it, and asks again (RenewWaiting) for as
+	// long as its pod waits.
+	Waiting bool `json:"waiting,omitempty"`
 }
+
+// RenewWaiting is how often a parent asks again for a pod that waits in a
+// child for room; a child drops a waiting delegate not asked for in
+// HeldMaxAge (by default: the agent's --held-max-age), which must be
+// longer.
+const (
+	RenewWaiting = 30 * time.Second
+	HeldMaxAge   = 2 * time.Minute
+)
 
 // ReservePathFor returns the kubelet API path of a reservation of the pod
 // namespace/name on the virtual node node.

@@ -365,7 +365,7 @@ func (c *Cluster) writePKI() (*clusterPKI, error) {
 		ips      []net.IP
 		dnsNames []string
 	}{
-		{&p.serving, "apiserver", pkix.Name{CommonName: "kube-apiserver"}, serving, []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}},
+		{&p.serving, "apiserver", pkix.Name{CommonName: "kube-apiserver"}, serving, []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}},
 		{&p.kwokServing, "kwok-serving", pkix.Name{CommonName: "kwok"}, loopback[:1], []string{"localhost"}},
 		{&p.admin, "admin", pkix.Name{CommonName: "kubernetes-admin", Organization: []string{"system:masters"}}, nil, nil},
 		{&p.controllerManager, "kube-controller-manager", pkix.Name{CommonName: "system:kube-controller-manager"}, nil, nil},

@@ -33,6 +33,8 @@ type JoinOptions struct {
 	ReportFrequency time.Duration
 	// CapacityPercent, when not 0, is spec.capacityPercent.
 	CapacityPercent int32
+	// WaitForRoom is spec.waitForRoom.
+	WaitForRoom bool
 }
 
 // Join installs the CRD if needed and writes the token Secret and Target.
@@ -102,6 +104,7 @@ func Join(ctx context.Context, cfg *rest.Config, o JoinOptions) (*v1alpha1.Targe
 			CABundle:                caBundle,
 			ReportFrequency:         metav1.Duration{Duration: o.ReportFrequency},
 			Labels:                  o.Labels,
+			WaitForRoom:             o.WaitForRoom,
 		},
 	}
 	if o.CapacityPercent != 0 {

@@ -115,6 +115,16 @@ type TargetSpec struct {
 	//
 	// +optional
 	StorageClasses map[string]string `json:"storageClasses,omitempty"`
+
+	// WaitForRoom says this cluster can grow (a cluster autoscaler adds
+	// nodes for pods that wait): a pod the parent asks a place for that
+	// fits no node here now stays here, Pending, for as long as the
+	// parent's pod waits, instead of being withdrawn, so that the
+	// autoscaler sees it and adds room. Set it on every Target between the
+	// root and the clusters that grow.
+	//
+	// +optional
+	WaitForRoom bool `json:"waitForRoom,omitempty"`
 }
 
 // SecretReference names a Secret.

@@ -24,6 +24,7 @@ import (
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
 	"github.com/virtual-kubelet/virtual-kubelet/log/klogv2"
 
+	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/pkg/command"
 	"github.com/nestlet/nestlet/pkg/kubeclient"
 	"github.com/nestlet/nestlet/provider/agent"
@@ -74,7 +75,7 @@ func run(ctx context.Context, o options) error {
 	}
 	acfg := agent.Config{
 		RESTConfig: cfg, Namespace: o.namespace, GroupKeys: o.groupKeys, LeaseDurationSeconds: o.lease, OutageTolerance: outage,
-		PodWorkers: o.podWorkers, BounceTimeout: o.bounceTimeout,
+		PodWorkers: o.podWorkers, BounceTimeout: o.bounceTimeout, HeldMaxAge: o.heldMaxAge,
 		TrustedSchedulers: o.trustedSchedulers,
 		KubeletAPI:        o.kubeletAPI, DirectAddress: o.directAddress,
 		PodAPI: o.podAPI,
@@ -84,6 +85,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.gatewayOn {
 		acfg.Gateway = &o.gateway
+	}
+	if o.heldMaxAge <= api.RenewWaiting {
+		return fmt.Errorf("--held-max-age %s: must be longer than %s, how often parents ask again for a pod that waits for room", o.heldMaxAge, api.RenewWaiting)
 	}
 	for _, c := range o.podCIDRPool {
 		p, err := netip.ParsePrefix(strings.TrimSpace(c))

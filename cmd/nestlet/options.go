@@ -23,6 +23,7 @@ type options struct {
 	profiling         bool
 	printPermissions  bool
 	bounceTimeout     time.Duration
+	heldMaxAge        time.Duration
 	trustedSchedulers []string
 	metricsAddr       string
 	kubeletAPI        string
@@ -43,7 +44,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.Int32Var(&o.lease, "lease-duration", 40, "lease duration of virtual nodes, in seconds")
 	fs.DurationVar(&o.outage, "apiserver-outage-tolerance", agent.DefaultOutageTolerance, "how long this cluster's API server may be unready while its virtual nodes keep renewing their leases in the parents (its pods keep running meanwhile); past it the parents mark the nodes lost after their grace period. 0: not at all")
 	fs.IntVar(&o.podWorkers, "pod-workers", 50, "pods forwarded concurrently per parent")
-	fs.DurationVar(&o.bounceTimeout, "bounce-timeout", 30*time.Second, "how long a forwarded pod may stay unschedulable here before it is bounced back to the parent")
+	fs.DurationVar(&o.bounceTimeout, "bounce-timeout", 30*time.Second, "how long a pod bound here without a reservation (by hand, with PersistentVolumeClaims) may stay unschedulable here before it is bounced back to the parent")
+	fs.DurationVar(&o.heldMaxAge, "held-max-age", api.HeldMaxAge, "how long a place held here for a parent's pod is kept without the parent asking for it again or binding the pod (parents ask every 30s for a pod that waits for room)")
 	fs.StringSliceVar(&o.trustedSchedulers, "trusted-schedulers", agent.DefaultTrustedSchedulers, "the parents' schedulers (spec.schedulerName) whose pods the virtual nodes take without the toleration of their taint; any other pod bound to a virtual node must tolerate virtual-kubelet.io/provider=nestlet:NoSchedule, and DaemonSet pods are never taken (each is failed with reason NestletNotAdmitted)")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "", "address serving Prometheus metrics at /metrics, e.g. :9090 (off when empty: a child in tunnel mode listens on nothing)")
 	fs.StringVar(&o.podAPI, "pod-api", agent.PodAPILocal, "which API server the parents' pods call: local (this cluster's, with its service account tokens, as a kubelet mounts them) or origin (the parent's, with tokens the parent issues for the pod and refreshes: a pod made at the root calls the root however deep it runs, through the gateways' peers where the parent's gateway offers its API server (--gateway-api-address), else at its URL, which the leaves' pods must then reach)")

@@ -85,6 +85,9 @@ type Config struct {
 	// BounceTimeout: how long a forwarded pod may stay unschedulable here
 	// before it is bounced back to the parent. Default 30s.
 	BounceTimeout time.Duration
+	// HeldMaxAge: how long a place held here for a parent's pod is kept
+	// without the parent asking again. Default api.HeldMaxAge.
+	HeldMaxAge time.Duration
 	// TrustedSchedulers are the parents' schedulers whose pods are
 	// forwarded without the toleration of the virtual nodes' taint.
 	// Default forward.DefaultTrustedSchedulers.
@@ -248,7 +251,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		RESTConfig: a.cfg.RESTConfig, Client: a.client, Targets: a.targets, Factory: a.factory,
 		Namespace: a.cfg.Namespace, ClusterUID: clusterUID, GroupKeys: a.cfg.GroupKeys,
 		LeaseDurationSeconds: a.cfg.LeaseDurationSeconds, OutageTolerance: a.cfg.OutageTolerance, Ready: a.cfg.Ready,
-		PodWorkers: a.cfg.PodWorkers, BounceTimeout: a.cfg.BounceTimeout, TrustedSchedulers: a.cfg.TrustedSchedulers,
+		PodWorkers: a.cfg.PodWorkers, BounceTimeout: a.cfg.BounceTimeout, HeldMaxAge: a.cfg.HeldMaxAge, TrustedSchedulers: a.cfg.TrustedSchedulers,
 		PodAPI: a.cfg.PodAPI, KubeletAPI: a.cfg.KubeletAPI, DirectAddress: a.cfg.DirectAddress,
 		Peers: gw, ChildPodCIDRs: parents.ChildPodCIDRs, Metrics: a.metrics, Clock: a.cfg.Clock,
 	})

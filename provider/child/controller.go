@@ -72,10 +72,11 @@ type Config struct {
 	// nodes' pings (readiness.go); Ready nil checks /readyz.
 	OutageTolerance time.Duration
 	Ready           func(context.Context) error
-	// PodWorkers per Target forwarding pods; BounceTimeout and
+	// PodWorkers per Target forwarding pods; BounceTimeout, HeldMaxAge and
 	// TrustedSchedulers are the forwarder's (provider/forward.Config).
 	PodWorkers        int
 	BounceTimeout     time.Duration
+	HeldMaxAge        time.Duration
 	TrustedSchedulers []string
 	// PodAPI is PodAPILocal or PodAPIOrigin; KubeletAPI and DirectAddress
 	// choose how the kubelet API is served (kubeletapi.go).

@@ -178,6 +178,7 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 	kapi.mu.Unlock()
 	fc := r.forwardConfig(parentName(id, t), prov)
 	fc.StorageClasses = t.Spec.StorageClasses
+	fc.WaitForRoom = t.Spec.WaitForRoom
 	relay := peers.NewParentRelay(r.c.cfg.Clock)
 	if r.c.cfg.PodAPI == PodAPIOrigin {
 		fc.OriginAPI = &forward.OriginAPI{URL: id.ParentURL, CA: id.CAData}
@@ -294,6 +295,7 @@ func (r *targetRun) forwardConfig(parent string, avoider forward.Avoider) forwar
 		ClusterName:       t.Spec.ClusterName,
 		ParentName:        parent,
 		BounceTimeout:     r.c.cfg.BounceTimeout,
+		HeldMaxAge:        r.c.cfg.HeldMaxAge,
 		TrustedSchedulers: r.c.cfg.TrustedSchedulers,
 		Child:             r.c.cfg.Client,
 		ChildPods:         r.c.cfg.Factory.CoreV1().Pods().Informer(),

@@ -21,7 +21,10 @@ import (
 // unschedulable reports whether d has been refused by this cluster's
 // scheduler, since when, and why.
 func unschedulable(d *corev1.Pod) (time.Time, string, bool) {
-	if d.Spec.NodeName != "" {
+	if d.Spec.NodeName != "" || d.Annotations[api.AnnotationReservedOn] != "" {
+		// Bound, or held at a node by this cluster's scheduler (a
+		// reservation, reserve.go): a PodScheduled=False condition left
+		// from before is not its state.
 		return time.Time{}, "", false
 	}
 	for _, c := range d.Status.Conditions {
@@ -35,6 +38,11 @@ func unschedulable(d *corev1.Pod) (time.Time, string, bool) {
 // scheduleBounce fails the parent pod once d has been unschedulable for
 // BounceTimeout (now, or when a timer fires).
 func (p *Provider) scheduleBounce(uid types.UID, d *corev1.Pod, since time.Time, msg string) {
+	if at := p.held.releasedAt(uid); at.After(since) {
+		// A released reservation that lost its place: counted from the
+		// release, not from when it waited for room before.
+		since = at
+	}
 	remaining := p.cfg.BounceTimeout - p.cfg.Clock.Since(since)
 	if remaining <= 0 {
 		p.bounce(uid, d, msg)

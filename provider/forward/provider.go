@@ -46,6 +46,10 @@ type Config struct {
 	// BounceTimeout is how long a delegate may stay unschedulable here
 	// before the parent pod is failed (default 30s).
 	BounceTimeout time.Duration
+	// HeldMaxAge is how long a held delegate is kept without its parent
+	// pod asked for again or bound here (default api.HeldMaxAge;
+	// reserve.go).
+	HeldMaxAge time.Duration
 	// Cooldown is how long the virtual node is to be avoided for the owner
 	// of a bounced pod (default 2m).
 	Cooldown time.Duration
@@ -95,7 +99,11 @@ type Config struct {
 	// StorageClasses maps the StorageClass of a parent's claim to the one
 	// its claim here takes (claims.go); unmapped, this cluster's default.
 	StorageClasses map[string]string
-	Clock          clock.WithDelayedExecution
+	// WaitForRoom keeps a held delegate that fits no node here, Pending,
+	// for as long as the parent asks for it (Target spec.waitForRoom;
+	// reserve.go), for this cluster's autoscaler.
+	WaitForRoom bool
+	Clock       clock.WithDelayedExecution
 }
 
 // Avoider publishes that the virtual node should be avoided for the pods
@@ -170,6 +178,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.BounceTimeout == 0 {
 		cfg.BounceTimeout = 30 * time.Second
+	}
+	if cfg.HeldMaxAge == 0 {
+		cfg.HeldMaxAge = api.HeldMaxAge
 	}
 	if cfg.Cooldown == 0 {
 		cfg.Cooldown = 2 * time.Minute
@@ -263,7 +274,7 @@ func (p *Provider) Run(ctx context.Context) error {
 	go p.services.run(ctx)
 	go p.events.run(ctx) // not waited for: pods go on without it
 	go p.claims.run(ctx)
-	go p.collectHeld(ctx, 30*time.Second)
+	go p.collectHeld(ctx, 15*time.Second)
 	if p.cfg.OriginAPI != nil {
 		go p.ids.run(ctx)
 	}

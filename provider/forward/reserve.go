@@ -33,10 +33,6 @@ import (
 // scheduler when the caller says nothing.
 const DefaultReserveWait = 30 * time.Second
 
-// heldMaxAge is how long a held delegate may wait for its parent pod to
-// be bound here before it is collected: longer than any parent's wait.
-const heldMaxAge = 2 * time.Minute
-
 // errHeldGone: a held delegate was withdrawn as its parent pod was bound
 // here; CreatePod retries, and makes an ordinary delegate.
 var errHeldGone = errors.New("it was withdrawn as the pod was bound here: a new delegate follows")
@@ -54,11 +50,50 @@ func Reservable(pod *corev1.Pod) bool {
 	return true
 }
 
-// holds are the Reserve calls waiting for their delegate to change, by
-// parent pod UID.
+// holds are the Reserve calls waiting for their delegate to change, and
+// when each parent pod was last asked for, by parent pod UID.
 type holds struct {
-	mu      sync.Mutex
-	waiters map[types.UID]chan struct{}
+	mu       sync.Mutex
+	waiters  map[types.UID]chan struct{}
+	asked    map[types.UID]time.Time
+	released map[types.UID]time.Time
+}
+
+func (h *holds) release(uid types.UID, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.released == nil {
+		h.released = map[types.UID]time.Time{}
+	}
+	h.released[uid] = now
+}
+
+func (h *holds) releasedAt(uid types.UID) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.released[uid]
+}
+
+func (h *holds) touch(uid types.UID, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.asked == nil {
+		h.asked = map[types.UID]time.Time{}
+	}
+	h.asked[uid] = now
+}
+
+func (h *holds) askedAt(uid types.UID) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.asked[uid]
+}
+
+func (h *holds) forget(uid types.UID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.asked, uid)
+	delete(h.released, uid)
 }
 
 func (h *holds) wait(uid types.UID) chan struct{} {
@@ -121,6 +156,7 @@ func (p *Provider) Reserve(ctx context.Context, pod *corev1.Pod, maxWait time.Du
 	}
 	ctx, cancel := context.WithTimeout(ctx, maxWait)
 	defer cancel()
+	p.held.touch(pod.UID, p.cfg.Clock.Now())
 	ch := p.held.wait(pod.UID)
 	defer p.held.done(pod.UID, ch)
 	d, err := p.createHeld(ctx, pod, path)
@@ -144,12 +180,19 @@ func (p *Provider) Reserve(ctx context.Context, pod *corev1.Pod, maxWait time.Du
 			return api.Reservation{}, fmt.Errorf("the reservation of pod %s/%s in %s was withdrawn", pod.Namespace, pod.Name, p.cfg.ClusterName)
 		}
 		if _, msg, stuck := unschedulable(d); stuck && !strings.Contains(msg, api.TryingOtherNodes) {
+			if p.cfg.WaitForRoom {
+				// Pending here, where this cluster's autoscaler sees it,
+				// for as long as the parent asks (collectHeld).
+				return api.Reservation{Unschedulable: msg, Waiting: true}, nil
+			}
 			p.withdrawHeld(d)
 			return api.Reservation{Unschedulable: msg}, nil
 		}
 		select {
 		case <-ctx.Done():
-			p.withdrawByName(pod.Namespace, pod.Name, pod.UID)
+			if !p.cfg.WaitForRoom {
+				p.withdrawByName(pod.Namespace, pod.Name, pod.UID)
+			}
 			return api.Reservation{}, fmt.Errorf("cluster %s's scheduler neither placed pod %s/%s nor said why within %s", p.cfg.ClusterName, pod.Namespace, pod.Name, maxWait)
 		case <-ch:
 		case <-tick.C:
@@ -249,6 +292,7 @@ func (p *Provider) release(ctx context.Context, pod, d *corev1.Pod) error {
 	if err != nil {
 		return p.errorf("create", "releasing the held delegate of %s/%s in %s: %w", pod.Namespace, pod.Name, p.cfg.ClusterName, err)
 	}
+	p.held.release(pod.UID, p.cfg.Clock.Now())
 	p.cfg.Metrics.forwarded.WithLabelValues(p.cfg.TargetName).Inc()
 	p.cfg.Metrics.latency.WithLabelValues(p.cfg.TargetName).Observe(p.cfg.Clock.Since(start).Seconds())
 	klog.FromContext(ctx).V(2).Info("Released held delegate", "pod", klog.KObj(pod), "delegate", d.Name, "node", reservedOn(d))
@@ -295,13 +339,19 @@ func (p *Provider) withdrawHeld(d *corev1.Pod) {
 }
 
 // collectHeld deletes, every interval, the held delegates whose parent
-// pod was not bound here within heldMaxAge (its scheduler went elsewhere
-// and its withdrawal was lost, or it was deleted).
+// pod was neither bound here nor asked for in api.HeldMaxAge (its
+// scheduler went elsewhere and its withdrawal was lost, or it was
+// deleted; a pod waiting for room is asked for again every
+// api.RenewWaiting).
 func (p *Provider) collectHeld(ctx context.Context, interval time.Duration) {
 	wait.UntilWithContext(ctx, func(context.Context) {
 		delegates, _ := p.lister.List(labels.Everything())
 		for _, d := range delegates {
-			if isHeld(d) && d.DeletionTimestamp == nil && p.cfg.Clock.Since(d.CreationTimestamp.Time) > heldMaxAge && p.parentOf(d) == nil {
+			last := d.CreationTimestamp.Time
+			if at := p.held.askedAt(originUID(d)); at.After(last) {
+				last = at
+			}
+			if isHeld(d) && d.DeletionTimestamp == nil && p.cfg.Clock.Since(last) > p.cfg.HeldMaxAge && p.parentOf(d) == nil {
 				klog.FromContext(ctx).V(2).Info("Collecting a held delegate whose parent pod was not bound here", "delegate", klog.KObj(d))
 				p.withdrawHeld(d)
 			}

@@ -163,3 +163,44 @@ func TestReserveWithdrawAndRefusals(t *testing.T) {
 	_, err = p.Reserve(t.Context(), neverPod(), time.Second)
 	require.ErrorIs(t, err, api.ErrBadReservation)
 }
+
+// A cluster that can grow (Target spec.waitForRoom) keeps a pod it has no
+// place for, held and Pending, and says so; asking again renews it.
+func TestReserveWaitsForRoom(t *testing.T) {
+	p, child, _ := reserving(t)
+	p.cfg.WaitForRoom = true
+	pod := unboundPod()
+	done := make(chan api.Reservation, 1)
+	go func() {
+		res, err := p.Reserve(t.Context(), pod.DeepCopy(), 10*time.Second)
+		require.NoError(t, err)
+		done <- res
+	}()
+	d := heldDelegate(t, p, pod)
+	cur := d.DeepCopy()
+	cur.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		Reason: corev1.PodReasonUnschedulable, Message: "0/2 nodes are available: 2 Insufficient cpu.", LastTransitionTime: metav1.Now()}}
+	_, err := child.CoreV1().Pods(d.Namespace).UpdateStatus(t.Context(), cur, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	res := <-done
+	require.Equal(t, api.Reservation{Unschedulable: "0/2 nodes are available: 2 Insufficient cpu.", Waiting: true}, res)
+	_, err = child.CoreV1().Pods(d.Namespace).Get(t.Context(), d.Name, metav1.GetOptions{})
+	require.NoError(t, err, "kept, Pending, for the autoscaler")
+	first := p.held.askedAt(pod.UID)
+	require.False(t, first.IsZero())
+
+	// Asked again: the same delegate, the same answer, a later ask.
+	time.Sleep(10 * time.Millisecond)
+	require.Eventually(t, func() bool {
+		d := p.delegateOf(pod.Namespace, pod.Name)
+		_, _, stuck := unschedulable(d)
+		return stuck
+	}, 5*time.Second, 5*time.Millisecond)
+	res, err = p.Reserve(t.Context(), pod.DeepCopy(), 10*time.Second)
+	require.NoError(t, err)
+	require.True(t, res.Waiting)
+	require.True(t, p.held.askedAt(pod.UID).After(first))
+	again, err := child.CoreV1().Pods(d.Namespace).Get(t.Context(), d.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, d.UID, again.UID)
+}

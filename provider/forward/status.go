@@ -180,6 +180,7 @@ func (p *Provider) delegateDeleted(obj any) {
 	delete(p.looked, originUID(d))
 	p.mu.Unlock()
 	p.held.notify(originUID(d))
+	p.held.forget(originUID(d))
 	if isHeld(d) {
 		// A reservation withdrawn or collected: a parent pod bound here
 		// meanwhile gets a new delegate (CreatePod retries).

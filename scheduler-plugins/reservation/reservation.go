@@ -70,11 +70,19 @@ type Reservation struct {
 	// pending are the reservations asked for (or made) and not yet bound
 	// or withdrawn, by pod: the node and the cancel of the request.
 	pending map[types.UID]*request
+	// waitingIn are, by pod, the virtual nodes whose child keeps the pod
+	// waiting for room (api.Reservation.Waiting): withdrawn once the pod
+	// is bound elsewhere or deleted.
+	waitingIn map[types.UID]map[string]bool
 }
 
 type refusal struct {
 	summary string
 	reason  string
+	// waiting: the child keeps the pod waiting for room; it is asked
+	// again after api.RenewWaiting (at is when it answered).
+	waiting bool
+	at      time.Time
 }
 
 type request struct {
@@ -83,6 +91,8 @@ type request struct {
 	held   bool // the child holds a place
 	// virtual: the node is a virtual node, whose child is asked.
 	virtual bool
+	// keep: the child keeps the pod waiting for room; Unreserve leaves it.
+	keep bool
 }
 
 var (
@@ -94,7 +104,8 @@ var (
 
 // New builds the plugin and subscribes it to pod updates (for releases).
 func New(_ context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-	pl := &Reservation{handle: h, refused: map[types.UID]map[string]refusal{}, pending: map[types.UID]*request{}}
+	pl := &Reservation{handle: h, refused: map[types.UID]map[string]refusal{}, pending: map[types.UID]*request{},
+		waitingIn: map[types.UID]map[string]bool{}}
 	pl.reserve, pl.withdraw = pl.reserveBelow, pl.withdrawBelow
 	if h == nil {
 		return pl, nil // a profile check builds plugins without a scheduler
@@ -111,6 +122,7 @@ func New(_ context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) 
 					obj = tomb.Obj
 				}
 				if pod, ok := obj.(*corev1.Pod); ok {
+					pl.withdrawWaiting(pod, "")
 					pl.forget(pod.UID)
 				}
 			},
@@ -146,6 +158,11 @@ func (pl *Reservation) Filter(ctx context.Context, _ fwk.CycleState, pod *corev1
 	defer pl.mu.Unlock()
 	r, ok := pl.refused[pod.UID][node.Name]
 	if !ok {
+		return nil
+	}
+	if r.waiting && time.Since(r.at) >= api.RenewWaiting {
+		// Asked again: the child keeps the pod for as long as it is.
+		delete(pl.refused[pod.UID], node.Name)
 		return nil
 	}
 	if r.summary != summaryKey(node) {
@@ -214,12 +231,30 @@ func (pl *Reservation) run(ctx context.Context, pod *corev1.Pod, nodeName string
 			return
 		case res.Unschedulable != "":
 			reason := fmt.Sprintf("%s: %s", nodeName, res.Unschedulable)
+			if res.Waiting {
+				reason = fmt.Sprintf("%s: waits there for room: %s", nodeName, res.Unschedulable)
+			}
 			pl.mu.Lock()
 			if pl.refused[pod.UID] == nil {
 				pl.refused[pod.UID] = map[string]refusal{}
 			}
-			pl.refused[pod.UID][nodeName] = refusal{summary: summaryKey(node), reason: reason}
+			pl.refused[pod.UID][nodeName] = refusal{summary: summaryKey(node), reason: reason, waiting: res.Waiting, at: time.Now()}
+			if res.Waiting {
+				if r := pl.pending[pod.UID]; r != nil && r.node == nodeName {
+					r.keep = true
+				}
+				if pl.waitingIn[pod.UID] == nil {
+					pl.waitingIn[pod.UID] = map[string]bool{}
+				}
+				pl.waitingIn[pod.UID][nodeName] = true
+			}
 			pl.mu.Unlock()
+			if res.Waiting {
+				// Asked again while it waits, which keeps it there.
+				time.AfterFunc(api.RenewWaiting, func() {
+					pl.handle.Activate(logger, map[string]*corev1.Pod{pod.Namespace + "/" + pod.Name: pod})
+				})
+			}
 			logger.V(2).Info("Child has no place for the pod", "reason", res.Unschedulable)
 			if held {
 				reason = api.TryingOtherNodes + reason
@@ -305,7 +340,7 @@ func (pl *Reservation) Unreserve(ctx context.Context, _ fwk.CycleState, pod *cor
 	if r != nil {
 		r.cancel()
 	}
-	if pod.Annotations[api.AnnotationHold] == api.HoldHeld {
+	if pod.Annotations[api.AnnotationHold] != "" {
 		// Where it was held is no longer true: the agent above must not
 		// read it as a place.
 		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, api.AnnotationReservedOn)
@@ -314,7 +349,7 @@ func (pl *Reservation) Unreserve(ctx context.Context, _ fwk.CycleState, pod *cor
 			klog.FromContext(ctx).Error(err, "Clearing where a held pod was held", "pod", klog.KObj(pod))
 		}
 	}
-	if r == nil || !r.virtual {
+	if r == nil || !r.virtual || r.keep {
 		return
 	}
 	// Withdrawn whether or not the child said it holds a place: its
@@ -326,9 +361,30 @@ func (pl *Reservation) Unreserve(ctx context.Context, _ fwk.CycleState, pod *cor
 	pl.withdraw(wctx, pod, nodeName)
 }
 
-// PostBind forgets the pod's reservation: it is the child's now.
-func (pl *Reservation) PostBind(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
+// PostBind forgets the pod's reservation (it is the child's now), and
+// withdraws it from the children that kept it waiting for room.
+func (pl *Reservation) PostBind(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, nodeName string) {
+	pl.withdrawWaiting(pod, nodeName)
 	pl.forget(pod.UID)
+}
+
+// withdrawWaiting withdraws pod from the children that keep it waiting for
+// room, but the one it is bound to.
+func (pl *Reservation) withdrawWaiting(pod *corev1.Pod, boundTo string) {
+	pl.mu.Lock()
+	nodes := pl.waitingIn[pod.UID]
+	delete(pl.waitingIn, pod.UID)
+	pl.mu.Unlock()
+	for node := range nodes {
+		if node == boundTo {
+			continue
+		}
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			pl.withdraw(ctx, pod, node)
+		}()
+	}
 }
 
 func (pl *Reservation) forget(uid types.UID) {

@@ -29,6 +29,9 @@ type Tree struct {
 	Proxies []string
 	// ClusterAgentArgs are added to the agent of one cluster.
 	ClusterAgentArgs map[string][]string
+	// EdgeJoinArgs are added to the `nestctl join` of one edge ({child,
+	// parent}), after JoinArgs.
+	EdgeJoinArgs map[[2]string][]string
 	// Links puts a breakable TCP proxy between every child and its parent's
 	// API server (TreeEnv.Links).
 	Links bool
@@ -141,7 +144,7 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 		if child == nil || parent == nil {
 			return fmt.Errorf("edge %v names an unknown cluster", e)
 		}
-		opts := launcher.JoinOptions{ExtraJoinArgs: tree.JoinArgs}
+		opts := launcher.JoinOptions{ExtraJoinArgs: append(slices.Clone(tree.JoinArgs), tree.EdgeJoinArgs[e]...)}
 		if tree.Links {
 			l, err := NewLink(ctx, child, parent)
 			if err != nil {

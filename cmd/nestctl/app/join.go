@@ -46,6 +46,7 @@ Follow it with: kubectl get targets`,
 	f.StringToStringVar(&o.Labels, "labels", nil, "extra labels for the virtual node, k=v,...")
 	f.DurationVar(&o.ReportFrequency, "report-frequency", 10*time.Second, "how often the summary is sent")
 	f.Int32Var(&o.CapacityPercent, "capacity-percent", 0, "share of this cluster's free capacity offered to this parent, 1-100 (default: split evenly between this cluster's parents)")
+	f.BoolVar(&o.WaitForRoom, "wait-for-room", false, "this cluster can grow (a cluster autoscaler): a pod the parent asks a place for that fits no node here waits here, Pending, for as long as the parent's pod waits")
 	f.StringVar(&o.TargetName, "name", "", "name of the Target (default: the parent's host and port)")
 	f.StringVar(&o.Namespace, "namespace", api.DefaultNamespace, "namespace of the token Secret")
 	return cmd

@@ -146,8 +146,13 @@ func BenchmarkForwardingLatency(b *testing.B) {
 }
 
 // stageNames are the stages of the 2-hop path, in order, and the whole
-// of it (e2e-2hop: created -> Running at the root).
-var stageNames = []string{"root-bind", "hop1", "east-bind", "hop2", "leaf-bind", "leaf-run", "status-up1", "status-up2", "e2e-2hop"}
+// of it (e2e-2hop: created -> Running at the root). Pods are placed by
+// reservation (docs/scheduling.md#placement-by-reservation): root-bind
+// (created -> bound at the root) holds the reservation down both levels
+// (east and a leaf create the delegate held and hold a place); then each
+// level binds once the level above has (east-release: bound at the root ->
+// bound in east; leaf-release: bound in east -> bound in a leaf).
+var stageNames = []string{"root-bind", "east-release", "leaf-release", "leaf-run", "status-up1", "status-up2", "e2e-2hop"}
 
 // stageDiffs returns, by stage (stageNames), every pod's time in it: each
 // a difference of the times a watch saw the pod change, for pods created
@@ -156,15 +161,13 @@ var stageNames = []string{"root-bind", "hop1", "east-bind", "hop2", "leaf-bind",
 // The PodTimes are locked by the caller.
 func stageDiffs(created map[string]time.Time, root, mid, leaves *framework.PodTimes) map[string][]time.Duration {
 	return map[string][]time.Duration{
-		"root-bind":  framework.Diffs(created, root.Bound),
-		"hop1":       framework.Diffs(root.Bound, mid.OnTime(mid.Added)),
-		"east-bind":  framework.Diffs(mid.OnTime(mid.Added), mid.Bound),
-		"hop2":       framework.Diffs(mid.Bound, leaves.OnTime(leaves.Added)),
-		"leaf-bind":  framework.Diffs(leaves.OnTime(leaves.Added), leaves.Bound),
-		"leaf-run":   framework.Diffs(leaves.Bound, leaves.Running),
-		"status-up1": framework.Diffs(leaves.Running, mid.Running),
-		"status-up2": framework.Diffs(mid.Running, root.Running),
-		"e2e-2hop":   framework.Diffs(created, root.Running),
+		"root-bind":    framework.Diffs(created, root.Bound),
+		"east-release": framework.Diffs(root.Bound, mid.Bound),
+		"leaf-release": framework.Diffs(mid.Bound, leaves.Bound),
+		"leaf-run":     framework.Diffs(leaves.Bound, leaves.Running),
+		"status-up1":   framework.Diffs(leaves.Running, mid.Running),
+		"status-up2":   framework.Diffs(mid.Running, root.Running),
+		"e2e-2hop":     framework.Diffs(created, root.Running),
 	}
 }
 

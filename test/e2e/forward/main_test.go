@@ -9,6 +9,7 @@ package forward
 import (
 	"os"
 	"testing"
+	"time"
 
 	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
@@ -37,6 +38,11 @@ func leaf(name, region string) launcher.ClusterOptions {
 		ControllerManagerArgs: kwokGrace}
 }
 
+// heldMaxAge is the agents' --held-max-age: a place held for a parent's
+// pod not asked for again in that long is collected (TestWaitForRoom
+// waits past it).
+const heldMaxAge = 45 * time.Second
+
 func TestMain(m *testing.M) {
 	clusters := []launcher.ClusterOptions{
 		{Name: "root", Nodes: []launcher.NodeOptions{{Name: "root-node"}}}, {Name: "east"}, {Name: "west"},
@@ -55,9 +61,12 @@ func TestMain(m *testing.M) {
 			{"east-1", "east"}, {"east-2", "east"}, {"west-1", "west"}, {"west-2", "west"},
 		},
 		JoinArgs: []string{"--report-frequency=3s"},
+		// east-1 can grow (as under a cluster autoscaler), and east passes
+		// its waiting pods on: TestWaitForRoom.
+		EdgeJoinArgs: map[[2]string][]string{{"east-1", "east"}: {"--wait-for-room"}, {"east", "root"}: {"--wait-for-room"}},
 		// --profiling: BenchmarkForwardingLatency records the agents' CPU
 		// profiles with NESTLET_PROFILE_DIR set.
-		AgentArgs: []string{"--bounce-timeout=10s", "--profiling"},
+		AgentArgs: []string{"--bounce-timeout=10s", "--profiling", "--held-max-age=" + heldMaxAge.String()},
 		Metrics:   true,
 	}, func(te *framework.TreeEnv) { env, targetOf, metricsURL = te.Environment, te.Targets, te.MetricsURL }))
 }
