@@ -90,6 +90,8 @@ func TestTemplateObjects(t *testing.T) {
 		"RoleBinding kube-system/nestlet-scheduler-authentication-reader",
 		"Role kube-system/nestlet-scheduler-quotas",
 		"RoleBinding kube-system/nestlet-scheduler-quotas",
+		"ClusterRole nestlet-scheduler-reservations",
+		"ClusterRoleBinding nestlet-scheduler-reservations",
 		"Role nestlet-system/nestlet-scheduler-leader-election",
 		"RoleBinding nestlet-system/nestlet-scheduler-leader-election",
 		"Deployment nestlet-system/nestlet-scheduler",
