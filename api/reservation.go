@@ -33,6 +33,12 @@ const (
 	// The agent answering the parent waits for the last word.
 	TryingOtherNodes = "no place below, trying the other nodes: "
 
+	// AnnotationReserves is set to "true" on a virtual node whose agent
+	// answers reservations (it serves the kubelet API); the parent's
+	// scheduler binds pods to a virtual node without it first, as before
+	// reservations.
+	AnnotationReserves = "nestlet.io/reserves"
+
 	// ReservePath is the first segment of the kubelet API route of a
 	// virtual node that reserves a place for a pod:
 	// /reserve/<node>/<namespace>/<pod>, POST (the pod as JSON in the

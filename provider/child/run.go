@@ -278,6 +278,7 @@ func (r *targetRun) vnodeConfig(ctx context.Context, parent string, kapi *kubele
 		Ready:           c.readiness.ready,
 		Reported:        func(at time.Time) { r.status.reported(ctx, at) },
 		KubeletEndpoint: kapi.hostPort,
+		Reserves:        kapi.mode != KubeletAPIOff,
 		GatewayKey:      c.cfg.Peers.PublicKeyOrNone,
 		ChildPodCIDRs:   c.cfg.ChildPodCIDRs,
 		Clock:           c.cfg.Clock,

@@ -72,6 +72,9 @@ type Config struct {
 	// advertises for its kubelet API (none when the host is empty).
 	// Optional.
 	KubeletEndpoint func() (host string, port int32)
+	// Reserves says the agent answers reservations on the kubelet API
+	// (api.AnnotationReserves).
+	Reserves bool
 	// Reported is called after each report is handed to the node
 	// controller (optional).
 	Reported func(time.Time)
@@ -279,6 +282,9 @@ func (p *Provider) Node(r summary.Result) (*corev1.Node, error) {
 	}
 	if avoid := p.avoidAnnotation(); avoid != "" {
 		annotations[api.AnnotationAvoid] = avoid
+	}
+	if p.cfg.Reserves {
+		annotations[api.AnnotationReserves] = "true"
 	}
 	now := metav1.NewTime(p.cfg.Clock.Now())
 	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {

@@ -194,7 +194,9 @@ func (pl *Reservation) Permit(_ context.Context, _ fwk.CycleState, pod *corev1.P
 	if err != nil {
 		return fwk.AsStatus(err), 0
 	}
-	virtual := virtualnode.IsVirtual(nodeInfo.Node())
+	// A virtual node whose agent answers no reservations (it serves no
+	// kubelet API, or predates them) is bound first, as before.
+	virtual := virtualnode.IsVirtual(nodeInfo.Node()) && nodeInfo.Node().Annotations[api.AnnotationReserves] == "true"
 	held := pod.Annotations[api.AnnotationHold] == api.HoldHeld
 	if !virtual && !held {
 		return nil, 0
