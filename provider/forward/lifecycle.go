@@ -28,14 +28,18 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 
 func (p *Provider) createPod(ctx context.Context, pod *corev1.Pod) error {
 	start := p.cfg.Clock.Now()
-	if d := p.delegateOf(pod.Namespace, pod.Name); d != nil && originUID(d) == pod.UID && !skipDuplicateGuard {
-		if isHeld(d) { // reserved before the pod was bound here (reserve.go)
-			if d.DeletionTimestamp != nil {
-				return p.errorf("create", "the reservation of pod %s/%s in %s: %w", pod.Namespace, pod.Name, p.cfg.ClusterName, errHeldGone)
+	if d := p.delegateOf(pod.Namespace, pod.Name); d != nil && originUID(d) == pod.UID {
+		switch {
+		case isHeld(d) && d.DeletionTimestamp != nil:
+			return p.errorf("create", "the reservation of pod %s/%s in %s: %w", pod.Namespace, pod.Name, p.cfg.ClusterName, errHeldGone)
+		case isHeld(d): // reserved before the pod was bound here (reserve.go)
+			if err := p.release(ctx, pod, d); err != nil || !skipDuplicateGuard {
+				return err
 			}
-			return p.release(ctx, pod, d)
+			// the broken build: a second delegate besides
+		case !skipDuplicateGuard:
+			return nil
 		}
-		return nil
 	}
 	if why := admit(pod, p.cfg.TrustedSchedulers); why != "" {
 		p.fail(pod, nil, api.ReasonNotAdmitted, why)

@@ -83,7 +83,15 @@ type refusal struct {
 	// again after api.RenewWaiting (at is when it answered).
 	waiting bool
 	at      time.Time
+	// failed: the child could not be asked (its agent or tunnel down);
+	// asked again after errorBackoff.
+	failed bool
 }
+
+// errorBackoff is how long a child that could not be asked is refused to
+// the pod: the scheduler would otherwise ask again at once, as often as it
+// is idle.
+const errorBackoff = 5 * time.Second
 
 type request struct {
 	node   string
@@ -114,7 +122,11 @@ func New(_ context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) 
 		_, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			UpdateFunc: func(_, obj any) {
 				if pod, ok := obj.(*corev1.Pod); ok && pod.Annotations[api.AnnotationHold] == api.HoldReleased {
-					pl.allow(pod.UID)
+					// Not waited for: most such updates are of pods bound
+					// already.
+					if wp := h.GetWaitingPod(pod.UID); wp != nil {
+						wp.Allow(Name)
+					}
 				}
 			},
 			DeleteFunc: func(obj any) {
@@ -160,7 +172,7 @@ func (pl *Reservation) Filter(ctx context.Context, _ fwk.CycleState, pod *corev1
 	if !ok {
 		return nil
 	}
-	if r.waiting && time.Since(r.at) >= api.RenewWaiting {
+	if (r.waiting && time.Since(r.at) >= api.RenewWaiting) || (r.failed && time.Since(r.at) >= errorBackoff) {
 		// Asked again: the child keeps the pod for as long as it is.
 		delete(pl.refused[pod.UID], node.Name)
 		return nil
@@ -229,7 +241,17 @@ func (pl *Reservation) run(ctx context.Context, pod *corev1.Pod, nodeName string
 		res, err := pl.reserve(ctx, pod, nodeName)
 		switch {
 		case err != nil:
-			pl.reject(pod.UID, fmt.Sprintf("%s: %v", nodeName, err))
+			reason := fmt.Sprintf("%s: %v", nodeName, err)
+			pl.mu.Lock()
+			if pl.refused[pod.UID] == nil {
+				pl.refused[pod.UID] = map[string]refusal{}
+			}
+			pl.refused[pod.UID][nodeName] = refusal{summary: summaryKey(node), reason: reason, failed: true, at: time.Now()}
+			pl.mu.Unlock()
+			pl.reject(pod.UID, reason)
+			time.AfterFunc(errorBackoff, func() {
+				pl.handle.Activate(logger, map[string]*corev1.Pod{pod.Namespace + "/" + pod.Name: pod})
+			})
 			return
 		case res.Unschedulable != "":
 			reason := fmt.Sprintf("%s: %s", nodeName, res.Unschedulable)
