@@ -80,6 +80,14 @@ func namespaceWatched(t *testing.T, duplicates int) (string, *framework.FaultWat
 					return false, child + " is tainted " + taint.Key
 				}
 			}
+			// Its agent answers the root's scheduler (a reservation
+			// withdrawn for no pod: 204): a child whose tunnel is still
+			// coming back would be passed over for a few seconds.
+			err = env.Cluster("root").Client.CoreV1().RESTClient().Delete().
+				AbsPath("/api/v1/nodes", child, "proxy", api.ReservePath, child, "probe", "probe").Do(ctx).Error()
+			if err != nil {
+				return false, child + "'s agent does not answer through nodes/proxy: " + err.Error()
+			}
 		}
 		return true, ""
 	})
