@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -71,6 +72,7 @@ func buildDelegate(pod *corev1.Pod, name string, c *Config, path []string) *core
 		d.Annotations[api.AnnotationOwnerUID] = string(owner)
 	}
 	d.Spec.NodeName = ""
+	unpinVirtualNode(d, c.ClusterName)
 	placeInDomains(d)
 	// The priority value is computed again here from priorityClassName;
 	// admission refuses a pod that brings its own.
@@ -103,5 +105,43 @@ func placeInDomains(d *corev1.Pod) {
 	d.Spec.TopologySpreadConstraints = kept
 	if len(kept) == 0 {
 		d.Spec.TopologySpreadConstraints = nil
+	}
+}
+
+// unpinVirtualNode drops from the delegate what pins the pod to the
+// virtual node itself (kubernetes.io/hostname or metadata.name equal to
+// this cluster's node name in the parent): the pod is on that node, and no
+// node here bears its name. Pods a DaemonSet, an operator or
+// `kubectl debug node` pin to a node by name would otherwise fit nowhere
+// below.
+func unpinVirtualNode(d *corev1.Pod, nodeName string) {
+	if d.Spec.NodeSelector[corev1.LabelHostname] == nodeName {
+		delete(d.Spec.NodeSelector, corev1.LabelHostname)
+		if len(d.Spec.NodeSelector) == 0 {
+			d.Spec.NodeSelector = nil
+		}
+	}
+	aff := d.Spec.Affinity
+	if aff == nil || aff.NodeAffinity == nil || aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return
+	}
+	pinned := func(r corev1.NodeSelectorRequirement, key string) bool {
+		return r.Key == key && r.Operator == corev1.NodeSelectorOpIn && slices.Contains(r.Values, nodeName)
+	}
+	terms := aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	for i := range terms {
+		before := len(terms[i].MatchExpressions) + len(terms[i].MatchFields)
+		terms[i].MatchExpressions = slices.DeleteFunc(terms[i].MatchExpressions, func(r corev1.NodeSelectorRequirement) bool {
+			return pinned(r, corev1.LabelHostname)
+		})
+		terms[i].MatchFields = slices.DeleteFunc(terms[i].MatchFields, func(r corev1.NodeSelectorRequirement) bool {
+			return pinned(r, metav1.ObjectNameField)
+		})
+		if before > 0 && len(terms[i].MatchExpressions)+len(terms[i].MatchFields) == 0 {
+			// The term was the pin alone, which holds: the pod's
+			// requirement is met (terms are ORed).
+			aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = nil
+			return
+		}
 	}
 }

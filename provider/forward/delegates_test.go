@@ -178,3 +178,29 @@ func TestEndedRunLeavesNoHandlers(t *testing.T) {
 		require.Equal(t, pods.added.Load(), pods.removed.Load(), "run %d left handlers on the informer", run)
 	}
 }
+
+// A pod pinned to the virtual node by name (hostname selector, name field
+// or hostname expression) is not pinned below, where no node bears it;
+// other requirements stay.
+func TestDelegateUnpinnedFromTheVirtualNode(t *testing.T) {
+	pod := neverPod()
+	pod.Spec.NodeSelector = map[string]string{corev1.LabelHostname: "leaf", "zone": "a"}
+	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchFields:      []corev1.NodeSelectorRequirement{{Key: metav1.ObjectNameField, Operator: corev1.NodeSelectorOpIn, Values: []string{"leaf"}}},
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "disk", Operator: corev1.NodeSelectorOpIn, Values: []string{"ssd"}}},
+		}},
+	}}}
+	d := buildDelegate(pod, pod.Name, &Config{ClusterName: "leaf", ParentName: "root"}, []string{"root", "leaf"})
+	require.Equal(t, map[string]string{"zone": "a"}, d.Spec.NodeSelector)
+	terms := d.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	require.Len(t, terms, 1)
+	require.Empty(t, terms[0].MatchFields)
+	require.Equal(t, "disk", terms[0].MatchExpressions[0].Key)
+
+	// The pin alone: no requirement left.
+	pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions = nil
+	d = buildDelegate(pod, pod.Name, &Config{ClusterName: "leaf", ParentName: "root"}, []string{"root", "leaf"})
+	require.Nil(t, d.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+	require.Equal(t, []string{"leaf"}, pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values, "the parent pod is left as it is")
+}

@@ -146,7 +146,7 @@ func (s *suite) placement(tb testing.TB, name string) (node, unschedulable strin
 		if err != nil {
 			return false, err.Error()
 		}
-		if node = p.Spec.NodeName; node != "" {
+		if node = chosen(p); node != "" {
 			return true, ""
 		}
 		evs, err := s.root.Client.CoreV1().Events(s.ns).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
@@ -160,7 +160,7 @@ func (s *suite) placement(tb testing.TB, name string) (node, unschedulable strin
 	return node, unschedulable
 }
 
-// boundTo waits until the pod is bound to node.
+// boundTo waits until the scheduler chose node for the pod (chosen).
 func (s *suite) boundTo(tb testing.TB, name, node string) {
 	tb.Helper()
 	framework.Eventually(tb, 2*time.Minute, fmt.Sprintf("pod %s bound to %s", name, node), func(ctx context.Context) (bool, string) {
@@ -168,8 +168,19 @@ func (s *suite) boundTo(tb testing.TB, name, node string) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return p.Spec.NodeName == node, fmt.Sprintf("bound to %q", p.Spec.NodeName)
+		return chosen(p) == node, fmt.Sprintf("bound to %q, nominated %q", p.Spec.NodeName, p.Status.NominatedNodeName)
 	})
+}
+
+// chosen is the node the root's scheduler chose for p: where it is bound,
+// or, while the scheduler waits at Permit for the child's place
+// (placement by reservation; a frozen agent never answers), the node it
+// nominated (kube-scheduler sets status.nominatedNodeName then).
+func chosen(p *corev1.Pod) string {
+	if p.Spec.NodeName != "" {
+		return p.Spec.NodeName
+	}
+	return p.Status.NominatedNodeName
 }
 
 // writeSummary writes raw as east's summary, as east (its own node's
