@@ -201,7 +201,7 @@ func summaryKey(node *corev1.Node) string {
 
 // Permit waits, for a pod going to a virtual node, for the child's place,
 // and, for a pod held from above, for its release.
-func (pl *Reservation) Permit(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, nodeName string) (*fwk.Status, time.Duration) {
+func (pl *Reservation) Permit(_ context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) (*fwk.Status, time.Duration) {
 	nodeInfo, err := pl.handle.SnapshotSharedLister().NodeInfos().Get(nodeName)
 	if err != nil {
 		return fwk.AsStatus(err), 0
@@ -229,7 +229,18 @@ func (pl *Reservation) Permit(_ context.Context, _ fwk.CycleState, pod *corev1.P
 	pl.pending[pod.UID] = req
 	pl.mu.Unlock()
 	klog.FromContext(ctx).V(4).Info("Waiting for a place", "pod", klog.KObj(pod), "node", nodeName, "virtual", virtual, "held", held)
-	go pl.run(ctx, pod.DeepCopy(), nodeName, virtual, held, nodeInfo.Node())
+	asked := pod.DeepCopy()
+	if d, err := state.Read(virtualnode.DomainsStateKey); err == nil && virtual {
+		// The domains TreeSpread chose inside the child, which the
+		// Binding carries too: the held delegate goes there.
+		if domains, ok := d.(virtualnode.ChosenDomains); ok && len(domains) > 0 {
+			if asked.Annotations == nil {
+				asked.Annotations = map[string]string{}
+			}
+			asked.Annotations[api.AnnotationDomains] = api.FormatDomains(domains)
+		}
+	}
+	go pl.run(ctx, asked, nodeName, virtual, held, nodeInfo.Node())
 	return fwk.NewStatus(fwk.Wait), timeout
 }
 

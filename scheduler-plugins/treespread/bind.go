@@ -39,6 +39,7 @@ func (pl *TreeSpread) Reserve(_ context.Context, state fwk.CycleState, pod *core
 	if len(domains) == 0 {
 		return nil
 	}
+	state.Write(virtualnode.DomainsStateKey, virtualnode.ChosenDomains(domains))
 	now := time.Now()
 	pl.mu.Lock()
 	defer pl.mu.Unlock()

@@ -16,6 +16,7 @@ import (
 	v1helper "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/nestlet/nestlet/api"
 )
@@ -266,3 +267,14 @@ func avoidList(raw string) (map[string]time.Time, error) {
 	}
 	return out, nil
 }
+
+// DomainsStateKey is the CycleState key under which TreeSpread leaves the
+// domains it chose inside a child (ChosenDomains), for Reservation to send
+// them with the pod when it asks the child for a place.
+const DomainsStateKey = "nestlet.io/chosen-domains"
+
+// ChosenDomains are the topology domains chosen inside a child.
+type ChosenDomains map[string]string
+
+// Clone implements the scheduler framework's StateData.
+func (d ChosenDomains) Clone() fwk.StateData { return maps.Clone(d) }
