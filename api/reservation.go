@@ -39,6 +39,14 @@ const (
 	// reservations.
 	AnnotationReserves = "nestlet.io/reserves"
 
+	// AnnotationBindFirst set to "true" on a pod makes every scheduler on
+	// its way bind it to a virtual node at once, without asking the child
+	// for a place (as before reservations: a child that then has no place
+	// fails it after the bounce timeout). It saves the reservation's round
+	// trip per level; BenchmarkHopLatency measures that against the
+	// default in the same run. Delegates carry it down.
+	AnnotationBindFirst = "nestlet.io/bind-first"
+
 	// ReservePath is the first segment of the kubelet API route of a
 	// virtual node that reserves a place for a pod:
 	// /reserve/<node>/<namespace>/<pod>, POST (the pod as JSON in the

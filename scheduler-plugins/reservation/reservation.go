@@ -207,8 +207,10 @@ func (pl *Reservation) Permit(_ context.Context, state fwk.CycleState, pod *core
 		return fwk.AsStatus(err), 0
 	}
 	// A virtual node whose agent answers no reservations (it serves no
-	// kubelet API, or predates them) is bound first, as before.
-	virtual := virtualnode.IsVirtual(nodeInfo.Node()) && nodeInfo.Node().Annotations[api.AnnotationReserves] == "true"
+	// kubelet API, or predates them), or a pod that asks so, is bound
+	// first, as before.
+	virtual := virtualnode.IsVirtual(nodeInfo.Node()) && nodeInfo.Node().Annotations[api.AnnotationReserves] == "true" &&
+		pod.Annotations[api.AnnotationBindFirst] != "true"
 	held := pod.Annotations[api.AnnotationHold] == api.HoldHeld
 	if !virtual && !held {
 		return nil, 0

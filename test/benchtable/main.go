@@ -128,6 +128,8 @@ var baselines = map[string]string{
 	"paced-3hop-p50-ms": "paced-0hop-p50-ms",
 	"paced-3hop-p99-ms": "paced-0hop-p99-ms",
 
+	"paced-per-hop-p50-ms": "bindfirst-per-hop-p50-ms",
+
 	"tunnel4-p50-ms": "leaf-p50-ms",
 	"tunnel4-p99-ms": "leaf-p99-ms",
 	"tunnel4-MiB/s":  "leaf-MiB/s",

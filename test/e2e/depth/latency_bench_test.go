@@ -3,12 +3,14 @@ package depth
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -22,19 +24,26 @@ const (
 
 // BenchmarkHopLatency creates 200 pods, paced at 10/s, in each level of the
 // chain in turn: in the leaf l3 (0 hops: the baseline), in l2 (1 hop), l1
-// (2 hops) and the root (3 hops). For each it reports end-to-end latency,
-// created -> Running where created (seen by an informer there), p50 and
-// p99, and what each added hop costs: hop<k> is e2e(k hops) - e2e(k-1),
-// per-hop the mean over the three, both at p50; and for each run the
-// segments on the way (see segments).
+// (2 hops) and the root (3 hops). Every other pod asks to be bound first
+// (api.AnnotationBindFirst: no reservation on its way, as before
+// placement by reservation), so that what the reservation costs is
+// measured in the same run, pods interleaved. For each level it reports
+// end-to-end latency, created -> Running where created (seen by an
+// informer there), p50 and p99, of the default pods (paced-*) and of the
+// bind-first ones (bindfirst-*); what each added hop costs: hop<k> is
+// e2e(k hops) - e2e(k-1), per-hop the mean over the three, both at p50;
+// reservation-added-per-hop the default's per-hop minus the bind-first's;
+// and, for the default pods, the segments on the way (see segments).
 //
 //	go test ./test/e2e/depth -run '^$' -bench HopLatency -benchtime 1x
 func BenchmarkHopLatency(b *testing.B) {
 	ctx := b.Context()
-	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}
+	reserved := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}}
+	bindFirst := *reserved.DeepCopy()
+	bindFirst.Annotations = map[string]string{api.AnnotationBindFirst: "true"}
 	for b.Loop() {
 		suffix := time.Now().UnixNano() % 1_000_000
-		var e2e [4][2]float64 // by hops: p50, p99
+		var e2e, first [4][2]float64 // by hops: p50, p99
 		var namespaces []string
 		var times []*framework.PodTimes
 		// From the leaf up: created in chain[3-hops].
@@ -51,19 +60,37 @@ func BenchmarkHopLatency(b *testing.B) {
 				times = append(times, pt)
 			}
 			top := times[0]
-			created := framework.CreatePods(ctx, b, env.Cluster(chain[3-hops]).Client, ns, "p", latencyPods, spec, latencyEvery)
+			// Interleaved: a default pod, then a bind-first one 100 ms
+			// later, each kind every 200 ms.
+			client := env.Cluster(chain[3-hops]).Client
+			var created, createdFirst map[string]time.Time
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				created = framework.CreatePodsFrom(ctx, b, client, ns, "p", latencyPods/2, reserved, 2*latencyEvery)
+			})
+			wg.Go(func() {
+				time.Sleep(latencyEvery)
+				createdFirst = framework.CreatePodsFrom(ctx, b, client, ns, "f", latencyPods/2, bindFirst, 2*latencyEvery)
+			})
+			wg.Wait()
 			top.WaitRunning(ctx, b, latencyPods)
 			top.Lock()
 			e2e[hops][0], e2e[hops][1] = framework.Percentiles(framework.Diffs(created, top.Running))
+			first[hops][0], first[hops][1] = framework.Percentiles(framework.Diffs(createdFirst, top.Running))
 			top.Unlock()
 			b.ReportMetric(e2e[hops][0], fmt.Sprintf("paced-%dhop-p50-ms", hops))
 			b.ReportMetric(e2e[hops][1], fmt.Sprintf("paced-%dhop-p99-ms", hops))
+			b.ReportMetric(first[hops][0], fmt.Sprintf("bindfirst-%dhop-p50-ms", hops))
+			b.ReportMetric(first[hops][1], fmt.Sprintf("bindfirst-%dhop-p99-ms", hops))
 			if hops > 0 {
 				b.ReportMetric(e2e[hops][0]-e2e[hops-1][0], fmt.Sprintf("paced-hop%d-p50-ms", hops))
 			}
-			segments(b, fmt.Sprintf("paced-%dhop-", hops), chain[3-hops:], times)
+			segments(b, fmt.Sprintf("paced-%dhop-", hops), chain[3-hops:], times, created)
 		}
-		b.ReportMetric((e2e[3][0]-e2e[0][0])/3, "paced-per-hop-p50-ms")
+		perHop, perHopFirst := (e2e[3][0]-e2e[0][0])/3, (first[3][0]-first[0][0])/3
+		b.ReportMetric(perHop, "paced-per-hop-p50-ms")
+		b.ReportMetric(perHopFirst, "bindfirst-per-hop-p50-ms")
+		b.ReportMetric(perHop-perHopFirst, "reservation-added-per-hop-p50-ms")
 		b.StopTimer()
 		for _, ns := range namespaces {
 			for _, c := range chain {
@@ -75,28 +102,40 @@ func BenchmarkHopLatency(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// segments reports, for one run, the p50 of each segment on the way, seen
-// by the informers of clusters (from where the pods were created down):
+// segments reports, for one run, the p50 of each segment on the way of
+// the pods named in of, seen by the informers of clusters (from where the
+// pods were created down):
 // sched-<cluster> (added -> bound there: below the first level, a held
 // delegate waits there for the levels above to bind), release-<cluster>
 // (bound in the level above -> bound there) and up-<cluster> (Running
 // there -> Running in the level above).
-func segments(b *testing.B, prefix string, clusters []string, times []*framework.PodTimes) {
+func segments(b *testing.B, prefix string, clusters []string, times []*framework.PodTimes, of map[string]time.Time) {
 	for _, pt := range times {
 		pt.Lock()
 		defer pt.Unlock()
 	}
 	for i, c := range clusters {
-		p50, _ := framework.Percentiles(framework.Diffs(times[i].OnTime(times[i].Added), times[i].Bound))
+		p50, _ := framework.Percentiles(framework.Diffs(only(times[i].OnTime(times[i].Added), of), times[i].Bound))
 		b.ReportMetric(p50, prefix+"sched-"+c+"-p50-ms")
 		if i > 0 {
 			// Placed by reservation, the delegate exists (held) before the
 			// level above binds: the way down is the release, from the
 			// bind above to the bind here.
-			down, _ := framework.Percentiles(framework.Diffs(times[i-1].Bound, times[i].Bound))
-			up, _ := framework.Percentiles(framework.Diffs(times[i].Running, times[i-1].Running))
+			down, _ := framework.Percentiles(framework.Diffs(only(times[i-1].Bound, of), times[i].Bound))
+			up, _ := framework.Percentiles(framework.Diffs(only(times[i].Running, of), times[i-1].Running))
 			b.ReportMetric(down, prefix+"release-"+c+"-p50-ms")
 			b.ReportMetric(up, prefix+"up-"+c+"-p50-ms")
 		}
 	}
+}
+
+// only returns the stamps of m of the pods named in of.
+func only(m, of map[string]time.Time) map[string]time.Time {
+	out := make(map[string]time.Time, len(of))
+	for k, t := range m {
+		if _, ok := of[k]; ok {
+			out[k] = t
+		}
+	}
+	return out
 }
