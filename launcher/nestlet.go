@@ -116,8 +116,9 @@ func (h *Host) APIAddress() string {
 // address (of this machine's, in NetworkShared), with an admin kubeconfig
 // or the identity Config.Identities gives proxies,
 // and waits until it has published its endpoints in
-// kube-public/nestlet-info.
-func (e *Environment) StartProxy(ctx context.Context, c *Cluster) (*Process, error) {
+// kube-public/nestlet-info. args are added to the proxy's (for example
+// --direct-nodes).
+func (e *Environment) StartProxy(ctx context.Context, c *Cluster, args ...string) (*Process, error) {
 	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
@@ -140,10 +141,10 @@ func (e *Environment) StartProxy(ctx context.Context, c *Cluster) (*Process, err
 	if err != nil {
 		return nil, err
 	}
-	p, err := e.StartProcessIn(c, c.Name+componentSuffixes[ComponentProxy], e.Nestlet.Proxy, "--node-ports="+nodePorts,
-		"--kubeconfig="+kubeconfig, "--bind-address="+ip, "--advertise-address="+ip,
-		"--tls-cert-file="+serving.CertPath, "--tls-private-key-file="+serving.KeyPath,
-		fmt.Sprintf("--kubelet-port=%d", ports[0]), fmt.Sprintf("--tunnel-port=%d", ports[1]), "--v=2")
+	p, err := e.StartProcessIn(c, c.Name+componentSuffixes[ComponentProxy], e.Nestlet.Proxy, append([]string{"--node-ports=" + nodePorts,
+		"--kubeconfig=" + kubeconfig, "--bind-address=" + ip, "--advertise-address=" + ip,
+		"--tls-cert-file=" + serving.CertPath, "--tls-private-key-file=" + serving.KeyPath,
+		fmt.Sprintf("--kubelet-port=%d", ports[0]), fmt.Sprintf("--tunnel-port=%d", ports[1]), "--v=2"}, args...)...)
 	if err != nil {
 		return nil, err
 	}

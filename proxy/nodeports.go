@@ -83,6 +83,9 @@ const nodePortsConfigMap = "nestlet-proxy-ports"
 // endpointOf returns the host:port node's kubelet API is served at,
 // giving it a free port of the range if it has none yet.
 func (np *nodePorts) endpointOf(ctx context.Context, node string) (string, error) {
+	if isEndpointKey(node) {
+		return "", fmt.Errorf("node name %q is not a node's", node)
+	}
 	port, err := np.allocate(ctx, node)
 	if err != nil {
 		return "", err
@@ -147,7 +150,10 @@ func (np *nodePorts) allocate(ctx context.Context, node string) (int, error) {
 // freePort returns the lowest port of r that data does not give, or 0.
 func freePort(r PortRange, data map[string]string) int {
 	used := map[int]bool{}
-	for _, v := range data {
+	for k, v := range data {
+		if isEndpointKey(k) {
+			continue
+		}
 		if p, err := strconv.Atoi(v); err == nil {
 			used[p] = true
 		}
@@ -163,6 +169,9 @@ func freePort(r PortRange, data map[string]string) int {
 // release drops from data the nodes that no longer exist.
 func (np *nodePorts) release(ctx context.Context, data map[string]string) {
 	for node := range data {
+		if isEndpointKey(node) {
+			continue
+		}
 		if _, err := np.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 			delete(data, node)
 		}
@@ -210,6 +219,9 @@ func (np *nodePorts) serve(port int) http.Handler {
 // replica's own write must not close the port it just opened.
 func (np *nodePorts) sync(ctx context.Context, data map[string]string) {
 	for node, v := range data {
+		if isEndpointKey(node) {
+			continue
+		}
 		if p, err := strconv.Atoi(v); err == nil && np.ports.contains(p) {
 			np.listen(ctx, p, node)
 		}

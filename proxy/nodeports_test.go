@@ -132,3 +132,39 @@ func freeWindow(t *testing.T, n int) PortRange {
 	t.Fatal("no free ports")
 	return PortRange{}
 }
+
+// The proxy records beside the node ports the endpoint its children's
+// nodes advertise (the parameter of the policy nestlet-children-kubelet),
+// and the ports' bookkeeping leaves those keys alone: a full range takes
+// back nodes' ports only.
+func TestRecordEndpoints(t *testing.T) {
+	ctx := t.Context()
+	clientCA := newTestCA(t, "parent-client-ca")
+	servingCA := newTestCA(t, "proxy-ca")
+	serving := servingCA.issue(t, "proxy", nil, x509.ExtKeyUsageServerAuth, "127.0.0.1")
+	client := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: nodePortsConfigMap, Namespace: metav1.NamespacePublic},
+		Data: map[string]string{"east": "100"}})
+	p, err := New(Config{Client: client, ClientCA: clientCA.pem, ServingCert: serving, ServingCA: servingCA.pem,
+		BindAddress: "127.0.0.1", AdvertiseAddress: "127.0.0.1", DirectNodes: []string{"west", "north"}})
+	require.NoError(t, err)
+	defer func() { _ = p.kubeletLn.Close(); _ = p.tunnelLn.Close() }()
+	require.NoError(t, p.recordEndpoints(ctx))
+	require.NoError(t, p.recordEndpoints(ctx), "recorded again (a restart)")
+	cm, err := client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, nodePortsConfigMap, metav1.GetOptions{})
+	require.NoError(t, err)
+	_, port, err := net.SplitHostPort(p.KubeletEndpoint())
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"east": "100", ".host": "127.0.0.1", ".port": port, ".direct": "west,north"}, cm.Data)
+
+	// east's node is gone and the range full: south takes its port, the
+	// endpoint keys stay.
+	np := &nodePorts{ports: PortRange{100, 100}, client: client}
+	got, err := np.allocate(ctx, "south")
+	require.NoError(t, err)
+	require.Equal(t, 100, got)
+	cm, err = client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, nodePortsConfigMap, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"south": "100", ".host": "127.0.0.1", ".port": port, ".direct": "west,north"}, cm.Data)
+	_, err = np.endpointOf(ctx, ".host")
+	require.Error(t, err, "no node is named like an endpoint key")
+}

@@ -68,6 +68,10 @@ type Config struct {
 	// of its own from this range, where node-level routes (/stats/summary,
 	// /metrics/resource) are served too (nodeports.go).
 	NodePorts PortRange
+	// DirectNodes are the children's virtual nodes (names, "*" for all)
+	// that may advertise a kubelet endpoint of their own; every other
+	// child's node advertises this proxy (endpoints.go).
+	DirectNodes []string
 }
 
 // Proxy is a running nestlet-proxy.
@@ -156,6 +160,9 @@ func (p *Proxy) Run(ctx context.Context) error {
 		})
 		if err != nil {
 			return fmt.Errorf("publishing the proxy's endpoints: %w", err)
+		}
+		if err := p.recordEndpoints(ctx); err != nil {
+			return err
 		}
 	}
 	tunnelMux := http.NewServeMux()

@@ -9,6 +9,7 @@ type options struct {
 	kubeletPort      int
 	tunnelPort       int
 	nodePorts        string
+	directNodes      []string
 	advertiseAddress string
 	tunnelURL        string
 	certFile         string
@@ -33,6 +34,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.kubeletPort, "kubelet-port", 10250, "port the API server calls for logs/exec/attach/port-forward (advertised by the virtual nodes)")
 	fs.IntVar(&o.tunnelPort, "tunnel-port", 8443, "port children's agents dial with their node certificates")
 	fs.StringVar(&o.nodePorts, "node-ports", "", "FIRST-LAST: give each child's virtual node a kubelet port of its own from this range, where node-level routes are served too (/stats/summary, /metrics/resource: kubectl top, metrics-server); empty: every node shares --kubelet-port, which serves the pod routes only")
+	fs.StringSliceVar(&o.directNodes, "direct-nodes", nil, "children's virtual nodes (names; * for all) that may advertise a kubelet endpoint of their own (their agents' --kubelet-api=direct) instead of this proxy's: every other child's node advertises the proxy, enforced by the admission policy nestlet-children-kubelet")
 	fs.StringVar(&o.advertiseAddress, "advertise-address", "", "address (IP or DNS name) at which this cluster's API server and the children reach the proxy (required)")
 	fs.StringVar(&o.tunnelURL, "tunnel-url", "", "wss:// URL children dial, when it differs from wss://<advertise-address>:<tunnel-port>/connect (e.g. behind a load balancer)")
 	fs.StringVar(&o.certFile, "tls-cert-file", "", "serving certificate (PEM) for both ports; a self-signed one is generated when empty (its CA is published for the children)")

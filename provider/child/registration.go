@@ -2,6 +2,7 @@ package child
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -10,9 +11,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 
 	"github.com/virtual-kubelet/virtual-kubelet/node"
@@ -71,7 +74,11 @@ func (g *registrar) register(ctx context.Context, prov *vnode.Provider, existing
 	}
 	if existing == nil {
 		var created *corev1.Node
-		created, err = nodes.Create(ctx, withTTL(initial), metav1.CreateOptions{FieldManager: api.FieldManager})
+		err = retry.OnError(endpointRetry, refusedEndpoint, func() error {
+			var cerr error
+			created, cerr = nodes.Create(ctx, withTTL(initial), metav1.CreateOptions{FieldManager: api.FieldManager})
+			return cerr
+		})
 		if err == nil {
 			g.shortcuts.created(created)
 		}
@@ -92,6 +99,21 @@ func (g *registrar) register(ctx context.Context, prov *vnode.Provider, existing
 		return nil, nodeError(err, t)
 	}
 	return initial, nil
+}
+
+// endpointRetry paces the creation of a node refused by the parent's
+// policy nestlet-children-kubelet (refusedEndpoint): about 3 s in all.
+var endpointRetry = wait.Backoff{Steps: 7, Duration: 50 * time.Millisecond, Factor: 2}
+
+// refusedEndpoint reports whether err is the parent's policy refusing the
+// node's kubelet endpoint. That policy reads the node port the parent's
+// proxy just recorded for this node from the API server's cache, which may
+// not have it yet when the node is created right after the proxy answered:
+// the creation is then tried again, shortly. A refusal that stays (an
+// endpoint the parent does not allow) ends the registration with the
+// policy's message.
+func refusedEndpoint(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "nestlet-children-kubelet")
 }
 
 // withTTL returns n with the object TTL annotation that the parent's TTL

@@ -47,8 +47,26 @@ type Tree struct {
 	// Reachable are {from, to} pairs of clusters on hosts where to's host
 	// admits connections from from's (its firewall opened, as an operator
 	// does with a VPN or a public address): a parent reaches a child that
-	// serves its kubelet API directly (--kubelet-api=direct) only so.
+	// serves its kubelet API directly (--kubelet-api=direct) only so, and
+	// from's nestlet-proxy lets to's node advertise its own endpoint
+	// (ProxyArgs).
 	Reachable [][2]string
+}
+
+// ProxyArgs are the arguments of cluster's nestlet-proxy in tree: the
+// children it reaches directly (Tree.Reachable) may advertise their own
+// kubelet endpoints (--direct-nodes), as their operator lets them.
+func ProxyArgs(tree Tree, cluster string) []string {
+	var direct []string
+	for _, r := range tree.Reachable {
+		if r[0] == cluster {
+			direct = append(direct, r[1])
+		}
+	}
+	if len(direct) == 0 {
+		return nil
+	}
+	return []string{"--direct-nodes=" + strings.Join(direct, ",")}
 }
 
 // ClusterAddress in an agent argument of a Tree is replaced by the address
@@ -103,7 +121,7 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 		if c == nil {
 			return fmt.Errorf("proxy for unknown cluster %q", name)
 		}
-		if _, err := te.StartProxy(ctx, c); err != nil {
+		if _, err := te.StartProxy(ctx, c, ProxyArgs(tree, name)...); err != nil {
 			return err
 		}
 	}

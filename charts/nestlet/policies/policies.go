@@ -34,17 +34,42 @@ func Children(namespace string) (*admissionregistrationv1.ValidatingAdmissionPol
 	if err := yaml.UnmarshalStrict(childrenYAML, p); err != nil {
 		return nil, nil, fmt.Errorf("parsing children.yaml: %w", err)
 	}
+	return p, binding(p.Name, ChildrenConfigMap, namespace), nil
+}
+
+// childrenKubeletYAML is the policy that holds children's virtual nodes
+// to the kubelet endpoint their parent's nestlet-proxy gives them.
+//
+//go:embed children-kubelet.yaml
+var childrenKubeletYAML []byte
+
+// ProxyPortsConfigMap names the kubelet policy's parameter, the
+// ConfigMap of kube-public where nestlet-proxy records the node ports it
+// gave and the endpoint children advertise.
+const ProxyPortsConfigMap = "nestlet-proxy-ports"
+
+// ChildrenKubelet returns the policy that holds children's nodes to the
+// proxy's endpoint, and its binding to the proxy's record.
+func ChildrenKubelet() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding, error) {
+	p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+	if err := yaml.UnmarshalStrict(childrenKubeletYAML, p); err != nil {
+		return nil, nil, fmt.Errorf("parsing children-kubelet.yaml: %w", err)
+	}
+	return p, binding(p.Name, ProxyPortsConfigMap, metav1.NamespacePublic), nil
+}
+
+// binding binds policy to the ConfigMap namespace/name, allowing every
+// request while the ConfigMap is missing.
+func binding(policy, name, namespace string) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
 	allow := admissionregistrationv1.AllowAction
-	b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name},
+	return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policy},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        p.Name,
+			PolicyName:        policy,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-			ParamRef: &admissionregistrationv1.ParamRef{Name: ChildrenConfigMap, Namespace: namespace,
-				ParameterNotFoundAction: &allow},
+			ParamRef:          &admissionregistrationv1.ParamRef{Name: name, Namespace: namespace, ParameterNotFoundAction: &allow},
 		},
 	}
-	return p, b, nil
 }
 
 // childrenFlowYAML is the priority level and FlowSchema of the
@@ -70,33 +95,25 @@ func ChildrenFlow() (*flowcontrolv1.PriorityLevelConfiguration, *flowcontrolv1.F
 	return pl, fs, nil
 }
 
-// InstallChildren creates or updates the policy and its binding, and the
-// children's priority level and FlowSchema (whose subjects, once there, are
+// InstallChildren creates or updates the policies (children's rules, and
+// their kubelet endpoints) and their bindings, and the children's priority level and FlowSchema (whose subjects, once there, are
 // the agent's to keep).
 func InstallChildren(ctx context.Context, client kubernetes.Interface, namespace string) error {
 	p, b, err := Children(namespace)
 	if err != nil {
 		return err
 	}
-	policies := client.AdmissionregistrationV1().ValidatingAdmissionPolicies()
-	if existing, err := policies.Get(ctx, p.Name, metav1.GetOptions{}); err == nil {
-		p.ResourceVersion = existing.ResourceVersion
-		_, err = policies.Update(ctx, p, metav1.UpdateOptions{})
-		if err != nil {
-			return fmt.Errorf("updating admission policy %s: %w", p.Name, err)
-		}
-	} else if _, err = policies.Create(ctx, p, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating admission policy %s: %w", p.Name, err)
+	kp, kb, err := ChildrenKubelet()
+	if err != nil {
+		return err
 	}
-	bindings := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
-	if existing, err := bindings.Get(ctx, b.Name, metav1.GetOptions{}); err == nil {
-		b.ResourceVersion = existing.ResourceVersion
-		_, err = bindings.Update(ctx, b, metav1.UpdateOptions{})
-		if err != nil {
-			return fmt.Errorf("updating admission policy binding %s: %w", b.Name, err)
+	for _, pb := range []struct {
+		p *admissionregistrationv1.ValidatingAdmissionPolicy
+		b *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	}{{p, b}, {kp, kb}} {
+		if err := installPolicy(ctx, client, pb.p, pb.b); err != nil {
+			return err
 		}
-	} else if _, err = bindings.Create(ctx, b, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating admission policy binding %s: %w", b.Name, err)
 	}
 	pl, fs, err := ChildrenFlow()
 	if err != nil {
@@ -113,6 +130,29 @@ func InstallChildren(ctx context.Context, client kubernetes.Interface, namespace
 	}
 	if _, err := client.FlowcontrolV1().FlowSchemas().Create(ctx, fs, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating FlowSchema %s: %w", fs.Name, err)
+	}
+	return nil
+}
+
+// installPolicy creates or updates p and its binding b.
+func installPolicy(ctx context.Context, client kubernetes.Interface, p *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) error {
+	policies := client.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	if existing, err := policies.Get(ctx, p.Name, metav1.GetOptions{}); err == nil {
+		p.ResourceVersion = existing.ResourceVersion
+		if _, err = policies.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("updating admission policy %s: %w", p.Name, err)
+		}
+	} else if _, err = policies.Create(ctx, p, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating admission policy %s: %w", p.Name, err)
+	}
+	bindings := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	if existing, err := bindings.Get(ctx, b.Name, metav1.GetOptions{}); err == nil {
+		b.ResourceVersion = existing.ResourceVersion
+		if _, err = bindings.Update(ctx, b, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("updating admission policy binding %s: %w", b.Name, err)
+		}
+	} else if _, err = bindings.Create(ctx, b, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating admission policy binding %s: %w", b.Name, err)
 	}
 	return nil
 }

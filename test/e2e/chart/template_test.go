@@ -268,7 +268,7 @@ func TestTemplateAll(t *testing.T) {
 	into(t, find(t, objs, "Deployment", "nestlet-proxy"), &proxy)
 	c := proxy.Spec.Template.Spec.Containers[0]
 	require.Equal(t, []string{"/usr/local/bin/nestlet-proxy"}, c.Command)
-	for _, arg := range []string{"--advertise-address=192.0.2.10", "--kubelet-port=30250", "--tunnel-port=30443", "--node-ports=30300-30301",
+	for _, arg := range []string{"--advertise-address=192.0.2.10", "--kubelet-port=30250", "--tunnel-port=30443", "--node-ports=30300-30301", "--direct-nodes=west,north",
 		"--tls-cert-file=/etc/nestlet-proxy/tls/tls.crt", "--tls-private-key-file=/etc/nestlet-proxy/tls/tls.key"} {
 		require.Contains(t, c.Args, arg)
 	}
@@ -619,6 +619,18 @@ func TestChildrenPolicy(t *testing.T) {
 	into(t, find(t, objs, "ValidatingAdmissionPolicyBinding", binding.Name), &gotBinding)
 	require.Equal(t, binding.Spec, gotBinding.Spec)
 	require.Equal(t, api.ChildrenConfigMap, binding.Spec.ParamRef.Name)
+
+	// And the policy of children's kubelet endpoints, bound to the proxy's
+	// record in kube-public.
+	want, binding, err = policies.ChildrenKubelet()
+	require.NoError(t, err)
+	var gotKubelet admissionregistrationv1.ValidatingAdmissionPolicy
+	into(t, find(t, objs, "ValidatingAdmissionPolicy", want.Name), &gotKubelet)
+	require.Equal(t, want.Spec, gotKubelet.Spec)
+	var gotKubeletBinding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	into(t, find(t, objs, "ValidatingAdmissionPolicyBinding", binding.Name), &gotKubeletBinding)
+	require.Equal(t, binding.Spec, gotKubeletBinding.Spec)
+	require.Equal(t, "kube-public", binding.Spec.ParamRef.Namespace)
 
 	// And its priority level and FlowSchema, whose subjects the agent keeps.
 	level, schema, err := policies.ChildrenFlow()

@@ -30,6 +30,9 @@ import (
 var (
 	env      *launcher.Environment
 	targetOf map[string]string
+	// tree is the topology of the package (its proxies' arguments are
+	// needed again to restart one).
+	tree     framework.Tree
 	echoAddr string
 )
 
@@ -61,7 +64,7 @@ func TestMain(m *testing.M) {
 	node := func(name, region string) []launcher.NodeOptions {
 		return []launcher.NodeOptions{{Name: name, Labels: map[string]string{"topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": name}}}
 	}
-	code := framework.RunTreeMain(m, framework.Tree{
+	tree = framework.Tree{
 		Clusters: []launcher.ClusterOptions{
 			{Name: "root"}, {Name: "east"},
 			{Name: "east-1", Nodes: node("east-1-a", "east"), KwokPortForwardTarget: echoAddr},
@@ -76,7 +79,8 @@ func TestMain(m *testing.M) {
 		// West serves its kubelet API directly: its host admits the
 		// root's, as an operator makes such a child reachable.
 		Reachable: [][2]string{{"root", "west"}},
-	}, func(te *framework.TreeEnv) { env, targetOf = te.Environment, te.Targets })
+	}
+	code := framework.RunTreeMain(m, tree, func(te *framework.TreeEnv) { env, targetOf = te.Environment, te.Targets })
 	_ = l.Close()
 	os.Exit(code)
 }

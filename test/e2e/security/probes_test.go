@@ -13,6 +13,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -79,6 +80,7 @@ var probes = []probe{
 	{"a mirror pod on its node, labelled like a Service's pods", mirrorPod},
 	{"a DaemonSet tolerating every taint, with a Secret", daemonSetOnChild},
 	{"a serving certificate for the kubernetes Service's IP", servingForServiceIP},
+	{"a kubelet endpoint of its choosing: the API server's address, a pod's IP, a hostname, a port not given", ownKubeletEndpoint},
 	{"renewing its certificate for a year", renewalForAYear},
 	{"a flood of Events", eventFlood},
 	{"removing an admin's taint", removeAdminTaint},
@@ -96,11 +98,12 @@ var probes = []probe{
 // expects, where "refused" says too little.
 var expected = map[string]string{
 	"route claims: all of IPv4, a sibling's range with branches, a /32 of the parent's": "refused but one share of the pool",
-	"capacity beyond its quota":                 "counted up to the quota",
-	"oversized summary":                         "not read",
-	"a flood of Events":                         "served at the children's own level, the parent's pod bound meanwhile",
-	"removing an admin's taint":                 "refused, the taint kept",
-	"a revoked certificate: tunnel and renewal": "tunnel closed, renewal denied",
+	"capacity beyond its quota":                             "counted up to the quota",
+	"oversized summary":                                     "not read",
+	"a serving certificate for the kubernetes Service's IP": "the address refused, the certificate denied",
+	"a flood of Events":                                     "served at the children's own level, the parent's pod bound meanwhile",
+	"removing an admin's taint":                             "refused, the taint kept",
+	"a revoked certificate: tunnel and renewal":             "tunnel closed, renewal denied",
 }
 
 // TestHostileChild runs every probe; each must be refused.
@@ -620,18 +623,19 @@ func daemonSetOnChild(tb testing.TB, s *suite) error {
 }
 
 // servingForServiceIP: east lists the kubernetes Service's IP among its
-// node's addresses (a node writes its own status) and asks for a kubelet
-// serving certificate for it: denied (the address is the root's own).
+// node's addresses (a node writes its own status: refused, its addresses
+// are the root's proxy's) and asks for a kubelet serving certificate for
+// it anyway: denied (the address is the root's own).
 func servingForServiceIP(tb testing.TB, s *suite) error {
 	ctx := tb.Context()
 	svc, err := s.root.Client.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
 	require.NoError(tb, err)
 	ip := svc.Spec.ClusterIP
-	thaw := freeze(tb)
-	defer thaw()
-	s.writeEastStatus(tb, "a node writes its own addresses", func(n *corev1.Node) {
+	if err := s.refusedEndpoint(tb, "the kubernetes Service's IP as an address", func(n *corev1.Node) {
 		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: ip})
-	})
+	}); err != nil {
+		return err
+	}
 	key, err := join.NewKey()
 	require.NoError(tb, err)
 	der, err := x509.CreateCertificateRequest(crand.Reader, join.ServingTemplate("east", []net.IP{net.ParseIP(ip)}), key)
@@ -643,6 +647,67 @@ func servingForServiceIP(tb testing.TB, s *suite) error {
 	created, err := s.hostile.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
 	require.NoError(tb, err, "a node may ask for a serving certificate")
 	return decidedDenied(tb, s, created.Name, "is this cluster's")
+}
+
+// ownKubeletEndpoint: east points its node, where the root's API server
+// sends logs, exec and port-forward and metrics scrapers call, somewhere
+// of its choosing: the root API server's address, the IP of a pod running
+// on east (an address the VXLAN allow-list would trust were it a node's),
+// a Hostname address (the API server's first choice), a port the root's
+// proxy did not give it. Each write is refused by the admission policy
+// nestlet-children-kubelet, and east's node still advertises the root's
+// nestlet-proxy.
+func ownKubeletEndpoint(tb testing.TB, s *suite) error {
+	ctx := tb.Context()
+	ports, err := s.root.Client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, "nestlet-proxy-ports", metav1.GetOptions{})
+	require.NoError(tb, err, "the root runs a nestlet-proxy")
+	host := ports.Data[".host"]
+	require.NotEmpty(tb, host, "the root's proxy records the host its children advertise")
+	u, err := url.Parse(s.root.URL)
+	require.NoError(tb, err)
+
+	name := "endpoint-" + rand.String(6)
+	s.pod(tb, name, map[string]string{"topology.kubernetes.io/region": "east"})
+	s.boundTo(tb, name, "east")
+	var podIP string
+	framework.Eventually(tb, 2*time.Minute, "the pod on east has an IP", func(ctx context.Context) (bool, string) {
+		p, err := s.root.Client.CoreV1().Pods(s.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		podIP = p.Status.PodIP
+		return podIP != "", "no pod IP yet"
+	})
+
+	for _, a := range []struct {
+		what   string
+		change func(*corev1.Node)
+	}{
+		{"the root API server's address", func(n *corev1.Node) {
+			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: u.Hostname()}}
+		}},
+		{"a pod's IP", func(n *corev1.Node) {
+			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: podIP}}
+		}},
+		{"a Hostname address", func(n *corev1.Node) {
+			n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: "kubernetes.default.svc"})
+		}},
+		{"a port the proxy did not give", func(n *corev1.Node) {
+			n.Status.DaemonEndpoints.KubeletEndpoint.Port = 6443
+		}},
+	} {
+		if err := s.refusedEndpoint(tb, a.what, a.change); err != nil {
+			return err
+		}
+	}
+	n, err := s.root.Client.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
+	require.NoError(tb, err)
+	for _, a := range n.Status.Addresses {
+		if a.Address != host {
+			return fmt.Errorf("east's node advertises %s (%s), not the root's proxy %s", a.Address, a.Type, host)
+		}
+	}
+	return nil
 }
 
 // renewalForAYear: east asks, as itself, for a node certificate of a year:
@@ -1103,15 +1168,35 @@ func (s *suite) forgetEast(name string) {
 // (the decorator, the node lifecycle controller).
 func (s *suite) writeEastStatus(tb testing.TB, what string, change func(*corev1.Node)) {
 	tb.Helper()
+	require.NoError(tb, s.tryEastStatus(tb.Context(), change), what)
+}
+
+// tryEastStatus is writeEastStatus, returning the write's error.
+func (s *suite) tryEastStatus(ctx context.Context, change func(*corev1.Node)) error {
 	nodes := s.hostile.CoreV1().Nodes()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := nodes.Get(tb.Context(), "east", metav1.GetOptions{})
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := nodes.Get(ctx, "east", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		change(n)
-		_, err = nodes.UpdateStatus(tb.Context(), n, metav1.UpdateOptions{})
+		_, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
 		return err
 	})
-	require.NoError(tb, err, what)
+}
+
+// refusedEndpoint writes east's node status with change, as east, and
+// says what got through unless the root's policy on children's kubelet
+// endpoints refused it.
+func (s *suite) refusedEndpoint(tb testing.TB, what string, change func(*corev1.Node)) error {
+	tb.Helper()
+	err := s.tryEastStatus(tb.Context(), change)
+	switch {
+	case err == nil:
+		return fmt.Errorf("east's node status with %s was accepted", what)
+	case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "nestlet-children-kubelet"):
+		return fmt.Errorf("east's node status with %s: refused, but not by the policy nestlet-children-kubelet: %w", what, err)
+	}
+	tb.Logf("%s: %v", what, err)
+	return nil
 }
