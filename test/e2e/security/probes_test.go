@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -646,12 +647,14 @@ func servingForServiceIP(tb testing.TB, s *suite) error {
 			ExpirationSeconds: ptr.To(int32(join.NodeCertificateLifetime / time.Second))}}
 	created, err := s.hostile.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
 	require.NoError(tb, err, "a node may ask for a serving certificate")
-	return decidedDenied(tb, s, created.Name, "is this cluster's")
+	// Denied: the node does not report the address (the write above was
+	// refused), which is also the root's own.
+	return decidedDenied(tb, s, created.Name, "IP address "+ip+" is not one the node reports")
 }
 
 // ownKubeletEndpoint: east points its node, where the root's API server
 // sends logs, exec and port-forward and metrics scrapers call, somewhere
-// of its choosing: the root API server's address, the IP of a pod running
+// of its choosing: the root API server's endpoint, the IP of a pod running
 // on east (an address the VXLAN allow-list would trust were it a node's),
 // a Hostname address (the API server's first choice), a port the root's
 // proxy did not give it. Each write is refused by the admission policy
@@ -664,6 +667,8 @@ func ownKubeletEndpoint(tb testing.TB, s *suite) error {
 	host := ports.Data[".host"]
 	require.NotEmpty(tb, host, "the root's proxy records the host its children advertise")
 	u, err := url.Parse(s.root.URL)
+	require.NoError(tb, err)
+	apiPort, err := strconv.Atoi(u.Port())
 	require.NoError(tb, err)
 
 	name := "endpoint-" + rand.String(6)
@@ -683,8 +688,9 @@ func ownKubeletEndpoint(tb testing.TB, s *suite) error {
 		what   string
 		change func(*corev1.Node)
 	}{
-		{"the root API server's address", func(n *corev1.Node) {
+		{"the root API server's address and port", func(n *corev1.Node) {
 			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: u.Hostname()}}
+			n.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(apiPort)
 		}},
 		{"a pod's IP", func(n *corev1.Node) {
 			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: podIP}}
