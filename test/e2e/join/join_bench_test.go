@@ -58,11 +58,15 @@ func BenchmarkJoin(b *testing.B) {
 
 // joinTimes joins west to the root n times, one after the other, each under
 // a name of its own and removed again before the next, through parentURL
-// when set; it returns each join's latency.
+// when set; it returns each join's latency, and reports its phases
+// (csrPhases.report: <prefix>-discovery, -approval and -register).
 func joinTimes(b *testing.B, prefix string, n int, parentURL string) []time.Duration {
 	ctx := b.Context()
 	westTargets, good := westTarget(b)
 	rootNodes := env.Cluster("root").Client.CoreV1().Nodes()
+	phases := followCSRs(b, prefix)
+	created, ready := map[string]time.Time{}, map[string]time.Duration{}
+	defer func() { phases.report(b, prefix, created, ready) }()
 	var latencies []time.Duration
 	for i := range n {
 		name := fmt.Sprintf("%s-%d", prefix, i)
@@ -82,6 +86,7 @@ func joinTimes(b *testing.B, prefix string, n int, parentURL string) []time.Dura
 			b.Fatalf("join %s: %v", name, err)
 		}
 		latencies = append(latencies, time.Since(start))
+		created[name], ready[name] = start, time.Since(start)
 		w.Stop()
 
 		b.StopTimer()
