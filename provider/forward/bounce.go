@@ -38,7 +38,7 @@ func unschedulable(d *corev1.Pod) (time.Time, string, bool) {
 // scheduleBounce fails the parent pod once d has been unschedulable for
 // BounceTimeout (now, or when a timer fires).
 func (p *Provider) scheduleBounce(uid types.UID, d *corev1.Pod, since time.Time, msg string) {
-	if at := p.held.releasedAt(uid); at.After(since) {
+	if at := p.held.released.get(uid); at.After(since) {
 		// A released reservation that lost its place: counted from the
 		// release, not from when it waited for room before.
 		since = at

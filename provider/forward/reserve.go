@@ -53,47 +53,43 @@ func Reservable(pod *corev1.Pod) bool {
 // holds are the Reserve calls waiting for their delegate to change, and
 // when each parent pod was last asked for, by parent pod UID.
 type holds struct {
-	mu       sync.Mutex
-	waiters  map[types.UID]chan struct{}
-	asked    map[types.UID]time.Time
-	released map[types.UID]time.Time
+	mu      sync.Mutex
+	waiters map[types.UID]chan struct{}
+	// asked and released are when a pod's reservation was last asked for
+	// and when its delegate was released.
+	asked, released stamps
 }
 
-func (h *holds) release(uid types.UID, now time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.released == nil {
-		h.released = map[types.UID]time.Time{}
+// stamps holds a time per pod, safe for concurrent use.
+type stamps struct {
+	mu sync.Mutex
+	at map[types.UID]time.Time
+}
+
+func (s *stamps) set(uid types.UID, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.at == nil {
+		s.at = map[types.UID]time.Time{}
 	}
-	h.released[uid] = now
+	s.at[uid] = now
 }
 
-func (h *holds) releasedAt(uid types.UID) time.Time {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.released[uid]
+func (s *stamps) get(uid types.UID) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.at[uid]
 }
 
-func (h *holds) touch(uid types.UID, now time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.asked == nil {
-		h.asked = map[types.UID]time.Time{}
-	}
-	h.asked[uid] = now
-}
-
-func (h *holds) askedAt(uid types.UID) time.Time {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.asked[uid]
+func (s *stamps) drop(uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.at, uid)
 }
 
 func (h *holds) forget(uid types.UID) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.asked, uid)
-	delete(h.released, uid)
+	h.asked.drop(uid)
+	h.released.drop(uid)
 }
 
 func (h *holds) wait(uid types.UID) chan struct{} {
@@ -156,7 +152,7 @@ func (p *Provider) Reserve(ctx context.Context, pod *corev1.Pod, maxWait time.Du
 	}
 	ctx, cancel := context.WithTimeout(ctx, maxWait)
 	defer cancel()
-	p.held.touch(pod.UID, p.cfg.Clock.Now())
+	p.held.asked.set(pod.UID, p.cfg.Clock.Now())
 	ch := p.held.wait(pod.UID)
 	defer p.held.done(pod.UID, ch)
 	d, err := p.createHeld(ctx, pod, path)
@@ -292,7 +288,7 @@ func (p *Provider) release(ctx context.Context, pod, d *corev1.Pod) error {
 	if err != nil {
 		return p.errorf("create", "releasing the held delegate of %s/%s in %s: %w", pod.Namespace, pod.Name, p.cfg.ClusterName, err)
 	}
-	p.held.release(pod.UID, p.cfg.Clock.Now())
+	p.held.released.set(pod.UID, p.cfg.Clock.Now())
 	p.cfg.Metrics.forwarded.WithLabelValues(p.cfg.TargetName).Inc()
 	p.cfg.Metrics.latency.WithLabelValues(p.cfg.TargetName).Observe(p.cfg.Clock.Since(start).Seconds())
 	klog.FromContext(ctx).V(2).Info("Released held delegate", "pod", klog.KObj(pod), "delegate", d.Name, "node", reservedOn(d))
@@ -348,7 +344,7 @@ func (p *Provider) collectHeld(ctx context.Context, interval time.Duration) {
 		delegates, _ := p.lister.List(labels.Everything())
 		for _, d := range delegates {
 			last := d.CreationTimestamp.Time
-			if at := p.held.askedAt(originUID(d)); at.After(last) {
+			if at := p.held.asked.get(originUID(d)); at.After(last) {
 				last = at
 			}
 			if isHeld(d) && d.DeletionTimestamp == nil && p.cfg.Clock.Since(last) > p.cfg.HeldMaxAge && p.parentOf(d) == nil {

@@ -186,7 +186,7 @@ func TestReserveWaitsForRoom(t *testing.T) {
 	require.Equal(t, api.Reservation{Unschedulable: "0/2 nodes are available: 2 Insufficient cpu.", Waiting: true}, res)
 	_, err = child.CoreV1().Pods(d.Namespace).Get(t.Context(), d.Name, metav1.GetOptions{})
 	require.NoError(t, err, "kept, Pending, for the autoscaler")
-	first := p.held.askedAt(pod.UID)
+	first := p.held.asked.get(pod.UID)
 	require.False(t, first.IsZero())
 
 	// Asked again: the same delegate, the same answer, a later ask.
@@ -199,7 +199,7 @@ func TestReserveWaitsForRoom(t *testing.T) {
 	res, err = p.Reserve(t.Context(), pod.DeepCopy(), 10*time.Second)
 	require.NoError(t, err)
 	require.True(t, res.Waiting)
-	require.True(t, p.held.askedAt(pod.UID).After(first))
+	require.True(t, p.held.asked.get(pod.UID).After(first))
 	again, err := child.CoreV1().Pods(d.Namespace).Get(t.Context(), d.Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, d.UID, again.UID)
