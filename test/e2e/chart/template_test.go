@@ -21,6 +21,7 @@ import (
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nestlet/nestlet/api"
@@ -608,6 +609,17 @@ func TestValuesAreCommented(t *testing.T) {
 	require.NoError(t, sc.Err())
 }
 
+// requirePolicy checks that objs hold want and its binding, as they are.
+func requirePolicy(t *testing.T, objs []*unstructured.Unstructured, want *admissionregistrationv1.ValidatingAdmissionPolicy, binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	t.Helper()
+	var got admissionregistrationv1.ValidatingAdmissionPolicy
+	into(t, find(t, objs, "ValidatingAdmissionPolicy", want.Name), &got)
+	require.Equal(t, want.Spec, got.Spec)
+	var gotBinding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	into(t, find(t, objs, "ValidatingAdmissionPolicyBinding", binding.Name), &gotBinding)
+	require.Equal(t, binding.Spec, gotBinding.Spec)
+}
+
 // The chart's policy of children is the file the launcher installs
 // (charts/nestlet/policies), with the chart's labels, bound to the record
 // of the children the agent keeps in its namespace (api.ChildrenConfigMap).
@@ -615,24 +627,14 @@ func TestChildrenPolicy(t *testing.T) {
 	objs := objects(t, render(t))
 	want, binding, err := policies.Children(namespace)
 	require.NoError(t, err)
-	var got admissionregistrationv1.ValidatingAdmissionPolicy
-	into(t, find(t, objs, "ValidatingAdmissionPolicy", want.Name), &got)
-	require.Equal(t, want.Spec, got.Spec)
-	var gotBinding admissionregistrationv1.ValidatingAdmissionPolicyBinding
-	into(t, find(t, objs, "ValidatingAdmissionPolicyBinding", binding.Name), &gotBinding)
-	require.Equal(t, binding.Spec, gotBinding.Spec)
+	requirePolicy(t, objs, want, binding)
 	require.Equal(t, api.ChildrenConfigMap, binding.Spec.ParamRef.Name)
 
 	// And the policy of children's kubelet endpoints, bound to the proxy's
 	// record in kube-public.
 	want, binding, err = policies.ChildrenKubelet()
 	require.NoError(t, err)
-	var gotKubelet admissionregistrationv1.ValidatingAdmissionPolicy
-	into(t, find(t, objs, "ValidatingAdmissionPolicy", want.Name), &gotKubelet)
-	require.Equal(t, want.Spec, gotKubelet.Spec)
-	var gotKubeletBinding admissionregistrationv1.ValidatingAdmissionPolicyBinding
-	into(t, find(t, objs, "ValidatingAdmissionPolicyBinding", binding.Name), &gotKubeletBinding)
-	require.Equal(t, binding.Spec, gotKubeletBinding.Spec)
+	requirePolicy(t, objs, want, binding)
 	require.Equal(t, "kube-public", binding.Spec.ParamRef.Namespace)
 
 	// And its priority level and FlowSchema, whose subjects the agent keeps.
