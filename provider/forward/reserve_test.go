@@ -55,15 +55,7 @@ func heldDelegate(t *testing.T, p *Provider, pod *corev1.Pod) *corev1.Pod {
 func TestReserveHoldsThenCreateReleases(t *testing.T) {
 	p, child, parentPods := reserving(t)
 	pod := unboundPod()
-	type answer struct {
-		res api.Reservation
-		err error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		res, err := p.Reserve(t.Context(), pod.DeepCopy(), 10*time.Second)
-		done <- answer{res, err}
-	}()
+	done := reserveInBackground(t, p, pod)
 	d := heldDelegate(t, p, pod)
 	require.Equal(t, api.HoldHeld, d.Annotations[api.AnnotationHold])
 	require.Empty(t, d.Spec.NodeName)
@@ -102,12 +94,7 @@ func TestReserveHoldsThenCreateReleases(t *testing.T) {
 func TestReserveAnswersTheLastUnschedulable(t *testing.T) {
 	p, child, _ := reserving(t)
 	pod := unboundPod()
-	done := make(chan api.Reservation, 1)
-	go func() {
-		res, err := p.Reserve(t.Context(), pod.DeepCopy(), 10*time.Second)
-		require.NoError(t, err)
-		done <- res
-	}()
+	done := reserveInBackground(t, p, pod)
 	d := heldDelegate(t, p, pod)
 	unschedulableBy := func(msg string) {
 		cur, err := child.CoreV1().Pods(d.Namespace).Get(t.Context(), d.Name, metav1.GetOptions{})
@@ -119,12 +106,14 @@ func TestReserveAnswersTheLastUnschedulable(t *testing.T) {
 	}
 	unschedulableBy("0/1 nodes are available: 1 " + api.TryingOtherNodes + "mid-1: no room")
 	select {
-	case res := <-done:
-		t.Fatalf("answered before the last word: %+v", res)
+	case a := <-done:
+		t.Fatalf("answered before the last word: %+v", a)
 	case <-time.After(300 * time.Millisecond):
 	}
 	unschedulableBy("0/2 nodes are available: 1 mid-1: no room, 1 mid-2: no room.")
-	res := <-done
+	a := <-done
+	require.NoError(t, a.err)
+	res := a.res
 	require.False(t, res.Held)
 	require.Equal(t, "0/2 nodes are available: 1 mid-1: no room, 1 mid-2: no room.", res.Unschedulable)
 	require.Eventually(t, func() bool {
@@ -170,20 +159,16 @@ func TestReserveWaitsForRoom(t *testing.T) {
 	p, child, _ := reserving(t)
 	p.cfg.WaitForRoom = true
 	pod := unboundPod()
-	done := make(chan api.Reservation, 1)
-	go func() {
-		res, err := p.Reserve(t.Context(), pod.DeepCopy(), 10*time.Second)
-		require.NoError(t, err)
-		done <- res
-	}()
+	done := reserveInBackground(t, p, pod)
 	d := heldDelegate(t, p, pod)
 	cur := d.DeepCopy()
 	cur.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
 		Reason: corev1.PodReasonUnschedulable, Message: "0/2 nodes are available: 2 Insufficient cpu.", LastTransitionTime: metav1.Now()}}
 	_, err := child.CoreV1().Pods(d.Namespace).UpdateStatus(t.Context(), cur, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	res := <-done
-	require.Equal(t, api.Reservation{Unschedulable: "0/2 nodes are available: 2 Insufficient cpu.", Waiting: true}, res)
+	a := <-done
+	require.NoError(t, a.err)
+	require.Equal(t, api.Reservation{Unschedulable: "0/2 nodes are available: 2 Insufficient cpu.", Waiting: true}, a.res)
 	_, err = child.CoreV1().Pods(d.Namespace).Get(t.Context(), d.Name, metav1.GetOptions{})
 	require.NoError(t, err, "kept, Pending, for the autoscaler")
 	first := p.held.asked.get(pod.UID)
@@ -196,11 +181,29 @@ func TestReserveWaitsForRoom(t *testing.T) {
 		_, _, stuck := unschedulable(d)
 		return stuck
 	}, 5*time.Second, 5*time.Millisecond)
-	res, err = p.Reserve(t.Context(), pod.DeepCopy(), 10*time.Second)
+	res, err := p.Reserve(t.Context(), pod.DeepCopy(), 10*time.Second)
 	require.NoError(t, err)
 	require.True(t, res.Waiting)
 	require.True(t, p.held.asked.get(pod.UID).After(first))
 	again, err := child.CoreV1().Pods(d.Namespace).Get(t.Context(), d.Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, d.UID, again.UID)
+}
+
+// answer is what Reserve returned.
+type answer struct {
+	res api.Reservation
+	err error
+}
+
+// reserveInBackground asks p to reserve a place for pod (10 s at most) and
+// returns where its answer comes, so that the test can play the child's
+// scheduler meanwhile; the answer is checked by the test itself.
+func reserveInBackground(t *testing.T, p *Provider, pod *corev1.Pod) <-chan answer {
+	done := make(chan answer, 1)
+	go func() {
+		res, err := p.Reserve(t.Context(), pod.DeepCopy(), 10*time.Second)
+		done <- answer{res, err}
+	}()
+	return done
 }
