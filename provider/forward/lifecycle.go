@@ -150,7 +150,10 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 
 func (p *Provider) updatePod(ctx context.Context, pod *corev1.Pod) error {
 	d := p.delegateOf(pod.Namespace, pod.Name)
-	if d == nil || originUID(d) != pod.UID {
+	if d == nil || originUID(d) != pod.UID || isHeld(d) {
+		// No delegate yet, or one still held: a retry of CreatePod
+		// (retry.go) comes here, and a held delegate it left is released
+		// there, not edited into one this cluster's scheduler never lets go.
 		return p.createPod(ctx, pod)
 	}
 	want := d.DeepCopy()

@@ -2,6 +2,7 @@ package forward
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,8 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
@@ -86,6 +89,37 @@ func TestReserveHoldsThenCreateReleases(t *testing.T) {
 	all, err := child.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, all.Items, 1, "one delegate")
+}
+
+// A release that fails for a passing reason (the parent's Node authorizer
+// not yet knowing the pod is bound here, this cluster's API server out) is
+// retried until the held delegate is released, not left held for ever.
+func TestReleaseRetried(t *testing.T) {
+	p, child, parentPods := reserving(t)
+	pod := unboundPod()
+	done := reserveInBackground(t, p, pod)
+	d := heldDelegate(t, p, pod).DeepCopy()
+	d.Annotations[api.AnnotationReservedOn] = "node-1"
+	_, err := child.CoreV1().Pods(d.Namespace).Update(t.Context(), d, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, (<-done).err)
+
+	var failed atomic.Bool
+	child.PrependReactor("update", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if !failed.CompareAndSwap(false, true) {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewServiceUnavailable("restarting")
+	})
+	bound := pod.DeepCopy()
+	bound.Spec.NodeName = "leaf"
+	require.NoError(t, parentPods.Add(bound))
+	require.NoError(t, p.CreatePod(t.Context(), bound), "a passing error is retried, not returned")
+	require.Eventually(t, func() bool {
+		got, err := child.CoreV1().Pods(pod.Namespace).Get(t.Context(), pod.Name, metav1.GetOptions{})
+		return err == nil && got.Annotations[api.AnnotationHold] == api.HoldReleased
+	}, 10*time.Second, 20*time.Millisecond, "the retry releases the held delegate")
+	require.True(t, failed.Load())
 }
 
 // A cluster with no place says why, once its scheduler has tried every
