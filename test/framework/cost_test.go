@@ -69,7 +69,7 @@ func TestHistogramSubQuantile(t *testing.T) {
 	require.Equal(t, 1.0, d.Quantile(0.5))
 	require.Equal(t, 10.0, d.Quantile(0.9))
 	require.Equal(t, inf, d.Quantile(0.99), "past the last bound")
-	require.Equal(t, 0.0, Histogram{}.Quantile(0.5), "nothing observed")
+	require.True(t, math.IsNaN(Histogram{}.Quantile(0.5)), "nothing observed")
 	require.Equal(t, now, Histogram{}.Add(now), "an empty histogram takes the other's buckets")
 	require.Equal(t, Histogram{Sum: 32, Count: 14, Bounds: was.Bounds, Counts: []float64{6, 10, 13, 14}}, now.Add(was))
 }

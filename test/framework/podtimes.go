@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -250,21 +251,22 @@ func Percentiles(ds []time.Duration) (p50, p99 float64) {
 }
 
 // Median returns the middle figure of xs (the upper middle of an even
-// number), 0 when xs is empty. xs is not modified.
+// number), NaN when xs is empty (reported, the table says it measured
+// nothing; never a 0 that reads as a figure). xs is not modified.
 func Median(xs []float64) float64 {
 	if len(xs) == 0 {
-		return 0
+		return math.NaN()
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
 }
 
-// Quantile returns the q-quantile of ds (nearest rank) in milliseconds, 0
-// when ds is empty. ds is not modified.
+// Quantile returns the q-quantile of ds (nearest rank) in milliseconds,
+// NaN when ds is empty (as Median). ds is not modified.
 func Quantile(ds []time.Duration, q float64) float64 {
 	if len(ds) == 0 {
-		return 0
+		return math.NaN()
 	}
 	s := slices.Clone(ds)
 	slices.Sort(s)

@@ -136,10 +136,10 @@ func (h Histogram) Add(o Histogram) Histogram {
 
 // Quantile returns the upper bound of the bucket holding quantile q (an
 // upper estimate: the histogram keeps no finer detail), +Inf when it is
-// past the last bound, 0 when nothing was observed.
+// past the last bound, NaN when nothing was observed (as Median).
 func (h Histogram) Quantile(q float64) float64 {
 	if h.Count <= 0 {
-		return 0
+		return math.NaN()
 	}
 	for i, c := range h.Counts {
 		if c >= q*h.Count {

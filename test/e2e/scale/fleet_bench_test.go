@@ -426,6 +426,9 @@ func runTree(b *testing.B, f fleet, logger *klog.Logger) deployResult {
 			b.ReportMetric(r.costs[busiest].Requests/float64(r.perPod), "tree-busiest-field-requests-per-pod")
 		}
 		b.ReportMetric(float64(self.Milliseconds())/r.allRunning.Seconds()/float64(f.leaves()), "tree-hollow-leaf-cpu-millicores")
+	} else {
+		// The target's row says why it has no figure (test/benchtable).
+		b.Logf("NOT MEASURED tree-busiest-field-cpu-ms-per-pod: %d of %d replicas Running at the limit", r.runningAtLimit, f.Replicas)
 	}
 	if rss, err := framework.SelfRSSBytes(); err == nil {
 		b.ReportMetric(float64(rss)/(1<<20)/float64(f.leaves()), "tree-hollow-leaf-rss-MiB")
