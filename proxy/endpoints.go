@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -29,9 +30,43 @@ const (
 	// endpointKeyPort is the shared kubelet port.
 	endpointKeyPort = ".port"
 	// endpointKeyDirect lists, comma-separated, the nodes that may
-	// advertise their own endpoint ("*": all).
+	// advertise their own endpoint: "NAME=HOST:PORT" that one only, "NAME"
+	// any, "*" all nodes any (Config.DirectNodes).
 	endpointKeyDirect = ".direct"
 )
+
+// ValidateDirectNodes checks entries of Config.DirectNodes: "*", a node's
+// name, or a node's name with the endpoint it is pinned to
+// ("west=10.0.0.5:10250"), each node named once.
+func ValidateDirectNodes(entries []string) error {
+	seen := map[string]bool{}
+	for _, e := range entries {
+		name, endpoint, pinned := strings.Cut(e, "=")
+		if e != "*" {
+			if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+				return fmt.Errorf("--direct-nodes entry %q: %q is not a node's name: %s", e, name, strings.Join(errs, "; "))
+			}
+		}
+		if seen[name] {
+			return fmt.Errorf("--direct-nodes names %s twice", name)
+		}
+		seen[name] = true
+		if !pinned {
+			continue
+		}
+		host, port, err := net.SplitHostPort(endpoint)
+		if err == nil && net.ParseIP(host) == nil {
+			err = fmt.Errorf("%q is not an IP address (a node's addresses are)", host)
+		}
+		if n, perr := strconv.Atoi(port); err == nil && (perr != nil || n < 1 || n > 65535) {
+			err = fmt.Errorf("%q is not a port", port)
+		}
+		if err != nil {
+			return fmt.Errorf("--direct-nodes entry %q: want NAME=IP:PORT, where the child serves its kubelet API: %w", e, err)
+		}
+	}
+	return nil
+}
 
 // isEndpointKey reports whether a key of the ports ConfigMap is one of the
 // endpoint keys rather than a node's name.

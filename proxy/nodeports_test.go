@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,4 +168,21 @@ func TestRecordEndpoints(t *testing.T) {
 	require.Equal(t, map[string]string{"south": "100", ".host": "127.0.0.1", ".port": port, ".direct": "west,north"}, cm.Data)
 	_, err = np.endpointOf(ctx, ".host")
 	require.Error(t, err, "no node is named like an endpoint key")
+}
+
+// --direct-nodes takes "*", names, and names pinned at an IP and port;
+// anything else is refused at start with what is wrong.
+func TestValidateDirectNodes(t *testing.T) {
+	require.NoError(t, ValidateDirectNodes([]string{"*", "west", "east=10.0.0.5:10250", "north=[fd00::5]:10250"}))
+	for entries, why := range map[string]string{
+		"west,west=10.0.0.5:1":  "names west twice",
+		"west=10.0.0.5":         "want NAME=IP:PORT",
+		"west=host.example:443": "is not an IP address",
+		"west=10.0.0.5:0":       "is not a port",
+		"West=10.0.0.5:1":       "is not a node's name",
+		"*=10.0.0.5:1":          "is not a node's name",
+	} {
+		err := ValidateDirectNodes(strings.Split(entries, ","))
+		require.ErrorContains(t, err, why, entries)
+	}
 }

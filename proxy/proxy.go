@@ -68,9 +68,11 @@ type Config struct {
 	// of its own from this range, where node-level routes (/stats/summary,
 	// /metrics/resource) are served too (nodeports.go).
 	NodePorts PortRange
-	// DirectNodes are the children's virtual nodes (names, "*" for all)
-	// that may advertise a kubelet endpoint of their own; every other
-	// child's node advertises this proxy (endpoints.go).
+	// DirectNodes are the children's virtual nodes that may advertise a
+	// kubelet endpoint of their own: "NAME=HOST:PORT" at that endpoint
+	// only (the parent's operator says where the child is), "NAME" at any,
+	// "*" every node at any. Every other child's node advertises this
+	// proxy (endpoints.go), as a pinned one may too.
 	DirectNodes []string
 }
 
@@ -98,6 +100,9 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, errors.New("proxy: ClientCA is required")
 	case cfg.AdvertiseAddress == "":
 		return nil, errors.New("proxy: AdvertiseAddress is required (the address the parent's API server and the children use to reach the proxy)")
+	}
+	if err := ValidateDirectNodes(cfg.DirectNodes); err != nil {
+		return nil, err
 	}
 	if cfg.BindAddress == "" {
 		cfg.BindAddress = "0.0.0.0"

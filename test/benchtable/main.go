@@ -21,13 +21,13 @@ import (
 
 // Row is one line of the table.
 type Row struct {
-	Benchmark string   `json:"benchmark"`
-	Metric    string   `json:"metric"`
+	Benchmark string `json:"benchmark"`
+	Metric    string `json:"metric"`
 	// Ours is nil when the figure was not measured (NotMeasured says why).
-	Ours      *float64 `json:"ours"`
-	Baseline  *float64 `json:"baseline,omitempty"`
-	Ratio     *float64 `json:"ratio,omitempty"`
-	Unit      string   `json:"unit"`
+	Ours     *float64 `json:"ours"`
+	Baseline *float64 `json:"baseline,omitempty"`
+	Ratio    *float64 `json:"ratio,omitempty"`
+	Unit     string   `json:"unit"`
 	// Target is the goal the figure is held to, if any ("<= 300",
 	// "ratio <= 1.5"), and Met whether this run met it.
 	Target string `json:"target,omitempty"`

@@ -3,8 +3,10 @@ package framework
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -53,20 +55,60 @@ type Tree struct {
 	Reachable [][2]string
 }
 
-// ProxyArgs are the arguments of cluster's nestlet-proxy in tree: the
+// ProxyArgs are the arguments of cluster's nestlet-proxy in the tree: the
 // children it reaches directly (Tree.Reachable) may advertise their own
-// kubelet endpoints (--direct-nodes), as their operator lets them.
-func ProxyArgs(tree Tree, cluster string) []string {
-	var direct []string
-	for _, r := range tree.Reachable {
-		if r[0] == cluster {
-			direct = append(direct, r[1])
+// kubelet endpoints, pinned where they serve it (--direct-nodes
+// NAME=IP:PORT), as their parent's operator says where they are.
+func (te *TreeEnv) ProxyArgs(cluster string) []string { return slices.Clone(te.proxyArgs[cluster]) }
+
+// argsOf returns the agent arguments of every cluster of tree, and the
+// proxies': a child reachable from its parent (Tree.Reachable) that
+// serves its kubelet API directly on an address without a port is given
+// one, so that its parent's proxy pins it there.
+func (te *TreeEnv) argsOf(tree Tree) (map[string][]string, error) {
+	agents := map[string][]string{}
+	for _, c := range te.Clusters() {
+		args := append(append([]string(nil), tree.AgentArgs...), tree.ClusterAgentArgs[c.Name]...)
+		if tree.Gateways {
+			args = append(args, c.GatewayArgs()...)
 		}
+		for j, a := range args {
+			args[j] = strings.ReplaceAll(a, ClusterAddress, c.Address())
+		}
+		agents[c.Name] = args
 	}
-	if len(direct) == 0 {
-		return nil
+	const flag = "--kubelet-direct-address="
+	direct := map[string][]string{}
+	for _, r := range tree.Reachable {
+		from, to := te.Cluster(r[0]), te.Cluster(r[1])
+		if from == nil || to == nil {
+			return nil, fmt.Errorf("reachable pair %v names an unknown cluster", r)
+		}
+		args := agents[to.Name]
+		i := len(args) - 1 // the last one counts
+		for i >= 0 && !strings.HasPrefix(args[i], flag) {
+			i--
+		}
+		entry := to.Name
+		if i >= 0 {
+			addr := strings.TrimPrefix(args[i], flag)
+			if _, _, err := net.SplitHostPort(addr); err != nil {
+				port, err := launcher.FreePort()
+				if err != nil {
+					return nil, err
+				}
+				addr = net.JoinHostPort(addr, strconv.Itoa(port))
+				args[i] = flag + addr
+			}
+			entry += "=" + addr
+		}
+		direct[from.Name] = append(direct[from.Name], entry)
 	}
-	return []string{"--direct-nodes=" + strings.Join(direct, ",")}
+	te.proxyArgs = map[string][]string{}
+	for name, entries := range direct {
+		te.proxyArgs[name] = []string{"--direct-nodes=" + strings.Join(entries, ",")}
+	}
+	return agents, nil
 }
 
 // ClusterAddress in an agent argument of a Tree is replaced by the address
@@ -83,7 +125,8 @@ type TreeEnv struct {
 	// Links holds the link of each edge {child, parent} (with Tree.Links).
 	Links map[[2]string]*Link
 
-	joinArgs []string
+	joinArgs  []string
+	proxyArgs map[string][]string
 }
 
 // Link returns the link from child to parent (Tree.Links).
@@ -116,20 +159,21 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 	clusters := te.Clusters()
 	errs := make([]error, len(clusters)+len(tree.Edges))
 	var wg sync.WaitGroup
+	agentArgs, err := te.argsOf(tree)
+	if err != nil {
+		return err
+	}
 	for _, name := range tree.Proxies {
 		c := te.Cluster(name)
 		if c == nil {
 			return fmt.Errorf("proxy for unknown cluster %q", name)
 		}
-		if _, err := te.StartProxy(ctx, c, ProxyArgs(tree, name)...); err != nil {
+		if _, err := te.StartProxy(ctx, c, te.ProxyArgs(name)...); err != nil {
 			return err
 		}
 	}
 	for _, r := range tree.Reachable {
 		from, to := te.Cluster(r[0]), te.Cluster(r[1])
-		if from == nil || to == nil {
-			return fmt.Errorf("reachable pair %v names an unknown cluster", r)
-		}
 		if from.Host != nil && to.Host != nil {
 			if err := to.Host.Admit(from.Host); err != nil {
 				return err
@@ -137,13 +181,7 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 		}
 	}
 	for i, c := range clusters {
-		args := append(append([]string(nil), tree.AgentArgs...), tree.ClusterAgentArgs[c.Name]...)
-		if tree.Gateways {
-			args = append(args, c.GatewayArgs()...)
-		}
-		for j, a := range args {
-			args[j] = strings.ReplaceAll(a, ClusterAddress, c.Address())
-		}
+		args := agentArgs[c.Name]
 		if tree.Metrics {
 			port, err := launcher.FreePort()
 			if err != nil {

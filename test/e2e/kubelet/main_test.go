@@ -30,10 +30,10 @@ import (
 var (
 	env      *launcher.Environment
 	targetOf map[string]string
-	// tree is the topology of the package (its proxies' arguments are
-	// needed again to restart one).
 	tree     framework.Tree
-	echoAddr string
+	// proxyArgs gives a proxy's arguments in the tree, to restart one.
+	proxyArgs func(cluster string) []string
+	echoAddr  string
 )
 
 func TestMain(m *testing.M) {
@@ -80,7 +80,7 @@ func TestMain(m *testing.M) {
 		// root's, as an operator makes such a child reachable.
 		Reachable: [][2]string{{"root", "west"}},
 	}
-	code := framework.RunTreeMain(m, tree, func(te *framework.TreeEnv) { env, targetOf = te.Environment, te.Targets })
+	code := framework.RunTreeMain(m, tree, func(te *framework.TreeEnv) { env, targetOf, proxyArgs = te.Environment, te.Targets, te.ProxyArgs })
 	_ = l.Close()
 	os.Exit(code)
 }

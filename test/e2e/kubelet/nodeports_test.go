@@ -5,11 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nestlet/nestlet/api"
@@ -54,4 +60,39 @@ func TestNodeLevelRoutesThroughTheProxy(t *testing.T) {
 
 	// The shared port still refuses them, saying where they are served.
 	require.Equal(t, 404, get(t, shared, "/stats/summary", env.Cluster("root").Config))
+}
+
+// TestDirectChildPinned: west serves the root its kubelet API directly,
+// where the root's operator pinned it (the proxy's --direct-nodes
+// west=IP:PORT, recorded in kube-public/nestlet-proxy-ports): its node
+// advertises that endpoint, and west, with its own node credential,
+// cannot advertise another port there.
+func TestDirectChildPinned(t *testing.T) {
+	ctx := t.Context()
+	root := env.Cluster("root").Client
+	cm, err := root.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, "nestlet-proxy-ports", metav1.GetOptions{})
+	require.NoError(t, err)
+	pin, ok := strings.CutPrefix(cm.Data[".direct"], "west=")
+	require.True(t, ok, "the root's proxy pins west: %v", cm.Data)
+	framework.Eventually(t, time.Minute, "west advertises its pinned endpoint", func(context.Context) (bool, string) {
+		got := kubeletEndpoint(t, "root", "west")
+		return got == pin, fmt.Sprintf("west advertises %s, pinned at %s", got, pin)
+	})
+
+	sec, err := env.Cluster("west").Client.CoreV1().Secrets(api.DefaultNamespace).Get(ctx, api.IdentitySecretName(targetOf["west"]), metav1.GetOptions{})
+	require.NoError(t, err)
+	west := kubernetes.NewForConfigOrDie(&rest.Config{Host: env.Cluster("root").URL, TLSClientConfig: rest.TLSClientConfig{
+		CAData: sec.Data["ca.crt"], CertData: sec.Data[corev1.TLSCertKey], KeyData: sec.Data[corev1.TLSPrivateKeyKey]}})
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := west.CoreV1().Nodes().Get(ctx, "west", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Status.DaemonEndpoints.KubeletEndpoint.Port++
+		_, err = west.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	require.True(t, apierrors.IsForbidden(err), "west advertising another port: %v", err)
+	require.Contains(t, err.Error(), "nestlet-children-kubelet")
+	require.Contains(t, err.Error(), "the endpoint its operator pinned, "+pin)
 }

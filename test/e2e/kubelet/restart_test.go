@@ -37,7 +37,7 @@ func TestProxyRestartedElsewhere(t *testing.T) {
 	}
 	require.NotNil(t, old, "root's proxy")
 	old.Stop(10 * time.Second)
-	_, err = env.StartProxy(t.Context(), env.Cluster("root"), framework.ProxyArgs(tree, "root")...)
+	_, err = env.StartProxy(t.Context(), env.Cluster("root"), proxyArgs("root")...)
 	require.NoError(t, err)
 	info, err = root.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(t.Context(), api.ClusterInfoConfigMap, metav1.GetOptions{})
 	require.NoError(t, err)
