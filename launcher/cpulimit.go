@@ -21,8 +21,11 @@ const cpuPeriodMicros = 100_000
 // processes named <cluster>-nestlet and <cluster>-nestlet-proxy) is moved
 // into a CPU cgroup of that cluster limited to cores CPUs (a CFS quota),
 // so that a busy cluster cannot take the CPU another one needs, as on
-// machines of their own. The shared etcd, the real nodes' kubelets and
-// runtimes, and the program that called LimitCPU stay where they are.
+// machines of their own. The shared etcd, the program that called
+// LimitCPU, and the nodes stay where they are: kwok (which simulates
+// every kubelet of a cluster) and the real nodes' kubelets and runtimes
+// do the workers' work, not the control plane's, and a cluster made of
+// clusters has none to hold.
 //
 // The returned function moves every process back where it was and removes
 // the cgroups; call it before Stop, and before starting any process of a
@@ -87,7 +90,7 @@ func (e *Environment) LimitCPU(cores float64) (undo func() error, err error) {
 			return nil, errors.Join(err, undo())
 		}
 		for _, p := range procs {
-			if exited, _ := p.Exited(); exited {
+			if exited, _ := p.Exited(); exited || p.Name == kwokProcess {
 				continue
 			}
 			from, err := cgroupOf(p.PID(), hier, unified)

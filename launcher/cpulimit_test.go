@@ -13,7 +13,8 @@ import (
 
 // LimitCPU moves a cluster's processes (its agent included) into a cgroup
 // of that cluster with the CPU quota asked for, leaves other processes
-// where they were, and undo puts everything back and removes the cgroups.
+// where they were (kwok, the cluster's simulated kubelets, too), and undo
+// puts everything back and removes the cgroups.
 func TestLimitCPU(t *testing.T) {
 	hier, unified, err := cpuHierarchy()
 	if err == nil {
@@ -36,6 +37,12 @@ func TestLimitCPU(t *testing.T) {
 	other, err := startProcess(dir, "b-nestlet", "/bin/sh", "-c", "sleep 300")
 	require.NoError(t, err)
 	t.Cleanup(func() { other.Stop(time.Second) })
+	kwok, err := startProcess(dir, kwokProcess, "/bin/sh", "-c", "sleep 300")
+	require.NoError(t, err)
+	t.Cleanup(func() { kwok.Stop(time.Second) })
+	e.clusters["a"].own = []*Process{kwok}
+	kwokWas, err := cgroupOf(kwok.PID(), hier, unified)
+	require.NoError(t, err)
 	e.procs.add(agent)
 	e.procs.add(other)
 	agentWas, err := cgroupOf(agent.PID(), hier, unified)
@@ -54,6 +61,9 @@ func TestLimitCPU(t *testing.T) {
 	at, err = cgroupOf(other.PID(), hier, unified)
 	require.NoError(t, err)
 	require.Equal(t, otherWas, at, "a process of no cluster of the environment was moved")
+	at, err = cgroupOf(kwok.PID(), hier, unified)
+	require.NoError(t, err)
+	require.Equal(t, kwokWas, at, "kwok, the cluster's kubelets, was moved")
 	quotaFile, want := "cpu.cfs_quota_us", "25000"
 	if unified {
 		quotaFile, want = "cpu.max", "25000 100000"

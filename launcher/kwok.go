@@ -57,7 +57,7 @@ func (c *Cluster) ensureKwok() (*Process, error) {
 	if c.kwok != nil {
 		return c.kwok, nil
 	}
-	kwok, err := c.start("kwok", c.bins.Kwok, c.kwokArgs...)
+	kwok, err := c.start(kwokProcess, c.bins.Kwok, c.kwokArgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -119,3 +119,6 @@ spec:
 	path := filepath.Join(c.Dir, "kwok-debugging.yaml")
 	return path, os.WriteFile(path, []byte(cfg), 0o644)
 }
+
+// kwokProcess names a cluster's kwok process.
+const kwokProcess = "kwok"

@@ -17,9 +17,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -28,7 +30,9 @@ import (
 // level -> its delegate seen at the next), status latency on the way back up
 // (Running at one level -> Running at the level above), and end-to-end
 // latency (created at the root -> Running at the root, 2 hops), against the
-// same 200 pods created directly in a leaf, and created one level up (in
+// same 200 pods created directly in a leaf given the other leaf's nodes
+// too (flatLeaf: one cluster with the nodes the 2-hop run spreads its pods
+// over), and created one level up (in
 // west: 1 hop), in the same run. Each of the three runs starts on a tree
 // with none of the others' pods, and reports the CPU each busy cluster
 // used.
@@ -54,9 +58,11 @@ func BenchmarkForwardingLatency(b *testing.B) {
 			b.Fatal(err)
 		}
 
-		// Baseline: the same pods directly in a leaf.
+		// Baseline: the same pods directly in a leaf that has both
+		// leaves' nodes (flatLeaf).
 		leaf := framework.NewPodTimes()
 		leaf.Follow(ctx, b, env.Cluster("east-1").Client, direct)
+		unflat := flatLeaf(ctx, b)
 		cpu0 := framework.CPUByKind(env)
 		leafCreated := framework.CreatePods(ctx, b, env.Cluster("east-1").Client, direct, "p", n, spec, 0)
 		leaf.WaitRunning(ctx, b, n)
@@ -65,6 +71,7 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		// running in east-1 would leave the 2-hop run one leaf with room,
 		// and deleting them meanwhile would take its CPU.
 		clearNamespace(ctx, b, direct, "east-1")
+		unflat()
 
 		// One level: the same pods created in west (the other region, so
 		// that the east leaves keep room for the 2-hop run), forwarded once.
@@ -207,8 +214,9 @@ func followTree(ctx context.Context, b *testing.B, ns string) (root, mid, leaves
 // runs under the same limit. Three rounds, the leaf first in the first
 // and third, the tree first in the second; reported as own-cpu-*: the
 // median round's p50 and p99 of each, the lowest and highest ratio of a
-// round, and every stage over the pods of all rounds. The shared etcd and
-// this program are not limited.
+// round, and every stage over the pods of all rounds. The shared etcd,
+// this program and kwok (the simulated kubelets: workers' work) are not
+// limited.
 func ownCPUBursts(ctx context.Context, b *testing.B, n int, spec corev1.PodSpec) {
 	b.Helper()
 	const rounds = 3
@@ -224,9 +232,11 @@ func ownCPUBursts(ctx context.Context, b *testing.B, n int, spec corev1.PodSpec)
 		leafBurst := func() {
 			leaf := framework.NewPodTimes()
 			leaf.Follow(ctx, b, env.Cluster("east-1").Client, direct)
+			unflat := flatLeaf(ctx, b)
 			created := framework.CreatePods(ctx, b, env.Cluster("east-1").Client, direct, "p", n, spec, 0)
 			leaf.WaitRunning(ctx, b, n)
 			clearNamespace(ctx, b, direct, "east-1")
+			unflat()
 			leaf.Lock()
 			defer leaf.Unlock()
 			p50, p99 := framework.Percentiles(framework.Diffs(created, leaf.Running))
@@ -371,6 +381,46 @@ func clearNamespace(ctx context.Context, b *testing.B, ns string, clusters ...st
 		require.NoError(b, env.Cluster(c).Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
 	}
 	waitNoPods(ctx, b, ns)
+}
+
+// flatLeaf gives east-1, where the bursts' baseline runs, east-2's nodes
+// too (kwok nodes with the same labels and capacity): the baseline is a
+// flat cluster with the nodes the 2-hop run spreads its pods over, not
+// one leaf's half of them. The function returned deletes them and waits
+// until the root sees east as before, so that the tree's runs do not.
+func flatLeaf(ctx context.Context, b *testing.B) (undo func()) {
+	b.Helper()
+	b.StopTimer()
+	defer b.StartTimer()
+	allocatable := func() corev1.ResourceList {
+		n, err := env.Cluster("root").Client.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
+		require.NoError(b, err)
+		return n.Status.Allocatable
+	}
+	before := allocatable()
+	leaf := env.Cluster("east-1")
+	nodes, err := env.Cluster("east-2").Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	require.NoError(b, err)
+	var twins []string
+	for _, n := range nodes.Items {
+		labels := maps.Clone(n.Labels)
+		delete(labels, corev1.LabelHostname)
+		name := "east-1-twin-of-" + n.Name
+		_, err := leaf.AddNode(ctx, launcher.NodeOptions{Name: name, Labels: labels, Capacity: n.Status.Capacity})
+		require.NoError(b, err)
+		twins = append(twins, name)
+	}
+	return func() {
+		b.StopTimer()
+		defer b.StartTimer()
+		for _, name := range twins {
+			require.NoError(b, leaf.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}))
+		}
+		framework.Eventually(b, 2*time.Minute, "the root sees east without east-1's added nodes", func(context.Context) (bool, string) {
+			now := allocatable()
+			return equality.Semantic.DeepEqual(now, before), fmt.Sprintf("east's allocatable %v, before %v", now, before)
+		})
+	}
 }
 
 // waitNoPods waits until no cluster of the tree holds a pod in the

@@ -243,8 +243,10 @@ func BenchmarkThroughput1000(b *testing.B) {
 // (the root, which does about the flat cluster's work per pod) allows,
 // instead of every level waiting for the one above. Reported as
 // own-cpu-deploy1000-*, with the busiest cluster's CPU in the limited run
-// against the flat cluster's. The shared etcd and this program are not
-// limited; the limit is lifted before the pods are deleted.
+// against the flat cluster's. The shared etcd, this program and kwok (the
+// simulated kubelets: the workers' work, which the flat cluster has and
+// the upper levels do not) are not limited; the limit is lifted before
+// the pods are deleted.
 func ownCPUThroughput(ctx context.Context, b *testing.B, replicas int32, treeNames []string) {
 	b.Helper()
 	cores := coresFromEnv(b, "NESTLET_THROUGHPUT_CLUSTER_CORES", 0.25)
