@@ -32,12 +32,28 @@ type PodTimes struct {
 	// again), so their Added stamp is when they were seen, not created.
 	// OnTime leaves them out of what is subtracted from Added.
 	Late map[string]bool
+	// LateBound holds, for each Late pod, its time from created to bound
+	// as the API server stamped them (creationTimestamp, the PodScheduled
+	// condition's lastTransitionTime: whole seconds).
+	LateBound map[string]time.Duration
 }
 
 // NewPodTimes returns empty PodTimes.
 func NewPodTimes() *PodTimes {
 	return &PodTimes{Added: map[string]time.Time{}, Bound: map[string]time.Time{}, Running: map[string]time.Time{}, Ready: map[string]time.Time{}, Gone: map[string]time.Time{},
-		Late: map[string]bool{}}
+		Late: map[string]bool{}, LateBound: map[string]time.Duration{}}
+}
+
+// BoundAfterCreated returns every pod's time from created to bound: the
+// watch's stamps for the pods seen created, the API server's (whole
+// seconds) for the Late ones, so that a pod the watch missed still
+// counts. The caller holds the lock.
+func (s *PodTimes) BoundAfterCreated() []time.Duration {
+	out := Diffs(s.OnTime(s.Added), s.Bound)
+	for _, d := range s.LateBound {
+		out = append(out, d)
+	}
+	return out
 }
 
 // OnTime returns the stamps of m of the pods seen when they were created
@@ -99,6 +115,11 @@ func (s *PodTimes) see(key string, pod *corev1.Pod, now time.Time) {
 	defer s.mu.Unlock()
 	if _, seen := s.Added[key]; !seen && pod.Spec.NodeName != "" {
 		s.Late[key] = true
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && !pod.CreationTimestamp.IsZero() {
+				s.LateBound[key] = max(c.LastTransitionTime.Sub(pod.CreationTimestamp.Time), 0)
+			}
+		}
 	}
 	setOnce(s.Added, key, now)
 	if pod.Spec.NodeName != "" {
