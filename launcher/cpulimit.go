@@ -31,6 +31,17 @@ const cpuPeriodMicros = 100_000
 // the cgroups; call it before Stop, and before starting any process of a
 // cluster again (a restarted process starts outside the limit).
 func (e *Environment) LimitCPU(cores float64) (undo func() error, err error) {
+	return e.limitCPU(cores, false)
+}
+
+// LimitCPUTogether holds every cluster of the environment, as LimitCPU
+// holds one, to cores CPUs in all: the whole tree on the machine of a
+// single cluster, the other question a tree's CPU cost asks.
+func (e *Environment) LimitCPUTogether(cores float64) (undo func() error, err error) {
+	return e.limitCPU(cores, true)
+}
+
+func (e *Environment) limitCPU(cores float64, together bool) (undo func() error, err error) {
 	if cores <= 0 {
 		return nil, fmt.Errorf("CPU limit %v: want a positive number of cores", cores)
 	}
@@ -79,6 +90,13 @@ func (e *Environment) LimitCPU(cores float64) (undo func() error, err error) {
 				byCluster[name] = append(byCluster[name], p)
 			}
 		}
+	}
+	if together {
+		all := []*Process{}
+		for _, procs := range byCluster {
+			all = append(all, procs...)
+		}
+		byCluster = map[string][]*Process{"all": all}
 	}
 	for name, procs := range byCluster {
 		dir := filepath.Join(base, name)

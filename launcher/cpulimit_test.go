@@ -16,19 +16,7 @@ import (
 // where they were (kwok, the cluster's simulated kubelets, too), and undo
 // puts everything back and removes the cgroups.
 func TestLimitCPU(t *testing.T) {
-	hier, unified, err := cpuHierarchy()
-	if err == nil {
-		_, err = os.Stat(filepath.Join(hier, "cgroup.procs"))
-	}
-	if err == nil && os.Geteuid() != 0 {
-		err = os.ErrPermission
-	}
-	if err != nil {
-		if os.Getenv("NESTLET_REQUIRE_REAL_NODES") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	hier, unified := cpuHierarchyOrSkip(t)
 	dir := t.TempDir()
 	e := &Environment{clusters: map[string]*Cluster{"a": {Name: "a"}}, order: []string{"a"}}
 	agent, err := startProcess(dir, "a-nestlet", "/bin/sh", "-c", "while :; do :; done")
@@ -83,6 +71,57 @@ func TestLimitCPU(t *testing.T) {
 	require.Equal(t, agentWas, at)
 	_, err = os.Stat(filepath.Dir(limited))
 	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// cpuHierarchyOrSkip returns the CPU cgroup hierarchy, skipping the test
+// where none can be written (failing it under NESTLET_REQUIRE_REAL_NODES).
+func cpuHierarchyOrSkip(t *testing.T) (string, bool) {
+	t.Helper()
+	hier, unified, err := cpuHierarchy()
+	if err == nil {
+		_, err = os.Stat(filepath.Join(hier, "cgroup.procs"))
+	}
+	if err == nil && os.Geteuid() != 0 {
+		err = os.ErrPermission
+	}
+	if err != nil {
+		if os.Getenv("NESTLET_REQUIRE_REAL_NODES") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	return hier, unified
+}
+
+// LimitCPUTogether holds every cluster's processes in one cgroup, to the
+// cores asked for in all.
+func TestLimitCPUTogether(t *testing.T) {
+	hier, unified := cpuHierarchyOrSkip(t)
+	dir := t.TempDir()
+	e := &Environment{clusters: map[string]*Cluster{"a": {Name: "a"}, "b": {Name: "b"}}, order: []string{"a", "b"}}
+	for _, name := range []string{"a-nestlet", "b-nestlet"} {
+		p, err := startProcess(dir, name, "/bin/sh", "-c", "sleep 300")
+		require.NoError(t, err)
+		t.Cleanup(func() { p.Stop(time.Second) })
+		e.procs.add(p)
+	}
+	undo, err := e.LimitCPUTogether(0.5)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = undo() })
+	limited := filepath.Join(hier, "nestlet-limit-"+strconv.Itoa(os.Getpid()), "all")
+	for _, p := range e.Processes() {
+		at, err := cgroupOf(p.PID(), hier, unified)
+		require.NoError(t, err)
+		require.Equal(t, limited, at, p.Name)
+	}
+	quotaFile, want := "cpu.cfs_quota_us", "50000"
+	if unified {
+		quotaFile, want = "cpu.max", "50000 100000"
+	}
+	quota, err := os.ReadFile(filepath.Join(limited, quotaFile))
+	require.NoError(t, err)
+	require.Equal(t, want, strings.TrimSpace(string(quota)))
+	require.NoError(t, undo())
 }
 
 // The agent's and proxy's processes are known by name as their cluster's,

@@ -147,7 +147,8 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		// The next runs measure CPU and writes: the 600 pods and their
 		// delegates are gone first.
 		waitNoPods(ctx, b, nested, direct, oneHop)
-		ownCPUBursts(ctx, b, n, spec)
+		limitedBursts(ctx, b, n, spec, eachItsOwn)
+		limitedBursts(ctx, b, n, spec, allTogether)
 		b.StartTimer()
 	}
 }
@@ -205,29 +206,50 @@ func followTree(ctx context.Context, b *testing.B, ns string) (root, mid, leaves
 	return root, mid, leaves
 }
 
-// ownCPUBursts runs the leaf's burst and the 2-hop burst again with every
-// cluster limited to the same share of a core (launcher LimitCPU;
-// NESTLET_BURST_CLUSTER_CORES, 0.4 by default): the tree as it would run
-// with each cluster on a small machine of its own, every level working on
-// its share of the burst beside the others instead of all four busy
-// clusters taking turns on this machine's two cores. The leaf's baseline
-// runs under the same limit. Three rounds, the leaf first in the first
-// and third, the tree first in the second; reported as own-cpu-*: the
-// median round's p50 and p99 of each, the lowest and highest ratio of a
-// round, and every stage over the pods of all rounds. The shared etcd,
-// this program and kwok (the simulated kubelets: workers' work) are not
-// limited.
-func ownCPUBursts(ctx context.Context, b *testing.B, n int, spec corev1.PodSpec) {
+// cpuLimit is how the limited bursts hold the clusters to their share of
+// the machine: the question they answer.
+type cpuLimit struct {
+	// prefix names the figures; env and def give the cores.
+	prefix, env string
+	def         float64
+	limit       func(*launcher.Environment, float64) (func() error, error)
+}
+
+var (
+	// eachItsOwn: every cluster on a machine of its own, of the same
+	// small size (own-cpu-*): do the levels work side by side?
+	eachItsOwn = cpuLimit{prefix: "own-cpu-", env: "NESTLET_BURST_CLUSTER_CORES", def: 0.4, limit: (*launcher.Environment).LimitCPU}
+	// allTogether: the whole tree on the cores of one cluster, the leaf
+	// baseline on the same (same-cores-*): what does the tree cost on the
+	// same machine?
+	allTogether = cpuLimit{prefix: "same-cores-", env: "NESTLET_BURST_TOTAL_CORES", def: 1, limit: (*launcher.Environment).LimitCPUTogether}
+)
+
+// limitedBursts runs the leaf's burst and the 2-hop burst again with the
+// clusters held to cores as lim says (launcher LimitCPU: each cluster its
+// own share, NESTLET_BURST_CLUSTER_CORES, 0.4 by default; or
+// LimitCPUTogether: every cluster in one share, NESTLET_BURST_TOTAL_CORES,
+// 1 by default). Each its own is the tree as it would run with each
+// cluster on a small machine of its own, every level working on its share
+// of the burst beside the others instead of all four busy clusters taking
+// turns on this machine's two cores; all together is the tree on the
+// machine of one cluster. The leaf's baseline runs under the same limit.
+// Three rounds, the leaf first in the first and third, the tree first in
+// the second; reported under lim's prefix: the median round's p50 and p99
+// of each, the lowest and highest ratio of a round, and every stage over
+// the pods of all rounds. The shared etcd, this program and kwok (the
+// simulated kubelets: workers' work) are not limited.
+func limitedBursts(ctx context.Context, b *testing.B, n int, spec corev1.PodSpec, lim cpuLimit) {
 	b.Helper()
 	const rounds = 3
-	cores := coresFromEnv(b, "NESTLET_BURST_CLUSTER_CORES", 0.4)
-	unlimit := limitCPU(b, cores)
+	cores := coresFromEnv(b, lim.env, lim.def)
+	unlimit := limitCPU(b, cores, lim.limit)
 
 	var flat50, flat99, tree50, tree99, ratio50, ratio99 []float64
 	stages := map[string][]time.Duration{}
 	for r := range rounds {
 		suffix := time.Now().UnixNano() % 1_000_000
-		nested, direct := fmt.Sprintf("bench-own-nested-%d", suffix), fmt.Sprintf("bench-own-direct-%d", suffix)
+		nested, direct := fmt.Sprintf("bench-%snested-%d", lim.prefix, suffix), fmt.Sprintf("bench-%sdirect-%d", lim.prefix, suffix)
 		require.NoError(b, env.Cluster("east-1").EnsureNamespace(ctx, direct))
 		leafBurst := func() {
 			leaf := framework.NewPodTimes()
@@ -269,8 +291,8 @@ func ownCPUBursts(ctx context.Context, b *testing.B, n int, spec corev1.PodSpec)
 			leafBurst()
 		}
 		ratio50, ratio99 = append(ratio50, tree50[r]/flat50[r]), append(ratio99, tree99[r]/flat99[r])
-		b.Logf("limited to %.2f core, round %d (%s first): leaf p50 %.0f ms, p99 %.0f ms; 2 hops p50 %.0f ms, p99 %.0f ms; ratios %.2f, %.2f",
-			cores, r+1, first, flat50[r], flat99[r], tree50[r], tree99[r], ratio50[r], ratio99[r])
+		b.Logf("%slimited to %.2f core, round %d (%s first): leaf p50 %.0f ms, p99 %.0f ms; 2 hops p50 %.0f ms, p99 %.0f ms; ratios %.2f, %.2f",
+			lim.prefix, cores, r+1, first, flat50[r], flat99[r], tree50[r], tree99[r], ratio50[r], ratio99[r])
 		for _, c := range []string{"root", "east-1"} {
 			for _, ns := range []string{nested, direct} {
 				_ = env.Cluster(c).Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
@@ -278,16 +300,20 @@ func ownCPUBursts(ctx context.Context, b *testing.B, n int, spec corev1.PodSpec)
 		}
 	}
 	unlimit()
-	reportStages(b, "own-cpu-stage-", stages)
-	b.ReportMetric(cores, "own-cpu-cores-per-cluster")
-	b.ReportMetric(framework.Median(tree50), "own-cpu-e2e-2hop-p50-ms")
-	b.ReportMetric(framework.Median(tree99), "own-cpu-e2e-2hop-p99-ms")
-	b.ReportMetric(framework.Median(flat50), "own-cpu-direct-leaf-p50-ms")
-	b.ReportMetric(framework.Median(flat99), "own-cpu-direct-leaf-p99-ms")
-	b.ReportMetric(slices.Min(ratio50), "own-cpu-e2e/direct-p50-min")
-	b.ReportMetric(slices.Max(ratio50), "own-cpu-e2e/direct-p50-max")
-	b.ReportMetric(slices.Min(ratio99), "own-cpu-e2e/direct-p99-min")
-	b.ReportMetric(slices.Max(ratio99), "own-cpu-e2e/direct-p99-max")
+	reportStages(b, lim.prefix+"stage-", stages)
+	if lim.prefix == eachItsOwn.prefix {
+		b.ReportMetric(cores, lim.prefix+"cores-per-cluster")
+	} else {
+		b.ReportMetric(cores, lim.prefix+"cores-in-all")
+	}
+	b.ReportMetric(framework.Median(tree50), lim.prefix+"e2e-2hop-p50-ms")
+	b.ReportMetric(framework.Median(tree99), lim.prefix+"e2e-2hop-p99-ms")
+	b.ReportMetric(framework.Median(flat50), lim.prefix+"direct-leaf-p50-ms")
+	b.ReportMetric(framework.Median(flat99), lim.prefix+"direct-leaf-p99-ms")
+	b.ReportMetric(slices.Min(ratio50), lim.prefix+"e2e/direct-p50-min")
+	b.ReportMetric(slices.Max(ratio50), lim.prefix+"e2e/direct-p50-max")
+	b.ReportMetric(slices.Min(ratio99), lim.prefix+"e2e/direct-p99-min")
+	b.ReportMetric(slices.Max(ratio99), lim.prefix+"e2e/direct-p99-max")
 }
 
 // coresFromEnv is the number of cores the environment variable name
@@ -303,12 +329,13 @@ func coresFromEnv(b *testing.B, name string, def float64) float64 {
 	return cores
 }
 
-// limitCPU limits every cluster of the environment to cores (launcher
-// LimitCPU) and returns the function that lifts the limit; it runs at the
-// benchmark's end too if not called before, and only once either way.
-func limitCPU(b *testing.B, cores float64) (unlimit func()) {
+// limitCPU limits the clusters of the environment to cores with limit
+// (launcher LimitCPU, LimitCPUTogether) and returns the function that
+// lifts the limit; it runs at the benchmark's end too if not called
+// before, and only once either way.
+func limitCPU(b *testing.B, cores float64, limit func(*launcher.Environment, float64) (func() error, error)) (unlimit func()) {
 	b.Helper()
-	undo, err := env.LimitCPU(cores)
+	undo, err := limit(env, cores)
 	require.NoError(b, err)
 	var once sync.Once
 	unlimit = func() { once.Do(func() { require.NoError(b, undo()) }) }

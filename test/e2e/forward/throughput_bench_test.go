@@ -258,7 +258,7 @@ func ownCPUThroughput(ctx context.Context, b *testing.B, replicas int32, treeNam
 		s := framework.NewPodTimes()
 		fctx, cancel := context.WithCancel(ctx)
 		s.Follow(fctx, b, c.Client, ns)
-		unlimit := limitCPU(b, cores)
+		unlimit := limitCPU(b, cores, (*launcher.Environment).LimitCPU)
 		costs0, err := framework.MeasureCosts(ctx, env)
 		require.NoError(b, err)
 		start := time.Now()
