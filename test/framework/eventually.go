@@ -33,8 +33,12 @@ func EventuallyEvery(t testing.TB, interval, timeout time.Duration, what string,
 	t.Helper()
 	var last string
 	err := wait.PollUntilContextTimeout(context.WithoutCancel(t.Context()), interval, timeout, true, func(ctx context.Context) (bool, error) {
-		var done bool
-		done, last = check(ctx)
+		done, msg := check(ctx)
+		// A check the deadline cut short says only that: the one before
+		// says what was seen.
+		if ctx.Err() == nil || last == "" {
+			last = msg
+		}
 		return done, nil
 	})
 	if err != nil {
