@@ -9,3 +9,11 @@ import corev1 "k8s.io/api/core/v1"
 func ProviderTaint() corev1.Taint {
 	return corev1.Taint{Key: TaintKeyProvider, Value: TaintValueProvider, Effect: corev1.TaintEffectNoSchedule}
 }
+
+// ChildTaintEffects are the effects a parent may give its children's
+// provider taint: NoSchedule (the default: the stock scheduler keeps
+// ordinary pods off), or PreferNoSchedule, for a cluster made only of
+// clusters whose default scheduler is Nestlet's: its nodes then take pods
+// as one cluster's do, to users and to the checks of tests such as
+// Kubernetes conformance ("ready, schedulable nodes").
+var ChildTaintEffects = []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
@@ -97,6 +99,10 @@ func run(ctx context.Context, o options) error {
 		acfg.PodCIDRPool = append(acfg.PodCIDRPool, p.Masked())
 	}
 	acfg.PodCIDRPoolShareBits = o.podCIDRPoolShare
+	acfg.ChildTaintEffect = corev1.TaintEffect(o.childTaintEffect)
+	if !slices.Contains(api.ChildTaintEffects, acfg.ChildTaintEffect) {
+		return fmt.Errorf("--child-taint-effect %q: want one of %v", o.childTaintEffect, api.ChildTaintEffects)
+	}
 	election := o.leaderElection
 	if election.ResourceNamespace == "" {
 		election.ResourceNamespace = o.namespace

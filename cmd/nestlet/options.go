@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/config"
 	componentoptions "k8s.io/component-base/config/options"
@@ -33,6 +34,7 @@ type options struct {
 	gatewayOn         bool
 	podCIDRPool       []string
 	podCIDRPoolShare  int
+	childTaintEffect  string
 	leaderElection    config.LeaderElectionConfiguration
 }
 
@@ -60,6 +62,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.gateway.NodeName, "gateway-node-name", "", "the node this agent runs on, on the node's network (the chart passes the pod's node): published with the CIDRs the gateway routes to its peers (into the ConfigMap nestlet-gateway of --namespace, which the chart makes), for the route agents of the cluster's other nodes (nestlet-routes). Empty: not published")
 	fs.StringVar(&o.gateway.Implementation, "gateway-implementation", "auto", "WireGuard to run the gateway on: auto (the kernel's where the host has it, else wireguard-go in userspace), kernel or userspace")
 	fs.StringSliceVar(&o.podCIDRPool, "pod-cidr-pool", nil, "as a parent: the pod CIDRs a child without a grant of its own (nestctl grant, in configmap kube-system/nestlet-pod-cidrs) may claim a share of, first come (e.g. 10.128.0.0/9); a child is routed, carried up and told to the other children only the pod CIDRs it is granted, never this cluster's own (its nodes' pod CIDRs and addresses, its Service CIDRs). Empty: only grants")
+	fs.StringVar(&o.childTaintEffect, "child-taint-effect", string(corev1.TaintEffectNoSchedule), "as a parent: the effect of the taint virtual-kubelet.io/provider on the children's virtual nodes: NoSchedule (the stock scheduler keeps ordinary pods off), or PreferNoSchedule for a cluster made only of clusters whose default scheduler is Nestlet's (its nodes then take pods as one cluster's do, as tests like Kubernetes conformance expect)")
 	fs.IntVar(&o.podCIDRPoolShare, "pod-cidr-pool-share", agent.DefaultPodCIDRPoolShareBits, "the most a child may take of --pod-cidr-pool, as a prefix length of IPv4 (16: a /16's addresses; as many /64s of IPv6); a larger claim is refused whole")
 	fs.BoolVar(&o.printPermissions, "print-permissions", false, "print, as JSON, what the agent does with the API of its own cluster (what the chart grants its ServiceAccount) and exit")
 	fs.BoolVar(&o.profiling, "profiling", false, "also serve Go's pprof profiles under /debug/pprof/ on --metrics-bind-address")

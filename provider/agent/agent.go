@@ -122,6 +122,9 @@ type Config struct {
 	// a grant, a child is routed none of the pod CIDRs it claims.
 	PodCIDRPool          []netip.Prefix
 	PodCIDRPoolShareBits int
+	// ChildTaintEffect is the effect of the provider taint on the
+	// children's virtual nodes here (parent.Config.ChildTaintEffect).
+	ChildTaintEffect corev1.TaintEffect
 	// Metrics receives the agent's Prometheus metrics (optional).
 	Metrics prometheus.Registerer
 	Clock   clock.WithTicker
@@ -243,7 +246,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 
 	parents, err := parent.New(parent.Config{Client: a.client, Nodes: nodeInformer, Namespace: a.cfg.Namespace,
-		PodCIDRPool: a.cfg.PodCIDRPool, PodCIDRPoolShareBits: a.cfg.PodCIDRPoolShareBits, Peers: gw, Clock: a.cfg.Clock})
+		PodCIDRPool: a.cfg.PodCIDRPool, PodCIDRPoolShareBits: a.cfg.PodCIDRPoolShareBits, Peers: gw, Clock: a.cfg.Clock,
+		ChildTaintEffect: a.cfg.ChildTaintEffect})
 	if err != nil {
 		return err
 	}

@@ -66,6 +66,17 @@ type decorator struct {
 	malformedWarned sync.Map
 	// taintsWarned: node name -> the desired taint keys last refused.
 	taintsWarned sync.Map
+	// providerTaint is the taint every child's node carries here, with
+	// the effect the operator chose (Config.ChildTaintEffect).
+	providerTaint corev1.Taint
+}
+
+// childTaint is the provider taint the children's nodes carry here.
+func (d *decorator) childTaint() corev1.Taint {
+	if d.providerTaint.Key == "" {
+		return api.ProviderTaint()
+	}
+	return d.providerTaint
 }
 
 // warnMalformed records a Warning event on n that what its child wrote
@@ -120,14 +131,16 @@ func (d *decorator) enqueueAll() {
 	}
 }
 
-func newDecorator(client kubernetes.Interface, nodes coreinformers.NodeInformer, clk clock.PassiveClock, p *peers.Peers, kids *children) (*decorator, error) {
+func newDecorator(client kubernetes.Interface, nodes coreinformers.NodeInformer, clk clock.PassiveClock, p *peers.Peers, kids *children, effect corev1.TaintEffect) (*decorator, error) {
 	d := &decorator{
-		client: client,
-		nodes:  nodes.Lister(),
-		clock:  clk,
-		peers:  p,
-		kids:   kids,
+		client:        client,
+		nodes:         nodes.Lister(),
+		clock:         clk,
+		peers:         p,
+		kids:          kids,
+		providerTaint: api.ProviderTaint(),
 	}
+	d.providerTaint.Effect = effect
 	d.queue = queue.New(queue.Config[string]{Name: "virtual-nodes", Reconcile: d.sync, Failure: "Decorating virtual node", KeyName: "node"})
 	enqueue := func(obj any) {
 		if n, ok := obj.(*corev1.Node); ok && isChild(n, d.kids) {
@@ -287,7 +300,7 @@ func (d *decorator) sync(ctx context.Context, name string) (time.Duration, error
 	desired, refused := othersKeys(n.Spec.Taints, desired, applied, recorded)
 	d.warnTaints(n, strings.Join(refused, ", "))
 	desired = d.versions(ctx, n, desired, want.Annotations, patchAnnotations)
-	want.Spec.Taints = mergeTaints(n.Spec.Taints, desired, applied)
+	want.Spec.Taints = mergeTaints(d.childTaint(), n.Spec.Taints, desired, applied)
 	keys := []string{}
 	for _, t := range desired {
 		keys = append(keys, t.Key)
@@ -401,8 +414,8 @@ func othersKeys(current, desired []corev1.Taint, applied []string, recorded bool
 // node.kubernetes.io/unreachable, an admin's), in that order. applied are
 // the keys of the taints applied from an earlier desired list: those the
 // child asks for no more are dropped.
-func mergeTaints(current, desired []corev1.Taint, applied []string) []corev1.Taint {
-	out := append([]corev1.Taint{api.ProviderTaint()}, desired...)
+func mergeTaints(provider corev1.Taint, current, desired []corev1.Taint, applied []string) []corev1.Taint {
+	out := append([]corev1.Taint{provider}, desired...)
 	managed := map[string]bool{api.TaintKeyProvider: true}
 	for _, t := range desired {
 		managed[t.Key] = true

@@ -122,7 +122,7 @@ func TestMergeTaints(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := append([]corev1.Taint(nil), tt.current...)
-			got := mergeTaints(tt.current, tt.desired, tt.applied)
+			got := mergeTaints(api.ProviderTaint(), tt.current, tt.desired, tt.applied)
 			if d := cmp.Diff(tt.want, got); d != "" {
 				t.Errorf("mergeTaints() mismatch (-want +got):\n%s", d)
 			}
@@ -558,4 +558,18 @@ func TestDecoratorWarnsTaintsRefused(t *testing.T) {
 	ev := <-recorder.Events
 	assert.Contains(t, ev, "NestletTaintsRefused")
 	assert.Contains(t, ev, "example.com/quarantine")
+}
+
+// A parent that relaxes its children's provider taint (PreferNoSchedule,
+// Config.ChildTaintEffect) turns the NoSchedule one a child registers
+// with into it, and then leaves it.
+func TestMergeTaintsRelaxedEffect(t *testing.T) {
+	prefer := api.ProviderTaint()
+	prefer.Effect = corev1.TaintEffectPreferNoSchedule
+	gpu := corev1.Taint{Key: "example.com/gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	got := mergeTaints(prefer, []corev1.Taint{api.ProviderTaint(), gpu}, []corev1.Taint{gpu}, []string{gpu.Key})
+	require.Equal(t, []corev1.Taint{prefer, gpu}, got)
+	current := []corev1.Taint{prefer, gpu}
+	got = mergeTaints(prefer, current, []corev1.Taint{gpu}, []string{gpu.Key})
+	assert.Same(t, &current[0], &got[0], "unchanged")
 }

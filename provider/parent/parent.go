@@ -10,6 +10,7 @@ package parent
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/pkg/kubeclient"
 	"github.com/nestlet/nestlet/pkg/podcidrs"
 	"github.com/nestlet/nestlet/pkg/quota"
@@ -51,7 +53,12 @@ type Config struct {
 	// Peers, when this cluster runs a gateway, are told each child's key
 	// and routes (optional).
 	Peers *peers.Peers
-	Clock clock.PassiveClock
+	// ChildTaintEffect is the effect of the provider taint on the
+	// children's virtual nodes (api.ChildTaintEffects; default
+	// NoSchedule). A child registers with NoSchedule whatever this says:
+	// it is relaxed here, once the node is known as a child's.
+	ChildTaintEffect corev1.TaintEffect
+	Clock            clock.PassiveClock
 }
 
 // Parent runs the controllers of the parent's side.
@@ -76,8 +83,14 @@ func New(cfg Config) (*Parent, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.ChildTaintEffect == "" {
+		cfg.ChildTaintEffect = corev1.TaintEffectNoSchedule
+	}
+	if !slices.Contains(api.ChildTaintEffects, cfg.ChildTaintEffect) {
+		return nil, fmt.Errorf("child taint effect %q: want one of %v", cfg.ChildTaintEffect, api.ChildTaintEffects)
+	}
 	kids := newChildren(cfg.Client, cfg.Namespace)
-	dc, err := newDecorator(cfg.Client, cfg.Nodes, cfg.Clock, cfg.Peers, kids)
+	dc, err := newDecorator(cfg.Client, cfg.Nodes, cfg.Clock, cfg.Peers, kids, cfg.ChildTaintEffect)
 	if err != nil {
 		return nil, err
 	}

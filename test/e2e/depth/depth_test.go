@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,13 +24,33 @@ import (
 // A plain Deployment at the root runs in the only leaf, three levels down:
 // each replica's delegates are found level by level, bound to the next
 // cluster's virtual node, with the path root,l1,l2,l3; kubectl logs and
-// exec at the root reach the leaf's pod through three tunnels.
+// exec at the root reach the leaf's pod through three tunnels. The root,
+// made only of clusters (--child-taint-effect=PreferNoSchedule), has
+// ready, schedulable nodes as the Kubernetes e2e framework counts them
+// (Ready, not cordoned, no NoSchedule or NoExecute taint), while l1 keeps
+// the taint on its own child's node.
 func TestThreeHopsDown(t *testing.T) {
 	ctx := t.Context()
 	root := env.Cluster("root")
+	framework.Eventually(t, time.Minute, "l1 is a ready, schedulable node of the root", func(ctx context.Context) (bool, string) {
+		n, err := root.Client.CoreV1().Nodes().Get(ctx, "l1", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		ready := slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+			return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+		})
+		blocking := slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+			return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+		})
+		return ready && !n.Spec.Unschedulable && !blocking, fmt.Sprintf("ready %v, unschedulable %v, taints %v", ready, n.Spec.Unschedulable, n.Spec.Taints)
+	})
+	l2, err := env.Cluster("l1").Client.CoreV1().Nodes().Get(ctx, "l2", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Contains(t, l2.Spec.Taints, api.ProviderTaint(), "l1 keeps the provider taint NoSchedule")
 	ns := framework.KeptNamespace(t, root.Client, "t")
 	labels := map[string]string{"app": "deep"}
-	_, err := root.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+	_, err = root.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "deep", Namespace: ns},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(int32(4)),

@@ -40,5 +40,8 @@ func TestMain(m *testing.M) {
 		Edges:    [][2]string{{"l1", "root"}, {"l2", "l1"}, {"l3", "l2"}},
 		JoinArgs: []string{"--report-frequency=3s"},
 		Proxies:  []string{"root", "l1", "l2"},
+		// The root is made only of clusters, and its default scheduler
+		// is Nestlet's: its children's nodes take pods (TestThreeHopsDown).
+		ClusterAgentArgs: map[string][]string{"root": {"--child-taint-effect=PreferNoSchedule"}},
 	}, func(te *framework.TreeEnv) { env = te.Environment }))
 }
