@@ -271,20 +271,30 @@ func (p *Provider) release(ctx context.Context, pod, d *corev1.Pod) error {
 		}
 	}
 	pods := p.cfg.Child.CoreV1().Pods(d.Namespace)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := pods.Get(ctx, d.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err) || (err == nil && (cur.UID != d.UID || cur.DeletionTimestamp != nil)):
-			return errHeldGone
-		case err != nil:
+	// One write where nothing changed meanwhile: still this delegate,
+	// still held. Else what it is now says what to do.
+	patched, err := pods.Patch(ctx, d.Name, types.JSONPatchType, releasePatch(d.UID), metav1.PatchOptions{FieldManager: api.FieldManager})
+	switch {
+	case err == nil && patched.DeletionTimestamp != nil:
+		err = errHeldGone
+	case err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil:
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := pods.Get(ctx, d.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err) || (err == nil && (cur.UID != d.UID || cur.DeletionTimestamp != nil)):
+				return errHeldGone
+			case err != nil:
+				return err
+			case cur.Annotations[api.AnnotationHold] != api.HoldHeld:
+				return nil
+			}
+			cur.Annotations[api.AnnotationHold] = api.HoldReleased
+			_, err = pods.Update(ctx, cur, metav1.UpdateOptions{FieldManager: api.FieldManager})
 			return err
-		case cur.Annotations[api.AnnotationHold] != api.HoldHeld:
-			return nil
-		}
-		cur.Annotations[api.AnnotationHold] = api.HoldReleased
-		_, err = pods.Update(ctx, cur, metav1.UpdateOptions{FieldManager: api.FieldManager})
-		return err
-	})
+		})
+	case apierrors.IsNotFound(err):
+		err = errHeldGone
+	}
 	if err != nil {
 		return p.errorf("create", "releasing the held delegate of %s/%s in %s: %w", pod.Namespace, pod.Name, p.cfg.ClusterName, err)
 	}
@@ -293,6 +303,15 @@ func (p *Provider) release(ctx context.Context, pod, d *corev1.Pod) error {
 	p.cfg.Metrics.latency.WithLabelValues(p.cfg.TargetName).Observe(p.cfg.Clock.Since(start).Seconds())
 	klog.FromContext(ctx).V(2).Info("Released held delegate", "pod", klog.KObj(pod), "delegate", d.Name, "node", reservedOn(d))
 	return nil
+}
+
+// releasePatch is the JSON patch that releases the held delegate of UID
+// uid: it applies only if the pod is still that one and still held.
+func releasePatch(uid types.UID) []byte {
+	key := strings.ReplaceAll(api.AnnotationHold, "/", "~1")
+	return fmt.Appendf(nil, `[{"op":"test","path":"/metadata/uid","value":%q},`+
+		`{"op":"test","path":"/metadata/annotations/%s","value":%q},`+
+		`{"op":"replace","path":"/metadata/annotations/%s","value":%q}]`, uid, key, api.HoldHeld, key, api.HoldReleased)
 }
 
 // Withdraw deletes the held delegate of the parent pod namespace/name
