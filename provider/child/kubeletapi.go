@@ -185,12 +185,12 @@ func chooseKubeletAPI(ctx context.Context, nodeClient kubernetes.Interface, id *
 			URL: info[api.ClusterInfoProxyTunnelURL], CA: []byte(info[api.ClusterInfoProxyCA]),
 			GetClientCertificate: cert.GetClientCertificate,
 		}
-		// The node registers with its own port when the proxy gives one
-		// now; else it is asked again each time the tunnel comes up. A
-		// proxy out of reach delays the registration 5 s at most.
-		askCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		k.askNodePort(askCtx)
-		cancel()
+		// The node registers at once with the proxy's shared port (which
+		// the parent's policy nestlet-children-kubelet allows too); its
+		// own port is asked for as soon as the tunnel is up (serve), and
+		// the node's next status carries it. Asking here, before the
+		// registration, put a TLS handshake and the proxy's write of its
+		// ports on every join's way: about 3 round trips to the parent.
 	case KubeletAPIDirect:
 		auth, err := kubeletapi.NewAuth(nodeClient, id.CAData)
 		if err != nil {
