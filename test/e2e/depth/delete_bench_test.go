@@ -37,7 +37,7 @@ func BenchmarkDeletionLatency(b *testing.B) {
 			}
 			pt := framework.NewPodTimes()
 			pt.Follow(ctx, b, env.Cluster(top).Client, ns)
-			framework.CreatePods(ctx, b, env.Cluster(top).Client, ns, "p", deletePods, spec, latencyEvery)
+			framework.CreatePods(ctx, b, env.Cluster(top).Client, ns, "p", deletePods, spec, 100*time.Millisecond)
 			pt.WaitRunning(ctx, b, deletePods)
 			sent := framework.DeletePods(ctx, b, env.Cluster(top).Client, ns, "p", deletePods, 200*time.Millisecond)
 			pt.WaitGone(ctx, b, deletePods)

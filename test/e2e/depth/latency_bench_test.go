@@ -3,7 +3,6 @@ package depth
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,24 +15,29 @@ import (
 
 const (
 	latencyPods = 200
-	// One pod every 100 ms (10/s): well under what every level sustains,
-	// so the figures are latency, not time spent in a queue (the burst
-	// case is BenchmarkForwardingLatency in test/e2e/forward).
-	latencyEvery = 100 * time.Millisecond
+	// latencyGap separates a pod Running from the next one's creation:
+	// one pod on its way at a time, so that the figures are latency, not
+	// time spent in a queue (the burst case is BenchmarkForwardingLatency
+	// in test/e2e/forward). A fixed rate (10/s) saturated this 2-core
+	// machine at three hops once every level wrote a reservation too
+	// (cpu-ms-per-pod-3hop says what a pod costs the tree).
+	latencyGap = 20 * time.Millisecond
 )
 
-// BenchmarkHopLatency creates 200 pods, paced at 10/s, in each level of the
-// chain in turn: in the leaf l3 (0 hops: the baseline), in l2 (1 hop), l1
-// (2 hops) and the root (3 hops). Every other pod asks to be bound first
-// (api.AnnotationBindFirst: no reservation on its way, as before
-// placement by reservation), so that what the reservation costs is
-// measured in the same run, pods interleaved. For each level it reports
-// end-to-end latency, created -> Running where created (seen by an
-// informer there), p50 and p99, of the default pods (paced-*) and of the
-// bind-first ones (bindfirst-*); what each added hop costs: hop<k> is
-// e2e(k hops) - e2e(k-1), per-hop the mean over the three, both at p50;
-// reservation-added-per-hop the default's per-hop minus the bind-first's;
-// and, for the default pods, the segments on the way (see segments).
+// BenchmarkHopLatency creates 200 pods, one at a time (each once the one
+// before is Running), in each level of the chain in turn: in the leaf l3
+// (0 hops: the baseline), in l2 (1 hop), l1 (2 hops) and the root (3
+// hops). Every other pod asks to be bound first (api.AnnotationBindFirst:
+// no reservation on its way, as before placement by reservation), so that
+// what the reservation costs is measured in the same run, pods
+// interleaved. For each level it reports end-to-end latency, created ->
+// Running where created (seen by an informer there), p50 and p99, of the
+// default pods (paced-*) and of the bind-first ones (bindfirst-*); what
+// each added hop costs: hop<k> is e2e(k hops) - e2e(k-1), per-hop the mean
+// over the three, both at p50; reservation-added-per-hop the default's
+// per-hop minus the bind-first's; the CPU every process of the tree used
+// per pod (cpu-ms-per-pod-<k>hop); and, for the default pods, the
+// segments on the way (see segments).
 //
 //	go test ./test/e2e/depth -run '^$' -bench HopLatency -benchtime 1x
 func BenchmarkHopLatency(b *testing.B) {
@@ -60,20 +64,43 @@ func BenchmarkHopLatency(b *testing.B) {
 				times = append(times, pt)
 			}
 			top := times[0]
-			// Interleaved: a default pod, then a bind-first one 100 ms
-			// later, each kind every 200 ms.
+			// Interleaved: a default pod, then a bind-first one, each
+			// created once the one before is Running.
 			client := env.Cluster(chain[3-hops]).Client
-			var created, createdFirst map[string]time.Time
-			var wg sync.WaitGroup
-			wg.Go(func() {
-				created = framework.CreatePodsFrom(ctx, b, client, ns, "p", latencyPods/2, reserved, 2*latencyEvery)
-			})
-			wg.Go(func() {
-				time.Sleep(latencyEvery)
-				createdFirst = framework.CreatePodsFrom(ctx, b, client, ns, "f", latencyPods/2, bindFirst, 2*latencyEvery)
-			})
-			wg.Wait()
-			top.WaitRunning(ctx, b, latencyPods)
+			created, createdFirst := map[string]time.Time{}, map[string]time.Time{}
+			costs0, err := framework.MeasureCosts(ctx, env)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range latencyPods {
+				template, prefix, into := reserved, "p", created
+				if i%2 == 1 {
+					template, prefix, into = bindFirst, "f", createdFirst
+				}
+				name := fmt.Sprintf("%s-%d", prefix, i/2)
+				pod := &corev1.Pod{ObjectMeta: *template.ObjectMeta.DeepCopy(), Spec: *template.Spec.DeepCopy()}
+				pod.Name = name
+				into[name] = time.Now()
+				if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				framework.EventuallyEvery(b, time.Millisecond, time.Minute, name+" Running", func(context.Context) (bool, string) {
+					top.Lock()
+					defer top.Unlock()
+					_, ok := top.Running[name]
+					return ok, ""
+				})
+				time.Sleep(latencyGap)
+			}
+			costs1, err := framework.MeasureCosts(ctx, env)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var cpu time.Duration
+			for _, c := range costs1.Sub(costs0) {
+				cpu += c.TotalCPU()
+			}
+			b.ReportMetric(float64(cpu.Milliseconds())/latencyPods, fmt.Sprintf("cpu-ms-per-pod-%dhop", hops))
 			top.Lock()
 			e2e[hops][0], e2e[hops][1] = framework.Percentiles(framework.Diffs(created, top.Running))
 			first[hops][0], first[hops][1] = framework.Percentiles(framework.Diffs(createdFirst, top.Running))
