@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -52,13 +53,7 @@ func TestLimitCPU(t *testing.T) {
 	at, err = cgroupOf(kwok.PID(), hier, unified)
 	require.NoError(t, err)
 	require.Equal(t, kwokWas, at, "kwok, the cluster's kubelets, was moved")
-	quotaFile, want := "cpu.cfs_quota_us", "25000"
-	if unified {
-		quotaFile, want = "cpu.max", "25000 100000"
-	}
-	quota, err := os.ReadFile(filepath.Join(limited, quotaFile))
-	require.NoError(t, err)
-	require.Equal(t, want, strings.TrimSpace(string(quota)))
+	requireQuota(t, limited, unified, 25000)
 	// The kernel holds the busy agent to its quota.
 	require.Eventually(t, func() bool {
 		stat, err := os.ReadFile(filepath.Join(limited, "cpu.stat"))
@@ -93,6 +88,19 @@ func cpuHierarchyOrSkip(t *testing.T) (string, bool) {
 	return hier, unified
 }
 
+// requireQuota checks the CFS quota of cgroup dir, in microseconds per
+// 100 ms.
+func requireQuota(t *testing.T, dir string, unified bool, micros int) {
+	t.Helper()
+	quotaFile, want := "cpu.cfs_quota_us", strconv.Itoa(micros)
+	if unified {
+		quotaFile, want = "cpu.max", fmt.Sprintf("%d 100000", micros)
+	}
+	quota, err := os.ReadFile(filepath.Join(dir, quotaFile))
+	require.NoError(t, err)
+	require.Equal(t, want, strings.TrimSpace(string(quota)))
+}
+
 // LimitCPUTogether holds every cluster's processes in one cgroup, to the
 // cores asked for in all.
 func TestLimitCPUTogether(t *testing.T) {
@@ -114,13 +122,7 @@ func TestLimitCPUTogether(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, limited, at, p.Name)
 	}
-	quotaFile, want := "cpu.cfs_quota_us", "50000"
-	if unified {
-		quotaFile, want = "cpu.max", "50000 100000"
-	}
-	quota, err := os.ReadFile(filepath.Join(limited, quotaFile))
-	require.NoError(t, err)
-	require.Equal(t, want, strings.TrimSpace(string(quota)))
+	requireQuota(t, limited, unified, 50000)
 	require.NoError(t, undo())
 }
 
