@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -271,29 +270,22 @@ func (p *Provider) release(ctx context.Context, pod, d *corev1.Pod) error {
 		}
 	}
 	pods := p.cfg.Child.CoreV1().Pods(d.Namespace)
-	// One write where nothing changed meanwhile: still this delegate,
-	// still held. Else what it is now says what to do.
+	// One write, applied only to this delegate still held; if it is not
+	// applied, what the delegate is now says why: released already (by an
+	// earlier attempt), gone, or still held (the write's error stands and
+	// is retried if it passes).
 	patched, err := pods.Patch(ctx, d.Name, types.JSONPatchType, releasePatch(d.UID), metav1.PatchOptions{FieldManager: api.FieldManager})
 	switch {
-	case err == nil && patched.DeletionTimestamp != nil:
+	case err == nil && patched.DeletionTimestamp != nil, apierrors.IsNotFound(err):
 		err = errHeldGone
-	case err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil:
-		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur, err := pods.Get(ctx, d.Name, metav1.GetOptions{})
-			switch {
-			case apierrors.IsNotFound(err) || (err == nil && (cur.UID != d.UID || cur.DeletionTimestamp != nil)):
-				return errHeldGone
-			case err != nil:
-				return err
-			case cur.Annotations[api.AnnotationHold] != api.HoldHeld:
-				return nil
-			}
-			cur.Annotations[api.AnnotationHold] = api.HoldReleased
-			_, err = pods.Update(ctx, cur, metav1.UpdateOptions{FieldManager: api.FieldManager})
-			return err
-		})
-	case apierrors.IsNotFound(err):
-		err = errHeldGone
+	case err != nil:
+		cur, gerr := pods.Get(ctx, d.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(gerr) || (gerr == nil && (cur.UID != d.UID || cur.DeletionTimestamp != nil)):
+			err = errHeldGone
+		case gerr == nil && cur.Annotations[api.AnnotationHold] != api.HoldHeld:
+			err = nil
+		}
 	}
 	if err != nil {
 		return p.errorf("create", "releasing the held delegate of %s/%s in %s: %w", pod.Namespace, pod.Name, p.cfg.ClusterName, err)

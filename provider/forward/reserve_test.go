@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
@@ -25,6 +26,14 @@ import (
 func reserving(t *testing.T) (*Provider, *fake.Clientset, cache.Indexer) {
 	t.Helper()
 	child := fake.NewClientset()
+	// As an API server does, every pod created gets a UID (the release's
+	// patch applies only to the delegate of that UID).
+	child.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if pod, ok := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod); ok && pod.UID == "" {
+			pod.UID = uuid.NewUUID()
+		}
+		return false, nil, nil
+	})
 	parentPods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	p, err := New(Config{TargetName: "t", TargetUID: "target-uid", ClusterName: "leaf", ParentName: "root",
 		Parent: fake.NewClientset(), ParentPods: corelisters.NewPodLister(parentPods), Child: child})
