@@ -2,11 +2,17 @@ package framework
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"regexp"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/pkg/permissions"
 	"github.com/nestlet/nestlet/provider/agent"
@@ -89,4 +95,17 @@ func refusedUngranted(identities map[string][]permissions.Rule, line string) boo
 		}
 	}
 	return true
+}
+
+// ChildNodeConfig returns the client config of child's node identity in
+// parent, from the Secret child's agent keeps for its Target target: what
+// the child's agent, or anyone holding its credential, may do there. The
+// Secret is returned too (its certificate, key and the parent's CA).
+func ChildNodeConfig(ctx context.Context, child, parent *launcher.Cluster, target string) (*rest.Config, *corev1.Secret, error) {
+	sec, err := child.Client.CoreV1().Secrets(api.DefaultNamespace).Get(ctx, api.IdentitySecretName(target), metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("the node identity of %s's Target %s: %w", child.Name, target, err)
+	}
+	return &rest.Config{Host: parent.URL, TLSClientConfig: rest.TLSClientConfig{
+		CAData: sec.Data["ca.crt"], CertData: sec.Data[corev1.TLSCertKey], KeyData: sec.Data[corev1.TLSPrivateKeyKey]}}, sec, nil
 }

@@ -84,12 +84,7 @@ func BenchmarkHopLatency(b *testing.B) {
 				if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 					b.Fatal(err)
 				}
-				framework.EventuallyEvery(b, time.Millisecond, time.Minute, name+" Running", func(context.Context) (bool, string) {
-					top.Lock()
-					defer top.Unlock()
-					_, ok := top.Running[name]
-					return ok, ""
-				})
+				top.WaitRunning(ctx, b, i+1)
 				time.Sleep(latencyGap)
 			}
 			costs1, err := framework.MeasureCosts(ctx, env)

@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/nestlet/nestlet/api"
@@ -25,11 +24,8 @@ import (
 // The child's identity in the parent is a kubelet's: it may not read the
 // parent's Secrets or list all pods.
 func TestNodeIdentityIsScoped(t *testing.T) {
-	east := env.Cluster("east")
-	sec, err := east.Client.CoreV1().Secrets("nestlet-system").Get(t.Context(), api.IdentitySecretName(targetOf["east"]), metav1.GetOptions{})
+	cfg, _, err := framework.ChildNodeConfig(t.Context(), env.Cluster("east"), env.Cluster("root"), targetOf["east"])
 	require.NoError(t, err)
-	cfg := &rest.Config{Host: env.Cluster("root").URL, TLSClientConfig: rest.TLSClientConfig{
-		CAData: sec.Data["ca.crt"], CertData: sec.Data[corev1.TLSCertKey], KeyData: sec.Data[corev1.TLSPrivateKeyKey]}}
 	client := kubernetes.NewForConfigOrDie(cfg)
 
 	_, err = client.CoreV1().Secrets(metav1.NamespaceDefault).Get(t.Context(), "anything", metav1.GetOptions{})

@@ -10,11 +10,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
@@ -79,10 +77,9 @@ func TestDirectChildPinned(t *testing.T) {
 		return got == pin, fmt.Sprintf("west advertises %s, pinned at %s", got, pin)
 	})
 
-	sec, err := env.Cluster("west").Client.CoreV1().Secrets(api.DefaultNamespace).Get(ctx, api.IdentitySecretName(targetOf["west"]), metav1.GetOptions{})
+	cfg, _, err := framework.ChildNodeConfig(ctx, env.Cluster("west"), env.Cluster("root"), targetOf["west"])
 	require.NoError(t, err)
-	west := kubernetes.NewForConfigOrDie(&rest.Config{Host: env.Cluster("root").URL, TLSClientConfig: rest.TLSClientConfig{
-		CAData: sec.Data["ca.crt"], CertData: sec.Data[corev1.TLSCertKey], KeyData: sec.Data[corev1.TLSPrivateKeyKey]}})
+	west := kubernetes.NewForConfigOrDie(cfg)
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := west.CoreV1().Nodes().Get(ctx, "west", metav1.GetOptions{})
 		if err != nil {

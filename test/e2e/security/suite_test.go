@@ -50,11 +50,9 @@ func newSuite(tb testing.TB) *suite {
 	tb.Helper()
 	ctx := tb.Context()
 	waitWhole(tb)
-	sec, err := env.Cluster("east").Client.CoreV1().Secrets("nestlet-system").Get(ctx, api.IdentitySecretName(targetOf["east"]), metav1.GetOptions{})
-	require.NoError(tb, err)
 	root := env.Cluster("root")
-	cfg := &rest.Config{Host: root.URL, TLSClientConfig: rest.TLSClientConfig{
-		CAData: sec.Data["ca.crt"], CertData: sec.Data[corev1.TLSCertKey], KeyData: sec.Data[corev1.TLSPrivateKeyKey]}}
+	cfg, sec, err := framework.ChildNodeConfig(ctx, env.Cluster("east"), root, targetOf["east"])
+	require.NoError(tb, err)
 	cert, err := tls.X509KeyPair(sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey])
 	require.NoError(tb, err)
 	pool := x509.NewCertPool()
