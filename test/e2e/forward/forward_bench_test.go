@@ -209,20 +209,21 @@ func followTree(ctx context.Context, b *testing.B, ns string) (root, mid, leaves
 // cpuLimit is how the limited bursts hold the clusters to their share of
 // the machine: the question they answer.
 type cpuLimit struct {
-	// prefix names the figures; env and def give the cores.
-	prefix, env string
-	def         float64
-	limit       func(*launcher.Environment, float64) (func() error, error)
+	// prefix names the figures, cores the one of the cores given; env
+	// and def give the cores.
+	prefix, cores, env string
+	def                float64
+	limit              func(*launcher.Environment, float64) (func() error, error)
 }
 
 var (
 	// eachItsOwn: every cluster on a machine of its own, of the same
 	// small size (own-cpu-*): do the levels work side by side?
-	eachItsOwn = cpuLimit{prefix: "own-cpu-", env: "NESTLET_BURST_CLUSTER_CORES", def: 0.4, limit: (*launcher.Environment).LimitCPU}
+	eachItsOwn = cpuLimit{prefix: "own-cpu-", cores: "cores-per-cluster", env: "NESTLET_BURST_CLUSTER_CORES", def: 0.4, limit: (*launcher.Environment).LimitCPU}
 	// allTogether: the whole tree on the cores of one cluster, the leaf
 	// baseline on the same (same-cores-*): what does the tree cost on the
 	// same machine?
-	allTogether = cpuLimit{prefix: "same-cores-", env: "NESTLET_BURST_TOTAL_CORES", def: 1, limit: (*launcher.Environment).LimitCPUTogether}
+	allTogether = cpuLimit{prefix: "same-cores-", cores: "cores-in-all", env: "NESTLET_BURST_TOTAL_CORES", def: 1, limit: (*launcher.Environment).LimitCPUTogether}
 )
 
 // limitedBursts runs the leaf's burst and the 2-hop burst again with the
@@ -301,11 +302,7 @@ func limitedBursts(ctx context.Context, b *testing.B, n int, spec corev1.PodSpec
 	}
 	unlimit()
 	reportStages(b, lim.prefix+"stage-", stages)
-	if lim.prefix == eachItsOwn.prefix {
-		b.ReportMetric(cores, lim.prefix+"cores-per-cluster")
-	} else {
-		b.ReportMetric(cores, lim.prefix+"cores-in-all")
-	}
+	b.ReportMetric(cores, lim.prefix+lim.cores)
 	b.ReportMetric(framework.Median(tree50), lim.prefix+"e2e-2hop-p50-ms")
 	b.ReportMetric(framework.Median(tree99), lim.prefix+"e2e-2hop-p99-ms")
 	b.ReportMetric(framework.Median(flat50), lim.prefix+"direct-leaf-p50-ms")
