@@ -43,6 +43,11 @@ test-unit:
 bench: binaries
 	hack/bench.sh
 
+## conformance: the Kubernetes conformance suite against the root of a local tree and one leaf directly, in one run; writes docs/conformance.md (the first run builds the suite, ~15 min)
+.PHONY: conformance
+conformance: binaries
+	hack/conformance.sh
+
 ## demo: a local tree of real clusters (root; east, west; four leaves with a real node each), Deployments by region and a Service called across regions at the root, the tree
 .PHONY: demo
 demo:

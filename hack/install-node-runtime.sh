@@ -51,26 +51,11 @@ if [[ "$(uname -s)" != Linux ]]; then
   exit 1
 fi
 
-# apt_need PACKAGE CHECK: installs a Debian package unless CHECK succeeds.
-apt_need() {
-  local pkg="$1"
-  shift
-  if "$@" >/dev/null 2>&1; then
-    return
-  fi
-  if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null; then
-    log "missing ${pkg}: install it (Debian: apt-get install ${pkg}) and run this again"
-    exit 1
-  fi
-  log "installing ${pkg} (Debian package)"
-  apt-get update -qq >&2 || true
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkg}" >&2
-}
-apt_need libseccomp-dev test -e /usr/include/seccomp.h
-apt_need nftables command -v nft
+nestlet::apt_need libseccomp-dev test -e /usr/include/seccomp.h
+nestlet::apt_need nftables command -v nft
 # Hosts of their own for every cluster (launcher.NetworkHosts): ip and nsenter.
-apt_need iproute2 command -v ip
-apt_need util-linux command -v nsenter
+nestlet::apt_need iproute2 command -v ip
+nestlet::apt_need util-linux command -v nsenter
 
 module_version() { # DIR MODULE
   (cd "$1" && go list -m -f '{{.Version}}' "$2")

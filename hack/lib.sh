@@ -35,3 +35,21 @@ nestlet::kube_ldflags() {
   done
   echo "${flags}"
 }
+
+# nestlet::apt_need PACKAGE CHECK...: installs a Debian package unless CHECK
+# succeeds; where it cannot (not root, not Debian), says what to install and
+# fails.
+nestlet::apt_need() {
+  local pkg="$1"
+  shift
+  if "$@" >/dev/null 2>&1; then
+    return
+  fi
+  if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null; then
+    echo "[hack] missing ${pkg}: install it (Debian: apt-get install ${pkg}) and run this again" >&2
+    exit 1
+  fi
+  echo "[hack] installing ${pkg} (Debian package)" >&2
+  apt-get update -qq >&2 || true
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkg}" >&2
+}

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Pins k8s.io/kubernetes and every k8s.io staging module to one Kubernetes
-# release, with the replace block generated from k8s.io/kubernetes's own go.mod.
+# release, with the replace block generated from k8s.io/kubernetes's own go.mod,
+# in the project's module and in hack/tools/conformance (the upstream e2e
+# suite that make conformance builds, at the same release).
 #
 #   hack/update-kube-pins.sh v1.35.4
 #
@@ -34,6 +36,7 @@ args=(-require "k8s.io/kubernetes@${KUBE_VERSION}")
 for m in "${staging[@]}"; do
   args+=(-replace "${m}=${m}@${STAGING_VERSION}")
 done
-go mod edit "${args[@]}"
-go mod tidy
+for dir in . hack/tools/conformance; do
+  (cd "${dir}" && go mod edit "${args[@]}" && go mod tidy)
+done
 echo "pinned k8s.io/kubernetes ${KUBE_VERSION} and ${#staging[@]} staging modules at ${STAGING_VERSION}"

@@ -21,6 +21,7 @@ fi
 go vet ./...
 (cd hack/etcd && go vet ./...)
 (cd hack/images && go vet ./...)
+(cd hack/tools/conformance && go vet ./table)
 
 if ! go run ./hack/layoutcheck; then
   status=1
@@ -29,7 +30,7 @@ fi
 # go.mod, go.sum, the replace block and generated code are regenerated and
 # must not change.
 hack/update-kube-pins.sh >/dev/null
-mod_files=(go.mod go.sum)
+mod_files=(go.mod go.sum hack/tools/conformance/go.mod hack/tools/conformance/go.sum)
 for dir in hack/etcd hack/tools/helm hack/tools/metrics-server hack/tools/local-path-provisioner hack/tools/containerd hack/tools/runc hack/tools/cni hack/images; do
   (cd "${dir}" && go mod tidy)
   mod_files+=("${dir}/go.mod" "${dir}/go.sum")

@@ -40,6 +40,10 @@ type PlaygroundOptions struct {
 	JoinArgs []string
 	// AgentArgs are added to every agent's command line.
 	AgentArgs []string
+	// Images are more images every real node imports, by the name pods
+	// use: OCI archives (such as the conformance suite's images,
+	// hack/conformance.sh).
+	Images map[string]string
 	// KwokOnly runs the topology's real nodes with kwok too. Without it,
 	// they run with kwok only where the machine cannot run real nodes,
 	// which Progress is told in one line.
@@ -132,11 +136,14 @@ func (pg *Playground) HostLines() []string {
 // playgroundClusters is what the playground starts for each cluster of
 // topo: with real nodes, metrics-server in every cluster (kubectl top and
 // autoscalers at any level, the real leaves' kubelets read through the
-// virtual nodes above them).
-func playgroundClusters(topo *Topology, kwokOnly bool) []ClusterOptions {
+// virtual nodes above them), and images in every real node.
+func playgroundClusters(topo *Topology, kwokOnly bool, images map[string]string) []ClusterOptions {
 	opts := topo.ClusterOptions(kwokOnly)
 	for i := range opts {
 		opts[i].MetricsServer = !kwokOnly
+		for j := range opts[i].RealNodes {
+			opts[i].RealNodes[j].Images = images
+		}
 	}
 	return opts
 }
@@ -152,7 +159,7 @@ func (pg *Playground) setup(ctx context.Context, o PlaygroundOptions, progress f
 	}
 	progress("starting %d clusters...", len(topo.Clusters))
 	var wg sync.WaitGroup
-	opts := playgroundClusters(topo, kwokOnly)
+	opts := playgroundClusters(topo, kwokOnly, o.Images)
 	errs := make([]error, len(opts))
 	for i, co := range opts {
 		wg.Go(func() {

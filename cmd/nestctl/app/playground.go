@@ -31,6 +31,7 @@ after 'up' returns, until 'down'.`,
 
 type playgroundUpOptions struct {
 	config, dir, binDir, nestletBinDir string
+	imageArchives, agentArgs           []string
 	reportFrequency, timeout           time.Duration
 	kwokOnly                           bool
 }
@@ -71,6 +72,8 @@ build' puts them there); nothing is built.`,
 	f.StringVar(&o.dir, "dir", defaultPlaygroundDir(), "directory for the playground's state, clusters, logs and kubeconfig")
 	f.StringVar(&o.binDir, "bin-dir", "", "directory of etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok")
 	f.StringVar(&o.nestletBinDir, "nestlet-bin-dir", "", "directory of nestlet, nestctl, nestlet-scheduler and nestlet-proxy (make build)")
+	f.StringSliceVar(&o.imageArchives, "image-archive", nil, "an OCI archive (docker-archive tarball) every real node imports into its containerd, under the names it holds (repeated); nothing is pulled from a registry")
+	f.StringArrayVar(&o.agentArgs, "agent-arg", nil, "an argument added to every cluster's agent (repeated), e.g. --agent-arg=--child-taint-effect=PreferNoSchedule")
 	f.DurationVar(&o.reportFrequency, "report-frequency", 0, "report frequency of every Target (default: nestctl join's)")
 	f.BoolVar(&o.kwokOnly, "kwok-only", false, "run the topology's real nodes (real: true) with kwok too; without it they fall back to kwok only where this machine cannot run them (Linux, root, make node-runtime)")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up (and stop everything) after this long")
@@ -128,6 +131,18 @@ func playgroundUp(cmd *cobra.Command, o playgroundUpOptions) error {
 		joinArgs = append(joinArgs, "--report-frequency="+o.reportFrequency.String())
 	}
 
+	images := map[string]string{}
+	for _, a := range o.imageArchives {
+		abs, err := filepath.Abs(a)
+		if err == nil {
+			_, err = os.Stat(abs)
+		}
+		if err != nil {
+			return fmt.Errorf("--image-archive: %w", err)
+		}
+		images[filepath.Base(abs)] = abs
+	}
+
 	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
 	defer cancel()
 	var mu sync.Mutex
@@ -138,7 +153,9 @@ func playgroundUp(cmd *cobra.Command, o playgroundUpOptions) error {
 		BinDir:        binDir,
 		NestletBinDir: nestletBinDir,
 		JoinArgs:      joinArgs,
+		AgentArgs:     o.agentArgs,
 		KwokOnly:      o.kwokOnly,
+		Images:        images,
 		Progress: func(format string, args ...any) {
 			mu.Lock()
 			defer mu.Unlock()

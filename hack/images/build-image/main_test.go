@@ -1,10 +1,15 @@
 package main
 
 import (
+	"archive/tar"
+	"fmt"
+	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
@@ -45,5 +50,77 @@ func TestBuildIsReproducible(t *testing.T) {
 	layers, err := img.Layers()
 	if err != nil || len(layers) != 1 {
 		t.Fatalf("layers %v %v", layers, err)
+	}
+}
+
+// A directory becomes the image's file system as it is: modes, symbolic
+// links and empty directories kept; every -tag names the same image.
+func TestBuildFromRoot(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	for _, d := range []string{"bin", "etc", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(root, "tmp"), 0o1777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "bin", "busybox"), []byte("binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte("root:x:0:0::/root:/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("busybox", filepath.Join(root, "bin", "sh")); err != nil {
+		t.Fatal(err)
+	}
+	s := spec{ref: "registry.k8s.io/e2e-test-images/busybox:1.37.0-1", root: root, cmd: []string{"sh"},
+		tags: []string{"registry.k8s.io/e2e-test-images/busybox:other"}}
+	out := filepath.Join(dir, "busybox.tar")
+	if _, err := build(s, out); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range append([]string{s.ref}, s.tags...) {
+		tag, err := name.NewTag(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := tarball.ImageFromPath(out, &tag)
+		if err != nil {
+			t.Fatalf("%s: %v", ref, err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil || len(cf.Config.Entrypoint) != 0 || len(cf.Config.Cmd) != 1 || cf.Config.Cmd[0] != "sh" {
+			t.Fatalf("%s: config %+v %v", ref, cf, err)
+		}
+		layers, err := img.Layers()
+		if err != nil || len(layers) != 1 {
+			t.Fatalf("layers %v %v", layers, err)
+		}
+		rc, err := layers[0].Uncompressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		tr := tar.NewReader(rc)
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[h.Name] = fmt.Sprintf("%c %o %s", h.Typeflag, h.Mode, h.Linkname)
+		}
+		_ = rc.Close()
+		want := map[string]string{
+			"bin/": "5 755 ", "bin/busybox": "0 755 ", "bin/sh": "2 777 busybox",
+			"etc/": "5 755 ", "etc/passwd": "0 644 ", "tmp/": "5 1777 ",
+		}
+		if !maps.Equal(got, want) {
+			t.Fatalf("%s: layer %v, want %v", ref, got, want)
+		}
 	}
 }

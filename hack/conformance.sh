@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# make conformance: the Kubernetes conformance suite against the root of a
+# local tree, and against one of its leaves directly as the baseline, in the
+# same run; writes docs/conformance.md (hack/tools/conformance/table).
+#
+#   1. builds, cached by version: the upstream e2e suite (`go test -c
+#      k8s.io/kubernetes/test/e2e`, hack/tools/conformance/go.mod, at the
+#      Kubernetes version of go.mod: about 15 minutes on 2 cores the first
+#      time), agnhost from the same module, and ginkgo's CLI;
+#   2. makes the images the specs run, without a registry (hack/conformance/images.sh):
+#      agnhost, busybox and stand-ins for the others, under the names the suite uses;
+#   3. starts the demo tree (hack/demo/playground.yaml) in its own directory, every real node
+#      with those images, every parent giving its children's virtual nodes the taint effect
+#      PreferNoSchedule (every cluster's scheduler is Nestlet's: a cluster made only of
+#      clusters whose nodes take pods, docs/scheduling.md);
+#   4. runs the specs against the root, then the leaf; writes the table; stops the tree.
+#
+# Settings (environment):
+#   CONFORMANCE_LABELS  ginkgo --label-filter (default: Conformance && !Serial && !Disruptive,
+#                       412 specs of v1.35.4)
+#   CONFORMANCE_FOCUS   ginkgo --focus, a regular expression over the specs' names (default: all)
+#   CONFORMANCE_PROCS   specs run at once (default 4)
+#   CONFORMANCE_LEAF    the baseline leaf (default east-1)
+#   CONFORMANCE_DIR     where the tree, the reports and the logs go (default
+#                       ${XDG_CACHE_HOME:-~/.cache}/nestlet/conformance; kept after the run)
+#   CONFORMANCE_KEEP=1  leave the tree running after the run (nestctl playground down --dir ...)
+set -o errexit -o nounset -o pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${ROOT}"
+source hack/lib.sh
+
+LABELS="${CONFORMANCE_LABELS:-Conformance && !Serial && !Disruptive}"
+FOCUS="${CONFORMANCE_FOCUS:-}"
+PROCS="${CONFORMANCE_PROCS:-4}"
+LEAF="${CONFORMANCE_LEAF:-east-1}"
+DIR="${CONFORMANCE_DIR:-$(dirname "$(nestlet::cache_dir)")/conformance}"
+BIN="${ROOT}/_output/bin"
+CACHE_DIR="$(nestlet::cache_dir)"
+GO_VERSION="$(go env GOVERSION)"
+KUBE_VERSION="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)"
+TOOLS="${CACHE_DIR}/conformance/${KUBE_VERSION}-${GO_VERSION}"
+MOD=hack/tools/conformance
+
+log() { printf '[conformance] %s\n' "$*" >&2; }
+
+# tool NAME BUILD...: builds NAME into TOOLS unless present (BUILD gets the output path).
+tool() {
+  local name="$1"
+  shift
+  if [[ ! -x "${TOOLS}/${name}" ]]; then
+    log "building ${name} (first time; later runs reuse ${TOOLS})"
+    mkdir -p "${TOOLS}"
+    "$@" "${TOOLS}/${name}.tmp"
+    mv "${TOOLS}/${name}.tmp" "${TOOLS}/${name}"
+  fi
+}
+build_e2e() {
+  (cd "${MOD}" && CGO_ENABLED=0 go test -c -trimpath -ldflags "$(nestlet::kube_ldflags "${KUBE_VERSION}")" -o "$1" k8s.io/kubernetes/test/e2e)
+}
+build_agnhost() {
+  (cd "${MOD}" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$1" k8s.io/kubernetes/test/images/agnhost)
+}
+build_ginkgo() {
+  (cd "${MOD}" && CGO_ENABLED=0 go build -trimpath -o "$1" github.com/onsi/ginkgo/v2/ginkgo)
+}
+
+hack/install-binaries.sh
+hack/build.sh
+hack/install-node-runtime.sh
+tool e2e.test build_e2e
+tool agnhost build_agnhost
+tool ginkgo build_ginkgo
+table="$(mktemp -d)/table"
+(cd "${MOD}" && go build -o "${table}" ./table)
+
+mkdir -p "${DIR}"
+IMAGES="${DIR}/images"
+hack/conformance/images.sh "${TOOLS}/agnhost" "${IMAGES}"
+
+PG="${DIR}/tree"
+"${BIN}/nestctl" playground down --dir "${PG}" >/dev/null
+stop() {
+  if [[ "${CONFORMANCE_KEEP:-}" == 1 ]]; then
+    log "the tree keeps running: ${BIN}/nestctl playground down --dir ${PG}"
+    return
+  fi
+  # Keep the logs of the run beside the reports, then stop everything.
+  rm -rf "${DIR}/logs"
+  mkdir -p "${DIR}/logs"
+  find "${PG}" -maxdepth 2 -name '*.log' -exec cp --parents -t "${DIR}/logs" {} + 2>/dev/null || true
+  "${BIN}/nestctl" playground down --dir "${PG}" >/dev/null
+}
+trap stop EXIT
+
+archives=()
+for a in "${IMAGES}"/*.tar; do
+  archives+=(--image-archive "${a}")
+done
+log "starting the demo tree in ${PG}"
+"${BIN}/nestctl" playground up --config hack/demo/playground.yaml --dir "${PG}" \
+  --bin-dir "${BIN}" --nestlet-bin-dir "${BIN}" "${archives[@]}" \
+  --agent-arg=--child-taint-effect=PreferNoSchedule | tee "${DIR}/playground-up.log"
+if grep -q "real nodes run on kwok instead" "${DIR}/playground-up.log"; then
+  log "the leaves could not run real nodes (see above): the suite needs real containers"
+  exit 1
+fi
+
+# run SIDE KUBECONFIG: the specs against one cluster, a ginkgo JSON report in DIR/SIDE.json.
+run() {
+  local side="$1" kubeconfig="$2" out="${DIR}/${1}"
+  rm -rf "${out}"
+  mkdir -p "${out}"
+  log "running the specs against the ${side} (${PROCS} at once; output in ${out}/ginkgo.log)"
+  local start=${SECONDS} rc=0 focus=()
+  [[ -z "${FOCUS}" ]] || focus=(--focus="${FOCUS}")
+  "${TOOLS}/ginkgo" --procs="${PROCS}" --label-filter="${LABELS}" "${focus[@]}" --timeout=6h \
+    --no-color --output-dir="${out}" --json-report=report.json \
+    "${TOOLS}/e2e.test" -- --kubeconfig="${kubeconfig}" --provider=skeleton \
+    --kubectl-path="${BIN}/kubectl" --report-dir="${out}" >"${out}/ginkgo.log" 2>&1 || rc=$?
+  log "${side}: ginkgo exited ${rc} after $(((SECONDS - start) / 60)) min; $(grep -E '^(Ran|FAIL!|SUCCESS!)' "${out}/ginkgo.log" | tr '\n' ' ')"
+  cp "${out}/report.json" "${DIR}/${side}.json"
+}
+run root "${PG}/kubeconfig"
+run leaf "${PG}/${LEAF}/admin.kubeconfig"
+
+date="$(date -u +%Y-%m-%d)"
+commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs' ':!README.md' || echo '+changes')"
+"${table}" -leaf "${DIR}/leaf.json" -root "${DIR}/root.json" -exceptions hack/conformance/exceptions.txt \
+  -summary docs/conformance.md -full "docs/conformance/${date}.md" -readme README.md \
+  -title "${date}, Kubernetes ${KUBE_VERSION}, commit ${commit}, leaf ${LEAF}, ${PROCS} specs at once" \
+  -selection "labels \`${LABELS}\`${FOCUS:+, focus \`${FOCUS}\`}"
+log "table: docs/conformance.md; reports and logs in ${DIR}"

@@ -1,0 +1,290 @@
+// Command table writes the result of a conformance run (hack/conformance.sh)
+// from the ginkgo JSON reports of the same specs run against a leaf directly
+// (the baseline) and against the root: docs/conformance.md (counts, and each
+// spec the root fails with the reason the suite gave, or the exception's),
+// the whole per-spec table of the run beside it, and the counts in the
+// README's status line between its markers.
+//
+//	table -leaf leaf.json -root root.json -exceptions hack/conformance-exceptions.txt \
+//	  -summary docs/conformance.md -full docs/conformance/2026-11-29.md -readme README.md \
+//	  -title "2026-11-29, v1.35.4, commit abc1234" -selection "labels Conformance && !Serial ..."
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/onsi/ginkgo/v2/types"
+)
+
+// result is one spec's outcome at one side: "passed", "failed" (the
+// suite's reason beside it), or "" (not run there).
+type result struct {
+	state  string
+	reason string
+}
+
+// spec is one spec of the run at both sides.
+type spec struct {
+	name       string
+	leaf, root result
+	exception  string // why the root may fail it (hack/conformance/exceptions.txt)
+}
+
+// run is what one ginkgo report says: results by spec, and its duration.
+type run struct {
+	results map[string]result
+	took    time.Duration
+}
+
+func main() {
+	leafPath := flag.String("leaf", "", "ginkgo JSON report of the run against the leaf")
+	rootPath := flag.String("root", "", "ginkgo JSON report of the run against the root")
+	exceptionsPath := flag.String("exceptions", "", "the exceptions: lines of spec name, a tab, the reason")
+	summaryPath := flag.String("summary", "", "write the summary page here (docs/conformance.md)")
+	fullPath := flag.String("full", "", "write the whole per-spec table here")
+	readmePath := flag.String("readme", "", "rewrite the counts between the conformance markers of this README")
+	title := flag.String("title", "", "what run this was (date, version, commit)")
+	selection := flag.String("selection", "", "which specs were run (labels, focus)")
+	flag.Parse()
+	if *leafPath == "" || *rootPath == "" || *summaryPath == "" || *fullPath == "" {
+		flag.Usage()
+		os.Exit(2)
+	}
+	leaf, err := readRun(*leafPath)
+	if err != nil {
+		log.Fatal(err)
+	}
+	root, err := readRun(*rootPath)
+	if err != nil {
+		log.Fatal(err)
+	}
+	exceptions, err := readExceptions(*exceptionsPath)
+	if err != nil {
+		log.Fatal(err)
+	}
+	specs := merge(leaf, root, exceptions)
+	c := countOf(specs)
+	rel, err := filepath.Rel(filepath.Dir(*summaryPath), *fullPath)
+	if err != nil {
+		log.Fatal(err)
+	}
+	page := summary(specs, c, *title, *selection, rel, leaf.took, root.took)
+	if err := os.WriteFile(*summaryPath, []byte(page), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(*fullPath), 0o755); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(*fullPath, []byte(full(specs, *title, *selection)), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	if *readmePath != "" {
+		if err := rewriteReadme(*readmePath, c.line()); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println(c.line())
+}
+
+// readRun reads a ginkgo JSON report (a list of suite reports).
+func readRun(path string) (run, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return run{}, err
+	}
+	var reports []types.Report
+	if err := json.Unmarshal(data, &reports); err != nil {
+		return run{}, fmt.Errorf("%s: %w", path, err)
+	}
+	r := run{results: map[string]result{}}
+	for _, rep := range reports {
+		r.took += rep.RunTime
+		for _, s := range rep.SpecReports {
+			if s.LeafNodeType != types.NodeTypeIt {
+				continue
+			}
+			switch {
+			case s.State.Is(types.SpecStatePassed):
+				r.results[s.FullText()] = result{state: "passed"}
+			case s.State.Is(types.SpecStateFailureStates):
+				r.results[s.FullText()] = result{state: "failed", reason: reasonOf(s)}
+			}
+		}
+	}
+	if len(r.results) == 0 {
+		return run{}, fmt.Errorf("%s: no spec ran", path)
+	}
+	return r, nil
+}
+
+// reasonOf is the first line of a failure, short enough for a table cell.
+func reasonOf(s types.SpecReport) string {
+	msg := s.Failure.Message
+	if s.State.Is(types.SpecStateTimedout | types.SpecStateInterrupted | types.SpecStateAborted) {
+		msg = s.State.String() + ": " + msg
+	}
+	for line := range strings.SplitSeq(msg, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			msg = line
+			break
+		}
+	}
+	if r := []rune(msg); len(r) > 240 {
+		msg = string(r[:240]) + "..."
+	}
+	return cell(msg)
+}
+
+// cell makes text safe inside a Markdown table cell.
+func cell(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// readExceptions reads "spec name<TAB>reason" lines; # starts a comment.
+func readExceptions(path string) (map[string]string, error) {
+	out := map[string]string{}
+	if path == "" {
+		return out, nil
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, reason, ok := strings.Cut(line, "\t")
+		if !ok || strings.TrimSpace(reason) == "" {
+			return nil, fmt.Errorf("%s:%d: want the spec's name, a tab, and why the root cannot pass it", path, n)
+		}
+		out[name] = strings.TrimSpace(reason)
+	}
+	return out, sc.Err()
+}
+
+// merge lists every spec run at either side, by name.
+func merge(leaf, root run, exceptions map[string]string) []spec {
+	names := map[string]bool{}
+	for n := range leaf.results {
+		names[n] = true
+	}
+	for n := range root.results {
+		names[n] = true
+	}
+	out := make([]spec, 0, len(names))
+	for n := range names {
+		out = append(out, spec{name: n, leaf: leaf.results[n], root: root.results[n], exception: exceptions[n]})
+	}
+	slices.SortFunc(out, func(a, b spec) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+// counts are the figures of a run.
+type counts struct {
+	specs, leafPassed, rootPassed, regressions, excepted int
+}
+
+func countOf(specs []spec) counts {
+	var c counts
+	for _, s := range specs {
+		c.specs++
+		if s.leaf.state == "passed" {
+			c.leafPassed++
+		}
+		if s.root.state == "passed" {
+			c.rootPassed++
+		}
+		if s.leaf.state == "passed" && s.root.state != "passed" {
+			if s.exception != "" {
+				c.excepted++
+			} else {
+				c.regressions++
+			}
+		}
+	}
+	return c
+}
+
+func (c counts) line() string {
+	return fmt.Sprintf("conformance: %d specs run; passed at the leaf %d, at the root %d; failed at the root where the leaf passed %d, of which listed exceptions %d",
+		c.specs, c.leafPassed, c.rootPassed, c.regressions+c.excepted, c.excepted)
+}
+
+func summary(specs []spec, c counts, title, selection, fullLink string, leafTook, rootTook time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Conformance at the root\n\n")
+	fmt.Fprintf(&b, "Generated by `make conformance` (hack/conformance.sh): the upstream Kubernetes e2e suite, built at the pinned version, run against one leaf of the demo tree directly (the baseline) and against its root, in the same run. Do not edit: run it again.\n\n")
+	fmt.Fprintf(&b, "Run: %s. Specs: %s. Every spec of both runs, with its result at each side: [the whole table](%s).\n\n", title, selection, fullLink)
+	fmt.Fprintf(&b, "| specs run | passed at the leaf | passed at the root | failed at the root where the leaf passed | of which listed exceptions | leaf run | root run |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | %s | %s |\n\n", c.specs, c.leafPassed, c.rootPassed, c.regressions+c.excepted, c.excepted,
+		leafTook.Round(time.Second), rootTook.Round(time.Second))
+	fmt.Fprintf(&b, "## Failed at the root\n\nEach spec the root did not pass, the leaf's result beside it, and why: the first line of the suite's failure, or the listed exception's reason (hack/conformance/exceptions.txt).\n\n")
+	b.WriteString("| spec | leaf | why |\n|---|---|---|\n")
+	for _, s := range specs {
+		if s.root.state == "passed" {
+			continue
+		}
+		why := s.root.reason
+		if s.root.state == "" {
+			why = "not run at the root"
+		}
+		if s.exception != "" {
+			why = "exception: " + cell(s.exception)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", cell(s.name), stateOf(s.leaf), why)
+	}
+	return b.String()
+}
+
+func full(specs []spec, title, selection string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Conformance run: %s\n\nGenerated by `make conformance`. Specs: %s.\n\n| spec | leaf | root |\n|---|---|---|\n", title, selection)
+	for _, s := range specs {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", cell(s.name), stateOf(s.leaf), stateOf(s.root))
+	}
+	return b.String()
+}
+
+func stateOf(r result) string {
+	if r.state == "" {
+		return "not run"
+	}
+	return r.state
+}
+
+const (
+	readmeBegin = "<!-- make-conformance:begin -->"
+	readmeEnd   = "<!-- make-conformance:end -->"
+)
+
+// rewriteReadme puts line between the README's conformance markers.
+func rewriteReadme(path, line string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(data)
+	i, j := strings.Index(s, readmeBegin), strings.Index(s, readmeEnd)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s: no %s ... %s markers", path, readmeBegin, readmeEnd)
+	}
+	s = s[:i+len(readmeBegin)] + "\n- [Kubernetes " + line + "](docs/conformance.md).\n" + s[j:]
+	return os.WriteFile(path, []byte(s), 0o644)
+}
