@@ -101,6 +101,13 @@ func (d *dependencies) copyFor(ctx context.Context, pod *corev1.Pod) error {
 		}
 		d.watch(k)
 	}
+	return d.serviceAccountFor(ctx, pod)
+}
+
+// serviceAccountFor makes the service account pod runs as here, which this
+// cluster's admission wants before it takes the pod (a held delegate too);
+// "default" is the namespace's own.
+func (d *dependencies) serviceAccountFor(ctx context.Context, pod *corev1.Pod) error {
 	if sa := pod.Spec.ServiceAccountName; sa != "" && sa != "default" {
 		return d.ensureServiceAccount(ctx, pod.Namespace, sa)
 	}

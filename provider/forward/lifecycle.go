@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -156,26 +157,44 @@ func (p *Provider) updatePod(ctx context.Context, pod *corev1.Pod) error {
 		// there, not edited into one this cluster's scheduler never lets go.
 		return p.createPod(ctx, pod)
 	}
+	want := updatedDelegate(pod, d)
+	_, err := p.cfg.Child.CoreV1().Pods(d.Namespace).Update(ctx, want, metav1.UpdateOptions{FieldManager: api.FieldManager})
+	if err != nil {
+		return p.errorf("update", "updating delegate %s/%s: %w", d.Namespace, d.Name, err)
+	}
+	return nil
+}
+
+// delegateOwn are the delegate's annotations that are this level's, not the
+// parent pod's: an update keeps them as they are.
+var delegateOwn = []string{api.AnnotationOrigin, api.AnnotationPath, api.AnnotationParentPod, api.AnnotationOwnerKind,
+	api.AnnotationOwnerUID, api.AnnotationDomains, api.AnnotationIdentity, api.AnnotationHold, api.AnnotationReservedOn}
+
+// updatedDelegate is d as the parent pod asks it to be now: what may change
+// on a running pod (labels, annotations, images, active deadline, added
+// tolerations) taken from pod, the rest d's own.
+func updatedDelegate(pod, d *corev1.Pod) *corev1.Pod {
 	want := d.DeepCopy()
 	want.Labels = maps.Clone(pod.Labels)
 	if want.Labels == nil {
 		want.Labels = map[string]string{}
 	}
-	want.Labels[api.LabelTargetUID] = d.Labels[api.LabelTargetUID]
-	ours := map[string]string{}
-	// The delegate's topology domains, if any, are this cluster's
-	// scheduler's, not the parent's (placeInDomains).
-	for _, k := range []string{api.AnnotationOrigin, api.AnnotationPath, api.AnnotationParentPod, api.AnnotationOwnerKind, api.AnnotationOwnerUID, api.AnnotationDomains, api.AnnotationIdentity} {
-		if v, ok := d.Annotations[k]; ok {
-			ours[k] = v
-		}
+	if v, ok := d.Labels[api.LabelTargetUID]; ok {
+		want.Labels[api.LabelTargetUID] = v
 	}
 	want.Annotations = maps.Clone(pod.Annotations)
 	if want.Annotations == nil {
 		want.Annotations = map[string]string{}
 	}
+	// The delegate's topology domains, if any, are this cluster's
+	// scheduler's, not the parent's (placeInDomains).
 	delete(want.Annotations, api.AnnotationDomains)
-	maps.Copy(want.Annotations, ours)
+	for _, k := range delegateOwn {
+		delete(want.Annotations, k)
+		if v, ok := d.Annotations[k]; ok {
+			want.Annotations[k] = v
+		}
+	}
 	for i := range want.Spec.Containers {
 		if i < len(pod.Spec.Containers) {
 			want.Spec.Containers[i].Image = pod.Spec.Containers[i].Image
@@ -190,11 +209,15 @@ func (p *Provider) updatePod(ctx context.Context, pod *corev1.Pod) error {
 	if len(pod.Spec.Tolerations) > len(want.Spec.Tolerations) {
 		want.Spec.Tolerations = append(want.Spec.Tolerations, pod.Spec.Tolerations[len(want.Spec.Tolerations):]...)
 	}
-	_, err := p.cfg.Child.CoreV1().Pods(d.Namespace).Update(ctx, want, metav1.UpdateOptions{FieldManager: api.FieldManager})
-	if err != nil {
-		return p.errorf("update", "updating delegate %s/%s: %w", d.Namespace, d.Name, err)
-	}
-	return nil
+	return want
+}
+
+// delegateBehind says whether d lags behind the parent pod in what an
+// update carries (updatedDelegate).
+func delegateBehind(pod, d *corev1.Pod) bool {
+	want := updatedDelegate(pod, d)
+	return !equality.Semantic.DeepEqual(want.Labels, d.Labels) || !equality.Semantic.DeepEqual(want.Annotations, d.Annotations) ||
+		!equality.Semantic.DeepEqual(want.Spec, d.Spec)
 }
 
 // DeletePod deletes the delegate with the parent pod's grace period; the

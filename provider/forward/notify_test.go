@@ -1,6 +1,7 @@
 package forward
 
 import (
+	"maps"
 	"testing"
 	"time"
 
@@ -61,4 +62,40 @@ func runWithDelegate(t *testing.T, parentPod *corev1.Pod, st corev1.PodStatus) (
 	got := make(chan *corev1.Pod, 10)
 	p.NotifyPods(t.Context(), func(pod *corev1.Pod) { got <- pod })
 	return p, got
+}
+
+// virtual-kubelet calls UpdatePod only when GetPod's pod differs from the
+// parent pod in what an update carries: GetPod shows the pod as its
+// delegate has it while the delegate lags behind (a label or annotation
+// changed at the parent, which a downward API volume below must show), and
+// as the parent has it once UpdatePod carried the change.
+func TestGetPodShowsADelegateBehind(t *testing.T) {
+	parentPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "app", UID: "u1"},
+		Spec: corev1.PodSpec{NodeName: "leaf"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	p, _ := runWithDelegate(t, parentPod, corev1.PodStatus{Phase: corev1.PodRunning})
+	same := func(a, b *corev1.Pod) bool {
+		return maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations)
+	}
+	got, err := p.GetPod(t.Context(), "app", "web")
+	require.NoError(t, err)
+	require.True(t, same(parentPod, got), "a delegate up to date: %v", got.ObjectMeta)
+
+	// The parent's informer holds the pod runWithDelegate was given.
+	changed := parentPod
+	changed.Labels = map[string]string{"tier": "new"}
+	changed.Annotations = map[string]string{"builder": "foo"}
+	got, err = p.GetPod(t.Context(), "app", "web")
+	require.NoError(t, err)
+	require.False(t, same(changed, got), "the delegate lags behind: virtual-kubelet must call UpdatePod")
+
+	require.NoError(t, p.UpdatePod(t.Context(), changed))
+	d, err := p.cfg.Child.CoreV1().Pods("app").Get(t.Context(), "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "new", d.Labels["tier"])
+	require.Equal(t, "foo", d.Annotations["builder"])
+	require.Equal(t, "mid/app/web/u1", d.Annotations[api.AnnotationOrigin], "this level's own annotations stay")
+	require.NoError(t, p.delegates.GetStore().Update(d))
+	got, err = p.GetPod(t.Context(), "app", "web")
+	require.NoError(t, err)
+	require.True(t, same(changed, got), "carried down: %v", got.ObjectMeta)
 }

@@ -8,6 +8,7 @@ package forward
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -347,6 +348,12 @@ func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Po
 	}
 	up := asParent(parent, d)
 	p.reportOnFirstLook(parent, up)
+	if delegateBehind(parent, d) {
+		// virtual-kubelet calls UpdatePod when the pod it is given
+		// differs from the one GetPod returns: the parent pod as the
+		// delegate has it, then, in what an update carries.
+		up.Labels, up.Annotations = maps.Clone(d.Labels), maps.Clone(d.Annotations)
+	}
 	return up, nil
 }
 

@@ -215,6 +215,9 @@ func (p *Provider) createHeld(ctx context.Context, pod *corev1.Pod, path []strin
 	if err := p.ensurePriorityClass(ctx, pod); err != nil {
 		return nil, p.errorf("dependencies", "priority class %s of pod %s/%s in %s: %w", pod.Spec.PriorityClassName, pod.Namespace, pod.Name, p.cfg.ClusterName, err)
 	}
+	if err := p.deps.serviceAccountFor(ctx, pod); err != nil {
+		return nil, p.errorf("dependencies", "the service account of pod %s/%s in %s: %w", pod.Namespace, pod.Name, p.cfg.ClusterName, err)
+	}
 	identity := p.cfg.OriginAPI != nil && len(tokenSources(pod)) > 0
 	if identity && p.cfg.OriginAPI.Relay != nil {
 		if _, known := p.cfg.OriginAPI.Relay(); !known {

@@ -67,14 +67,19 @@ func heldDelegate(t *testing.T, p *Provider, pod *corev1.Pod) *corev1.Pod {
 func TestReserveHoldsThenCreateReleases(t *testing.T) {
 	p, child, parentPods := reserving(t)
 	pod := unboundPod()
+	pod.Spec.ServiceAccountName = "mount-test"
 	done := reserveInBackground(t, p, pod)
 	d := heldDelegate(t, p, pod)
 	require.Equal(t, api.HoldHeld, d.Annotations[api.AnnotationHold])
+	// This cluster's admission refuses a pod whose service account it
+	// does not have: the held delegate's is made first.
+	_, err := child.CoreV1().ServiceAccounts(pod.Namespace).Get(t.Context(), "mount-test", metav1.GetOptions{})
+	require.NoError(t, err)
 	require.Empty(t, d.Spec.NodeName)
 	// This cluster's scheduler holds it (the Reservation plugin).
 	d = d.DeepCopy()
 	d.Annotations[api.AnnotationReservedOn] = "node-1"
-	_, err := child.CoreV1().Pods(d.Namespace).Update(t.Context(), d, metav1.UpdateOptions{})
+	_, err = child.CoreV1().Pods(d.Namespace).Update(t.Context(), d, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	a := <-done
 	require.NoError(t, a.err)
