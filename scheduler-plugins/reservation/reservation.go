@@ -25,6 +25,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -452,14 +453,8 @@ func (pl *Reservation) reserveBelow(ctx context.Context, pod *corev1.Pod, node s
 		SetHeader("Content-Type", "application/json").
 		Body(bytes.NewReader(body)).
 		Do(ctx).StatusCode(&code).Raw()
-	if code == http.StatusNotFound || code == http.StatusNotImplemented {
-		return api.Reservation{}, nil
-	}
 	if err != nil {
-		if msg := bytes.TrimSpace(raw); len(msg) > 0 {
-			return api.Reservation{}, fmt.Errorf("asking for a place (HTTP %d): %s", code, msg)
-		}
-		return api.Reservation{}, fmt.Errorf("asking for a place (HTTP %d): %w", code, err)
+		return answerOf(code, raw, err)
 	}
 	var res api.Reservation
 	if err := json.Unmarshal(raw, &res); err != nil {
@@ -475,5 +470,36 @@ func (pl *Reservation) withdrawBelow(ctx context.Context, pod *corev1.Pod, node 
 		Do(ctx).Error()
 	if err != nil {
 		klog.FromContext(ctx).V(2).Info("Withdrawing a reservation failed; the child collects it", "pod", klog.KObj(pod), "node", node, "err", err)
+	}
+}
+
+// answerOf is the reservation to go on with when asking failed: none (bind
+// as before) from an agent that does not reserve (404 or 501), else the
+// child's answer as the error, from what client-go kept of it: the body,
+// or, where it made a status of the answer (a 503), the status's cause.
+func answerOf(code int, raw []byte, err error) (api.Reservation, error) {
+	msg := string(bytes.TrimSpace(raw))
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		s := st.Status()
+		if code == 0 {
+			code = int(s.Code)
+		}
+		if msg == "" && s.Details != nil {
+			for _, c := range s.Details.Causes {
+				if c.Message != "" {
+					msg = c.Message
+					break
+				}
+			}
+		}
+	}
+	switch {
+	case code == http.StatusNotFound || code == http.StatusNotImplemented:
+		return api.Reservation{}, nil
+	case msg != "":
+		return api.Reservation{}, fmt.Errorf("asking for a place (HTTP %d): %s", code, msg)
+	default:
+		return api.Reservation{}, fmt.Errorf("asking for a place (HTTP %d): %w", code, err)
 	}
 }
