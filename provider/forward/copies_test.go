@@ -1,6 +1,7 @@
 package forward
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -8,10 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
 )
@@ -193,4 +196,42 @@ func TestCollectionRacingAWrite(t *testing.T) {
 	_, err = child.CoreV1().Secrets("app").Get(ctx, "pw", metav1.GetOptions{})
 	require.Error(t, err)
 	require.Empty(t, d.ledger.namespaces())
+}
+
+// An object deleted in the parent is deleted here (a container then sees
+// an optional ConfigMap go, as in one cluster), and made again should it
+// come back.
+func TestCopyFollowsADeletion(t *testing.T) {
+	ctx := t.Context()
+	inParent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "opt", Namespace: "app", UID: "parent-opt", ResourceVersion: "1"},
+		Data: map[string]string{"data-1": "value-1"}}
+	child := fake.NewClientset()
+	p := newCopiesProvider(t, child, testingclock.NewFakeClock(time.Now()), inParent)
+	d := p.deps
+	k := depKey{kindConfigMap, "app", "opt"}
+	// The fake sends no initial events on a watch-list: the reflector
+	// falls back to a list and a watch when told so.
+	p.cfg.Parent.(*fake.Clientset).PrependWatchReactor("configmaps", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		if w, ok := a.(k8stesting.WatchActionImpl); ok && ptr.Deref(w.ListOptions.SendInitialEvents, false) {
+			return true, nil, errors.New("no watch-list here")
+		}
+		return false, nil, nil
+	})
+	go d.follow(ctx, k)
+	copied := func() bool {
+		_, err := child.CoreV1().ConfigMaps("app").Get(ctx, "opt", metav1.GetOptions{})
+		return err == nil
+	}
+	require.Eventually(t, copied, 10*time.Second, 10*time.Millisecond, "copied")
+
+	require.NoError(t, p.cfg.Parent.CoreV1().ConfigMaps("app").Delete(ctx, "opt", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool { return !copied() }, 10*time.Second, 10*time.Millisecond, "deleted with the parent's")
+	require.Empty(t, d.ledger.in("app"))
+
+	back := inParent.DeepCopy()
+	back.UID, back.ResourceVersion = "parent-opt-2", ""
+	_, err := p.cfg.Parent.CoreV1().ConfigMaps("app").Create(ctx, back, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, copied, 10*time.Second, 10*time.Millisecond, "made again")
+	require.Equal(t, []depKey{k}, d.ledger.in("app"))
 }

@@ -145,8 +145,8 @@ func (d *dependencies) ensureServiceAccount(ctx context.Context, ns, name string
 	return nil
 }
 
-// watch keeps the copy of k in step with the parent until the copy is
-// collected.
+// watch keeps the copy of k in step with the parent (made, updated,
+// deleted as it is there) until the copy is collected.
 func (d *dependencies) watch(k depKey) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -171,17 +171,28 @@ func (d *dependencies) follow(ctx context.Context, k depKey) {
 		example, lw = &corev1.Secret{}, kubeclient.SingleObject(k.name, c.List, c.Watch)
 	}
 	_, err := watchtools.UntilWithSync(ctx, lw, example, nil, func(ev watch.Event) (bool, error) {
-		if ev.Type != watch.Added && ev.Type != watch.Modified {
-			return false, nil
-		}
-		obj, ok := ev.Object.(metav1.Object)
-		if !ok {
-			return false, nil
-		}
-		if err := d.write(ctx, obj); err != nil {
-			logger.Error(err, "Updating copy")
-		} else {
-			logger.V(4).Info("Copy in step with the parent")
+		switch ev.Type {
+		case watch.Added, watch.Modified:
+			obj, ok := ev.Object.(metav1.Object)
+			if !ok {
+				return false, nil
+			}
+			if err := d.write(ctx, obj); err != nil {
+				logger.Error(err, "Updating copy")
+			} else {
+				logger.V(4).Info("Copy in step with the parent")
+			}
+		case watch.Deleted:
+			// Gone in the parent, gone here: a container sees an
+			// optional ConfigMap or Secret go as in one cluster (a
+			// required one keeps its last content, as a kubelet keeps
+			// it). Followed still: made again should it come back.
+			_, gen := d.fresh(k)
+			if err := d.remove(ctx, k, gen); err != nil {
+				logger.Error(err, "Removing the copy of an object deleted in the parent")
+			} else {
+				logger.V(2).Info("Removed the copy of an object deleted in the parent")
+			}
 		}
 		return false, nil
 	})
