@@ -21,6 +21,9 @@
 #   CONFORMANCE_FOCUS   ginkgo --focus, a regular expression over the specs' names (default: all)
 #   CONFORMANCE_PROCS   specs run at once (default 4)
 #   CONFORMANCE_LEAF    the baseline leaf (default east-1)
+#   CONFORMANCE_TOGETHER=1  run the specs at the root and at the leaf at the same time (about
+#                       half the time; both share the machine, and the leaf also runs the
+#                       root's pods): the table says so
 #   CONFORMANCE_DIR     where the tree, the reports and the logs go (default
 #                       ${XDG_CACHE_HOME:-~/.cache}/nestlet/conformance; kept after the run)
 #   CONFORMANCE_KEEP=1  leave the tree running after the run (nestctl playground down --dir ...)
@@ -88,7 +91,7 @@ stop() {
   # Keep the logs of the run beside the reports, then stop everything.
   rm -rf "${DIR}/logs"
   mkdir -p "${DIR}/logs"
-  find "${PG}" -maxdepth 2 -name '*.log' -exec cp --parents -t "${DIR}/logs" {} + 2>/dev/null || true
+  (cd "${PG}" && find . -maxdepth 2 -name '*.log' -exec cp --parents -t "${DIR}/logs" {} +) 2>/dev/null || true
   "${BIN}/nestctl" playground down --dir "${PG}" >/dev/null
 }
 trap stop EXIT
@@ -121,13 +124,21 @@ run() {
   log "${side}: ginkgo exited ${rc} after $(((SECONDS - start) / 60)) min; $(grep -E '^(Ran|FAIL!|SUCCESS!)' "${out}/ginkgo.log" | tr '\n' ' ')"
   cp "${out}/report.json" "${DIR}/${side}.json"
 }
-run root "${PG}/kubeconfig"
-run leaf "${PG}/${LEAF}/admin.kubeconfig"
+how="one after the other"
+if [[ "${CONFORMANCE_TOGETHER:-}" == 1 ]]; then
+  how="at the same time"
+  run root "${PG}/kubeconfig" &
+  run leaf "${PG}/${LEAF}/admin.kubeconfig" &
+  wait
+else
+  run root "${PG}/kubeconfig"
+  run leaf "${PG}/${LEAF}/admin.kubeconfig"
+fi
 
 date="$(date -u +%Y-%m-%d)"
 commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs' ':!README.md' || echo '+changes')"
 "${table}" -leaf "${DIR}/leaf.json" -root "${DIR}/root.json" -exceptions hack/conformance/exceptions.txt \
   -summary docs/conformance.md -full "docs/conformance/${date}.md" -readme README.md \
-  -title "${date}, Kubernetes ${KUBE_VERSION}, commit ${commit}, leaf ${LEAF}, ${PROCS} specs at once" \
+  -title "${date}, Kubernetes ${KUBE_VERSION}, commit ${commit}, leaf ${LEAF}, ${PROCS} specs at once at each side, root and leaf ${how}" \
   -selection "labels \`${LABELS}\`${FOCUS:+, focus \`${FOCUS}\`}"
 log "table: docs/conformance.md; reports and logs in ${DIR}"

@@ -11,9 +11,9 @@
 #                            tools (busybox), bash, curl, dig, nc, the porter's certificate,
 #                            CoreDNS, the user and group the image defines
 #   kitten, nautilus 1.7     agnhost serving their page (test-webserver), as upstream
-#   busybox 1.37.0-1         Debian's busybox-static with every applet linked
+#   busybox 1.37.0-1         Debian's busybox-static with every applet linked, bash as sh
 #   nginx 1.14-4, 1.15-4     stand-ins: busybox's httpd serving "Welcome to nginx!" on port 80
-#   jessie-dnsutils 1.7      busybox with bash, dig and nslookup (Debian's dnsutils)
+#   jessie-dnsutils 1.7      busybox with dig and nslookup (Debian's dnsutils)
 #   nonroot 1.4              busybox, running as user 1234
 #   pause 3.10.1             Nestlet's pause (hack/images/pause)
 #
@@ -54,7 +54,11 @@ with_libs() {
   done
 }
 
-# base ROOTFS: busybox with every applet, /etc for users and names, /tmp.
+# base ROOTFS: busybox with every applet, bash as /bin/sh, /etc for users
+# and names, /tmp. Not busybox's sh: Debian's runs its own applets before
+# the PATH's programs (nc, for one, without the options the suite passes
+# it), and drops variables whose names are not a shell's (data-1), which
+# the suite's busybox keeps.
 base() {
   local rootfs="$1" applet
   mkdir -p "${rootfs}"/{bin,sbin,usr/bin,usr/sbin,etc,root,tmp,var/run}
@@ -63,6 +67,9 @@ base() {
   for applet in $(/bin/busybox --list-full); do
     [[ -e "${rootfs}/${applet}" ]] || ln -s /bin/busybox "${rootfs}/${applet}"
   done
+  with_libs "${rootfs}" "$(command -v bash)" /usr/bin/bash
+  ln -sfn /usr/bin/bash "${rootfs}/bin/sh"
+  ln -sfn /usr/bin/bash "${rootfs}/bin/bash"
   cat >"${rootfs}/etc/passwd" <<'EOF'
 root:x:0:0:root:/root:/bin/sh
 nobody:x:65534:65534:nobody:/nonexistent:/bin/false
@@ -107,19 +114,18 @@ image nginx "${r}" -name "${E2E}/nginx:1.14-4" -tag "${E2E}/nginx:1.15-4" -cmd n
 
 r="${work}/jessie-dnsutils"
 base "${r}"
-for p in bash dig nslookup; do
+for p in dig nslookup; do
   with_libs "${r}" "$(command -v "${p}")" "/usr/bin/${p}"
 done
-rm -f "${r}/bin/bash" && ln -s /usr/bin/bash "${r}/bin/bash"
 install -m 0755 "${COREDNS}" "${r}/coredns"
 image jessie-dnsutils "${r}" -name "${E2E}/jessie-dnsutils:1.7" -cmd /bin/bash
 
 r="${work}/agnhost"
 base "${r}"
-for p in bash curl dig; do
+for p in curl dig; do
   with_libs "${r}" "$(command -v "${p}")" "/usr/bin/${p}"
 done
-rm -f "${r}/bin/bash" "${r}/usr/bin/nc" && ln -s /usr/bin/bash "${r}/bin/bash"
+rm -f "${r}/usr/bin/nc" "${r}/bin/nc"
 with_libs "${r}" "$(command -v nc.openbsd)" /usr/bin/nc
 install -m 0755 "${COREDNS}" "${r}/coredns"
 install -m 0755 "${AGNHOST}" "${r}/agnhost"
