@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 func TestSameStatus(t *testing.T) {
@@ -21,4 +23,34 @@ func TestSameStatus(t *testing.T) {
 	require.False(t, sameStatus(a, c), "another phase")
 	d := corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{sched}}
 	require.False(t, sameStatus(a, d), "a condition fewer")
+}
+
+// The parent pod's observed generation is its own latest once the
+// delegate carries every change and its kubelet observed the delegate's
+// latest (the delegate's generations count other writes), and stays as it
+// was until then.
+func TestObservedGenerationIsTheParents(t *testing.T) {
+	parent := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "app", Generation: 500},
+		Spec:   corev1.PodSpec{ActiveDeadlineSeconds: ptr.To[int64](4501)},
+		Status: corev1.PodStatus{ObservedGeneration: 1, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, ObservedGeneration: 1}}}}
+	d := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "app", Generation: 7},
+		Spec: corev1.PodSpec{ActiveDeadlineSeconds: ptr.To[int64](4501)},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, ObservedGeneration: 7,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, ObservedGeneration: 7}}}}
+	d.Labels, d.Annotations = map[string]string{}, map[string]string{}
+	st := translateStatus(parent, d)
+	require.EqualValues(t, 500, st.ObservedGeneration)
+	require.EqualValues(t, 500, st.Conditions[0].ObservedGeneration)
+
+	// The kubelet below has not observed the delegate's latest yet.
+	d.Generation = 8
+	st = translateStatus(parent, d)
+	require.EqualValues(t, 1, st.ObservedGeneration)
+	require.EqualValues(t, 1, st.Conditions[0].ObservedGeneration)
+
+	// The delegate lags behind the parent pod.
+	d.Generation = 7
+	parent.Spec.ActiveDeadlineSeconds = ptr.To[int64](4500)
+	st = translateStatus(parent, d)
+	require.EqualValues(t, 1, st.ObservedGeneration)
 }

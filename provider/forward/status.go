@@ -68,7 +68,39 @@ func translateStatus(parent, d *corev1.Pod) corev1.PodStatus {
 	if st.Phase == "" {
 		st.Phase = corev1.PodPending
 	}
+	observedGenerations(&st, parent, d)
 	return st
+}
+
+// observedGenerations says which of the parent pod's generations the
+// status reflects: its latest once the delegate carries every change of the
+// parent pod and the kubelet below has observed the delegate's latest; the
+// parent's own until then (the delegate's generations count other writes).
+func observedGenerations(st *corev1.PodStatus, parent, d *corev1.Pod) {
+	inStep := d.Generation > 0 && st.ObservedGeneration == d.Generation && !delegateBehind(parent, d)
+	mapped := func(observed, parentOwn int64) int64 {
+		if observed == 0 {
+			return 0
+		}
+		if inStep && observed == d.Generation {
+			return parent.Generation
+		}
+		return parentOwn
+	}
+	st.ObservedGeneration = mapped(st.ObservedGeneration, parent.Status.ObservedGeneration)
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		if c.Type == corev1.PodScheduled {
+			continue // the parent's own
+		}
+		var own int64
+		for _, pc := range parent.Status.Conditions {
+			if pc.Type == c.Type {
+				own = pc.ObservedGeneration
+			}
+		}
+		c.ObservedGeneration = mapped(c.ObservedGeneration, own)
+	}
 }
 
 // terminalStatus is the final status of a parent pod whose delegate was
