@@ -19,7 +19,7 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // buildService returns the copy of the parent's Service src for this
 // cluster: same namespace, name, labels and annotations, selector, ports,
 // session affinity and traffic settings; a ClusterIP Service (headless
-// stays headless) whose ClusterIP this cluster allocates; marked with its
+// stays headless; services.create asks for the parent's ClusterIP); marked with its
 // origin and path, and owned by the Target (deleting the Target removes
 // it).
 func buildService(src *corev1.Service, c *Config, path []string) *corev1.Service {

@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,8 +26,8 @@ const takenRetry = 30 * time.Second
 
 // services makes Services follow the pods down. A Service of the parent
 // that selects a live delegate of this Target is reflected into this
-// cluster (same namespace and name; this cluster allocates its own
-// ClusterIP), kept in step with the parent's, and deleted when it selects
+// cluster (same namespace and name, and the parent's ClusterIP where it is
+// free here, else one this cluster allocates), kept in step with the parent's, and deleted when it selects
 // no delegate any more or the parent's is gone. This cluster's own
 // endpointslice controller then publishes the delegates as its endpoints,
 // and the next level reflects the copy again for the pods it forwards.
@@ -185,7 +186,14 @@ func (s *services) create(ctx context.Context, src, want *corev1.Service) error 
 			return err
 		}
 	}
-	_, err := client.Create(ctx, want, metav1.CreateOptions{FieldManager: api.FieldManager})
+	_, err := client.Create(ctx, withParentsAddress(src, want), metav1.CreateOptions{FieldManager: api.FieldManager})
+	if apierrors.IsInvalid(err) && !headless(want) {
+		// The parent's address is taken here, or outside this cluster's
+		// service range: this cluster allocates one (the name still
+		// resolves here; the parent's address does not lead here).
+		klog.FromContext(ctx).V(2).Info("Reflecting Service at an address of its own", "service", klog.KObj(want), "parentAddress", src.Spec.ClusterIP, "err", err)
+		_, err = client.Create(ctx, want, metav1.CreateOptions{FieldManager: api.FieldManager})
+	}
 	switch {
 	case err == nil:
 		klog.FromContext(ctx).V(2).Info("Reflected Service", "service", klog.KObj(want), "path", want.Annotations[api.AnnotationPath])
@@ -215,6 +223,22 @@ func (s *services) create(ctx context.Context, src, want *corev1.Service) error 
 	}
 	s.queue.AddAfter(key, takenRetry)
 	return nil
+}
+
+// withParentsAddress is want at the parent's ClusterIPs, where the parent
+// has them: a pod here that calls the address it read in the parent (an
+// environment variable, a user's config, the conformance suite) reaches
+// the Service as in one cluster.
+func withParentsAddress(src, want *corev1.Service) *corev1.Service {
+	if headless(src) || src.Spec.ClusterIP == "" {
+		return want
+	}
+	out := want.DeepCopy()
+	out.Spec.ClusterIP = src.Spec.ClusterIP
+	out.Spec.ClusterIPs = slices.Clone(src.Spec.ClusterIPs)
+	out.Spec.IPFamilies = slices.Clone(src.Spec.IPFamilies)
+	out.Spec.IPFamilyPolicy = src.Spec.IPFamilyPolicy
+	return out
 }
 
 // setTaken records whether key's name is taken here, and tells whether

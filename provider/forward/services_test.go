@@ -11,9 +11,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nestlet/nestlet/api"
@@ -125,8 +129,8 @@ func TestServiceReflectedWhileItSelectsADelegate(t *testing.T) {
 	e.delegate(t, "web-1", map[string]string{"app": "web"})
 	svc := e.copyOf(t, "a delegate selected: a copy", func(*corev1.Service) bool { return true })
 	assert.Equal(t, corev1.ServiceTypeClusterIP, svc.Spec.Type, "a LoadBalancer is reflected as ClusterIP")
-	assert.Empty(t, svc.Spec.ClusterIP, "this cluster allocates its own ClusterIP")
-	assert.Empty(t, svc.Spec.ClusterIPs)
+	assert.Equal(t, "10.96.0.10", svc.Spec.ClusterIP, "the parent's address, where it is free here")
+	assert.Equal(t, []string{"10.96.0.10"}, svc.Spec.ClusterIPs)
 	assert.Equal(t, map[string]string{"app": "web"}, svc.Spec.Selector)
 	assert.Equal(t, corev1.ServiceAffinityClientIP, svc.Spec.SessionAffinity)
 	require.Len(t, svc.Spec.Ports, 1)
@@ -159,6 +163,24 @@ func TestServiceReflectedWhileItSelectsADelegate(t *testing.T) {
 	// The parent's Service goes: so does the copy.
 	require.NoError(t, e.parent.CoreV1().Services("app").Delete(e.ctx, "web", metav1.DeleteOptions{}))
 	e.copyOf(t, "parent Service deleted: copy collected", nil)
+}
+
+// Where the parent's ClusterIP is taken here (or out of this cluster's
+// range), the copy gets an address this cluster allocates.
+func TestServiceAtAnAddressOfItsOwn(t *testing.T) {
+	e := newServiceEnv(t)
+	e.child.PrependReactor("create", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if svc := a.(k8stesting.CreateAction).GetObject().(*corev1.Service); svc.Spec.ClusterIP == "10.96.0.10" {
+			return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, svc.Name,
+				field.ErrorList{field.Invalid(field.NewPath("spec", "clusterIPs").Index(0), svc.Spec.ClusterIP, "provided IP is already allocated")})
+		}
+		return false, nil, nil
+	})
+	e.delegate(t, "web-1", map[string]string{"app": "web"})
+	_, err := e.parent.CoreV1().Services("app").Create(e.ctx, webService(corev1.ServiceTypeClusterIP), metav1.CreateOptions{})
+	require.NoError(t, err)
+	got := e.copyOf(t, "a copy", func(*corev1.Service) bool { return true })
+	assert.Empty(t, got.Spec.ClusterIP, "this cluster allocates one")
 }
 
 func TestServiceHeadlessStaysHeadless(t *testing.T) {
