@@ -48,19 +48,24 @@ func asParent(parent, d *corev1.Pod) *corev1.Pod {
 
 // translateStatus is the delegate's status as the parent pod's: phase,
 // conditions, container statuses, IPs, start time. The parent keeps its own
-// scheduling condition (it is bound to the virtual node) and QoS class.
+// scheduling condition (it is bound to the virtual node), the conditions
+// others set on it there that the delegate has not (DisruptionTarget from
+// an eviction at the parent, which a Job's pod failure policy reads), and
+// its QoS class.
 func translateStatus(parent, d *corev1.Pod) corev1.PodStatus {
 	st := *d.Status.DeepCopy()
 	st.QOSClass = parent.Status.QOSClass
 	st.NominatedNodeName = ""
+	below := map[corev1.PodConditionType]bool{}
 	conds := st.Conditions[:0]
 	for _, c := range st.Conditions {
 		if c.Type != corev1.PodScheduled {
 			conds = append(conds, c)
+			below[c.Type] = true
 		}
 	}
 	for _, c := range parent.Status.Conditions {
-		if c.Type == corev1.PodScheduled {
+		if c.Type == corev1.PodScheduled || !below[c.Type] {
 			conds = append(conds, c)
 		}
 	}
