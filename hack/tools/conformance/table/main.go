@@ -127,18 +127,25 @@ func readRun(path string) (run, error) {
 	return r, nil
 }
 
-// reasonOf is the first line of a failure, short enough for a table cell.
+// reasonOf is the start of a failure's message, short enough for a table
+// cell.
 func reasonOf(s types.SpecReport) string {
 	msg := s.Failure.Message
 	if s.State.Is(types.SpecStateTimedout | types.SpecStateInterrupted | types.SpecStateAborted) {
 		msg = s.State.String() + ": " + msg
 	}
+	// The first lines up to a sentence's worth: gomega's begin with a
+	// bare "Expected".
+	var first []string
 	for line := range strings.SplitSeq(msg, "\n") {
 		if line = strings.TrimSpace(line); line != "" {
-			msg = line
-			break
+			first = append(first, line)
+			if len(strings.Join(first, " ")) >= 60 {
+				break
+			}
 		}
 	}
+	msg = strings.Join(first, " ")
 	if r := []rune(msg); len(r) > 240 {
 		msg = string(r[:240]) + "..."
 	}
@@ -235,7 +242,7 @@ func summary(specs []spec, c counts, title, selection, fullLink string, leafTook
 	fmt.Fprintf(&b, "| specs run | passed at the leaf | passed at the root | failed at the root where the leaf passed | of which listed exceptions | leaf run | root run |\n|---|---|---|---|---|---|---|\n")
 	fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | %s | %s |\n\n", c.specs, c.leafPassed, c.rootPassed, c.regressions+c.excepted, c.excepted,
 		leafTook.Round(time.Second), rootTook.Round(time.Second))
-	fmt.Fprintf(&b, "## Failed at the root\n\nEach spec the root did not pass, the leaf's result beside it, and why: the first line of the suite's failure, or the listed exception's reason (hack/conformance/exceptions.txt).\n\n")
+	fmt.Fprintf(&b, "## Failed at the root\n\nEach spec the root did not pass, the leaf's result beside it, and why: the start of the suite's failure, or the listed exception's reason (hack/conformance/exceptions.txt).\n\n")
 	b.WriteString("| spec | leaf | why |\n|---|---|---|\n")
 	for _, s := range specs {
 		if s.root.state == "passed" {
