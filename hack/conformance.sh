@@ -74,10 +74,10 @@ hack/install-node-runtime.sh
 tool e2e.test build_e2e
 tool agnhost build_agnhost
 tool ginkgo build_ginkgo
-table="$(mktemp -d)/table"
+mkdir -p "${DIR}"
+table="${DIR}/table"
 (cd "${MOD}" && go build -o "${table}" ./table)
 
-mkdir -p "${DIR}"
 IMAGES="${DIR}/images"
 hack/conformance/images.sh "${TOOLS}/agnhost" "${IMAGES}"
 
