@@ -64,16 +64,16 @@ func translateStatus(parent, d *corev1.Pod) corev1.PodStatus {
 			below[c.Type] = true
 		}
 	}
+	st.Conditions = conds
+	observedGenerations(&st, parent, d)
 	for _, c := range parent.Status.Conditions {
 		if c.Type == corev1.PodScheduled || !below[c.Type] {
-			conds = append(conds, c)
+			st.Conditions = append(st.Conditions, c)
 		}
 	}
-	st.Conditions = conds
 	if st.Phase == "" {
 		st.Phase = corev1.PodPending
 	}
-	observedGenerations(&st, parent, d)
 	return st
 }
 
@@ -93,11 +93,8 @@ func observedGenerations(st *corev1.PodStatus, parent, d *corev1.Pod) {
 		return parentOwn
 	}
 	st.ObservedGeneration = mapped(st.ObservedGeneration, parent.Status.ObservedGeneration)
-	for i := range st.Conditions {
+	for i := range st.Conditions { // the delegate's; the parent's own are added after
 		c := &st.Conditions[i]
-		if c.Type == corev1.PodScheduled {
-			continue // the parent's own
-		}
 		var own int64
 		for _, pc := range parent.Status.Conditions {
 			if pc.Type == c.Type {
