@@ -35,6 +35,12 @@ type JoinOptions struct {
 	CapacityPercent int32
 	// WaitForRoom is spec.waitForRoom.
 	WaitForRoom bool
+	// NamespaceMapping, NamespacePrefix and AcceptNamespaces, when set,
+	// are spec.namespaces; PodSecurity is spec.podSecurity.
+	NamespaceMapping string
+	NamespacePrefix  string
+	AcceptNamespaces []string
+	PodSecurity      string
 }
 
 // Join installs the CRD if needed and writes the token Secret and Target.
@@ -106,6 +112,23 @@ func Join(ctx context.Context, cfg *rest.Config, o JoinOptions) (*v1alpha1.Targe
 			Labels:                  o.Labels,
 			WaitForRoom:             o.WaitForRoom,
 		},
+	}
+	if o.NamespaceMapping != "" || o.NamespacePrefix != "" || len(o.AcceptNamespaces) > 0 {
+		switch v1alpha1.NamespaceMapping(o.NamespaceMapping) {
+		case "", v1alpha1.NamespaceMappingSame, v1alpha1.NamespaceMappingPrefixed:
+		default:
+			return nil, fmt.Errorf("--namespace-mapping must be %s or %s, got %q", v1alpha1.NamespaceMappingSame, v1alpha1.NamespaceMappingPrefixed, o.NamespaceMapping)
+		}
+		if o.NamespacePrefix != "" && o.NamespaceMapping != string(v1alpha1.NamespaceMappingPrefixed) {
+			return nil, fmt.Errorf("--namespace-prefix goes with --namespace-mapping=%s", v1alpha1.NamespaceMappingPrefixed)
+		}
+		t.Spec.Namespaces = &v1alpha1.NamespacePolicy{Mapping: v1alpha1.NamespaceMapping(o.NamespaceMapping), Prefix: o.NamespacePrefix, Accept: o.AcceptNamespaces}
+	}
+	switch o.PodSecurity {
+	case "", v1alpha1.PodSecurityPrivileged, v1alpha1.PodSecurityBaseline, v1alpha1.PodSecurityRestricted:
+		t.Spec.PodSecurity = o.PodSecurity
+	default:
+		return nil, fmt.Errorf("--pod-security must be privileged, baseline or restricted, got %q", o.PodSecurity)
 	}
 	if o.CapacityPercent != 0 {
 		if o.CapacityPercent < 1 || o.CapacityPercent > 100 {

@@ -125,7 +125,78 @@ type TargetSpec struct {
 	//
 	// +optional
 	WaitForRoom bool `json:"waitForRoom,omitempty"`
+
+	// Namespaces says which of the parent's namespaces this cluster takes
+	// pods from, and under which names here (docs/tenants.md). This
+	// cluster's own system namespaces (kube-system, kube-public,
+	// kube-node-lease, the agent's) never take a parent's pods, whatever
+	// it says.
+	//
+	// +optional
+	Namespaces *NamespacePolicy `json:"namespaces,omitempty"`
+
+	// PodSecurity is the Pod Security Standard every pod of this parent
+	// must meet here: privileged (no limit), baseline or restricted, as
+	// the Pod Security Admission of Kubernetes judges it (latest
+	// version). A pod that does not meet it is refused here with the
+	// standard's reason, which the parent's pod shows; the namespaces
+	// the agent makes for this parent are labelled to enforce it too.
+	// Unset: privileged, as before.
+	//
+	// +kubebuilder:validation:Enum=privileged;baseline;restricted
+	// +optional
+	PodSecurity string `json:"podSecurity,omitempty"`
 }
+
+// NamespacePolicy is what a Target accepts of the parent's namespaces.
+type NamespacePolicy struct {
+	// Mapping is how a parent namespace is named here: Same (the same
+	// name, the default: two parents' namespaces of one name are one
+	// namespace here, and an object one of them copied is never
+	// overwritten by the other's) or Prefixed (Prefix and the parent's
+	// name: two parents' namespaces never meet here).
+	//
+	// +kubebuilder:validation:Enum=Same;Prefixed
+	// +optional
+	Mapping NamespaceMapping `json:"mapping,omitempty"`
+
+	// Prefix, with Mapping Prefixed, starts the name here of every
+	// namespace of this parent. Default: the parent's cluster name and
+	// "-" (the Target's name where the parent publishes none). A parent
+	// namespace whose name here would exceed 63 characters is refused.
+	//
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*)?$`
+	// +kubebuilder:validation:MaxLength=40
+	// +optional
+	Prefix string `json:"prefix,omitempty"`
+
+	// Accept lists the parent's namespaces whose pods this cluster takes;
+	// a pod of another is refused (it stays Pending at the parent with
+	// this reason, or is placed elsewhere). Empty: every namespace of the
+	// parent but its system ones (kube-system, kube-public,
+	// kube-node-lease, nestlet-system). "*" accepts those too (they
+	// still land in no system namespace here: use Mapping Prefixed).
+	//
+	// +listType=set
+	// +optional
+	Accept []string `json:"accept,omitempty"`
+}
+
+// NamespaceMapping names how a parent namespace is named in the child.
+type NamespaceMapping string
+
+// Namespace mappings.
+const (
+	NamespaceMappingSame     NamespaceMapping = "Same"
+	NamespaceMappingPrefixed NamespaceMapping = "Prefixed"
+)
+
+// Pod Security levels of TargetSpec.PodSecurity.
+const (
+	PodSecurityPrivileged = "privileged"
+	PodSecurityBaseline   = "baseline"
+	PodSecurityRestricted = "restricted"
+)
 
 // SecretReference names a Secret.
 type SecretReference struct {

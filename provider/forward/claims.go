@@ -78,7 +78,7 @@ func (c *claims) ensureFor(ctx context.Context, pod *corev1.Pod) (why string, er
 
 func (c *claims) ensure(ctx context.Context, parent *corev1.PersistentVolumeClaim, node *corev1.Node) (string, error) {
 	want := c.childClaim(parent, node)
-	pvcs := c.p.cfg.Child.CoreV1().PersistentVolumeClaims(parent.Namespace)
+	pvcs := c.p.cfg.Child.CoreV1().PersistentVolumeClaims(c.p.ns(parent.Namespace))
 	c.made.Add(1)
 	_, err := pvcs.Create(ctx, want, metav1.CreateOptions{FieldManager: api.FieldManager})
 	if err == nil {
@@ -97,7 +97,7 @@ func (c *claims) ensure(ctx context.Context, parent *corev1.PersistentVolumeClai
 		return "", nil
 	case "":
 		return fmt.Sprintf("claim %s/%s already exists in %s and Nestlet did not make it: rename one of them, or delete the one in %s if it holds nothing to keep",
-			parent.Namespace, parent.Name, c.p.cfg.ClusterName, c.p.cfg.ClusterName), nil
+			c.p.ns(parent.Namespace), parent.Name, c.p.cfg.ClusterName, c.p.cfg.ClusterName), nil
 	default:
 		// A claim made for an earlier one of that name, not yet collected.
 		return "", fmt.Errorf("claim %s/%s in %s still stands for %s, an earlier claim of that name; it is deleted once its volume is released",
@@ -118,7 +118,7 @@ func (c *claims) childClaim(parent *corev1.PersistentVolumeClaim, node *corev1.N
 		ann[api.AnnotationClaimFollowsParent] = "true"
 	}
 	want := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: parent.Name, Namespace: parent.Namespace, Labels: l, Annotations: ann},
+		ObjectMeta: metav1.ObjectMeta{Name: parent.Name, Namespace: c.p.ns(parent.Namespace), Labels: l, Annotations: ann},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: parent.Spec.AccessModes,
 			Resources:   parent.Spec.Resources,

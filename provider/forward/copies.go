@@ -64,7 +64,7 @@ func notOurs(err error) bool {
 // service account token: the child's own controller makes its own).
 func (d *dependencies) build(parent metav1.Object) (depKey, metav1.Object, []jsonOp) {
 	meta := metav1.ObjectMeta{
-		Name: parent.GetName(), Namespace: parent.GetNamespace(),
+		Name: parent.GetName(), Namespace: d.p.ns(parent.GetNamespace()),
 		Labels:          maps.Clone(parent.GetLabels()),
 		Annotations:     map[string]string{api.AnnotationCopiedFrom: d.p.cfg.ParentName + "/" + string(parent.GetUID())},
 		OwnerReferences: []metav1.OwnerReference{targetOwner(&d.p.cfg)},
@@ -81,13 +81,13 @@ func (d *dependencies) build(parent metav1.Object) (depKey, metav1.Object, []jso
 	case *corev1.ConfigMap:
 		ops = append(ops, jsonOp{Op: "add", Path: "/data", Value: orEmpty(src.Data)},
 			jsonOp{Op: "add", Path: "/binaryData", Value: orEmpty(src.BinaryData)})
-		return depKey{kindConfigMap, meta.Namespace, meta.Name}, &corev1.ConfigMap{ObjectMeta: meta, Data: src.Data, BinaryData: src.BinaryData}, ops
+		return depKey{kindConfigMap, parent.GetNamespace(), meta.Name}, &corev1.ConfigMap{ObjectMeta: meta, Data: src.Data, BinaryData: src.BinaryData}, ops
 	case *corev1.Secret:
 		if src.Type == corev1.SecretTypeServiceAccountToken {
 			return depKey{}, nil, nil
 		}
 		ops = append(ops, jsonOp{Op: "add", Path: "/data", Value: orEmpty(src.Data)})
-		return depKey{kindSecret, meta.Namespace, meta.Name}, &corev1.Secret{ObjectMeta: meta, Data: src.Data, Type: src.Type}, ops
+		return depKey{kindSecret, parent.GetNamespace(), meta.Name}, &corev1.Secret{ObjectMeta: meta, Data: src.Data, Type: src.Type}, ops
 	}
 	return depKey{}, nil, nil
 }
@@ -98,6 +98,9 @@ func orEmpty[V any](m map[string]V) map[string]V {
 	}
 	return m
 }
+
+// A depKey names the parent's object (its namespace is the parent's); its
+// copy is in the namespace that one maps to here (namespaces.go).
 
 // write makes the copy of a parent object here, or brings it in step:
 // recorded in the ledger first, then created, or patched if it exists and
@@ -129,7 +132,7 @@ func (d *dependencies) write(ctx context.Context, parent metav1.Object) error {
 		if rerr := d.ledger.remove(ctx, k); rerr != nil {
 			klog.FromContext(ctx).Error(rerr, "Forgetting an object that is not a copy")
 		}
-		return notACopy(string(k.kind), k.namespace, k.name)
+		return notACopy(string(k.kind), d.p.ns(k.namespace), k.name)
 	}
 	if err != nil {
 		return err
@@ -162,13 +165,13 @@ func (d *dependencies) patch(ctx context.Context, k depKey, ops []jsonOp) (types
 	opts := metav1.PatchOptions{FieldManager: api.FieldManager}
 	switch k.kind {
 	case kindConfigMap:
-		cm, err := d.p.cfg.Child.CoreV1().ConfigMaps(k.namespace).Patch(ctx, k.name, types.JSONPatchType, body, opts)
+		cm, err := d.p.cfg.Child.CoreV1().ConfigMaps(d.p.ns(k.namespace)).Patch(ctx, k.name, types.JSONPatchType, body, opts)
 		if err != nil {
 			return "", err
 		}
 		return cm.UID, nil
 	case kindSecret:
-		s, err := d.p.cfg.Child.CoreV1().Secrets(k.namespace).Patch(ctx, k.name, types.JSONPatchType, body, opts)
+		s, err := d.p.cfg.Child.CoreV1().Secrets(d.p.ns(k.namespace)).Patch(ctx, k.name, types.JSONPatchType, body, opts)
 		if err != nil {
 			return "", err
 		}
@@ -236,9 +239,9 @@ func (d *dependencies) remove(ctx context.Context, k depKey, gen uint64) error {
 		opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
 		switch k.kind {
 		case kindConfigMap:
-			err = d.p.cfg.Child.CoreV1().ConfigMaps(k.namespace).Delete(ctx, k.name, opts)
+			err = d.p.cfg.Child.CoreV1().ConfigMaps(d.p.ns(k.namespace)).Delete(ctx, k.name, opts)
 		case kindSecret:
-			err = d.p.cfg.Child.CoreV1().Secrets(k.namespace).Delete(ctx, k.name, opts)
+			err = d.p.cfg.Child.CoreV1().Secrets(d.p.ns(k.namespace)).Delete(ctx, k.name, opts)
 		}
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return err

@@ -43,7 +43,7 @@ func buildDelegate(pod *corev1.Pod, name string, c *Config, path []string) *core
 	d := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
-			Namespace:   pod.Namespace,
+			Namespace:   c.Namespaces.Name(pod.Namespace),
 			Labels:      maps.Clone(pod.Labels),
 			Annotations: maps.Clone(pod.Annotations),
 			OwnerReferences: []metav1.OwnerReference{{

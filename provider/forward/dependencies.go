@@ -56,6 +56,18 @@ func references(pod *corev1.Pod) []depKey {
 	return keys
 }
 
+// delegateReferences returns what the delegate d references, named as in
+// the parent (the namespace of d's parent pod).
+func (p *Provider) delegateReferences(d *corev1.Pod) []depKey {
+	keys := references(d)
+	if ns, _, ok := parentKey(d); ok {
+		for i := range keys {
+			keys[i].namespace = ns
+		}
+	}
+	return keys
+}
+
 // dependencies copies what delegates reference from the parent, keeps the
 // copies in sync by watching each object in the parent (the node identity
 // may watch exactly the objects its pods reference), and removes a copy
@@ -104,12 +116,33 @@ func (d *dependencies) copyFor(ctx context.Context, pod *corev1.Pod) error {
 	return d.serviceAccountFor(ctx, pod)
 }
 
+// conflict tells why what pod references cannot be copied here: an object
+// of that name here is not this Target's copy (this cluster's own, or
+// another parent's copy in a namespace two parents share). It asks with a
+// patch made of the label test alone, which changes nothing, since the
+// agent reads no ConfigMap or Secret here (copies.go). "" when every one
+// is free or this Target's.
+func (d *dependencies) conflict(ctx context.Context, pod *corev1.Pod) (string, error) {
+	for _, k := range references(pod) {
+		_, err := d.patch(ctx, k, []jsonOp{d.testOurs()})
+		switch {
+		case notOurs(err):
+			return fmt.Sprintf("%s %s/%s in cluster %s is not a copy of this parent's (another parent's copy, or the cluster's own): "+
+				"its admin can give each parent namespaces of its own (Target spec.namespaces.mapping Prefixed), or rename one of them",
+				k.kind, d.p.ns(k.namespace), k.name, d.p.cfg.ClusterName), nil
+		case err != nil && !apierrors.IsNotFound(err):
+			return "", fmt.Errorf("checking %s %s/%s here: %w", k.kind, d.p.ns(k.namespace), k.name, err)
+		}
+	}
+	return "", nil
+}
+
 // serviceAccountFor makes the service account pod runs as here, which this
 // cluster's admission wants before it takes the pod (a held delegate too);
 // "default" is the namespace's own.
 func (d *dependencies) serviceAccountFor(ctx context.Context, pod *corev1.Pod) error {
 	if sa := pod.Spec.ServiceAccountName; sa != "" && sa != "default" {
-		return d.ensureServiceAccount(ctx, pod.Namespace, sa)
+		return d.ensureServiceAccount(ctx, d.p.ns(pod.Namespace), sa)
 	}
 	return nil
 }
@@ -217,23 +250,24 @@ func (d *dependencies) run(ctx context.Context) {
 	// Delegates that exist (after a restart) keep their copies followed.
 	delegates, _ := d.p.lister.List(labels.Everything())
 	for _, pod := range delegates {
-		for _, k := range references(pod) {
+		for _, k := range d.p.delegateReferences(pod) {
 			d.watch(k)
 		}
 	}
 	d.queue.Run(ctx, 1)
 }
 
-// gc deletes the copies in namespace that no delegate of this Target uses,
-// but those written moments ago (copyGrace), which it looks at again later.
+// gc deletes the copies of the parent namespace's objects that no delegate
+// of this Target uses, but those written moments ago (copyGrace), which it
+// looks at again later.
 func (d *dependencies) gc(ctx context.Context, namespace string) error {
 	used := map[depKey]bool{}
-	pods, err := d.p.lister.Pods(namespace).List(labels.Everything())
+	pods, err := d.p.lister.Pods(d.p.ns(namespace)).List(labels.Everything())
 	if err != nil {
 		return err
 	}
 	for _, pod := range pods {
-		for _, k := range references(pod) {
+		for _, k := range d.p.delegateReferences(pod) {
 			used[k] = true
 		}
 	}

@@ -46,13 +46,17 @@ func (p *Provider) createPod(ctx context.Context, pod *corev1.Pod) error {
 		p.fail(pod, nil, api.ReasonNotAdmitted, why)
 		return nil
 	}
+	if why := p.admitHere(pod); why != "" {
+		p.fail(pod, nil, api.ReasonNotAdmitted, why)
+		return nil
+	}
 	path, err := nextPath(pod, p.cfg.ParentName, p.cfg.ClusterName, p.cfg.HopLimit)
 	if err != nil {
 		p.fail(pod, nil, api.ReasonLoop, err.Error())
 		return nil
 	}
-	if err := p.ensureNamespace(ctx, pod.Namespace); err != nil {
-		return p.errorf("namespace", "creating namespace %s in %s: %w", pod.Namespace, p.cfg.ClusterName, err)
+	if err := p.ensureNamespace(ctx, p.ns(pod.Namespace)); err != nil {
+		return p.errorf("namespace", "creating namespace %s in %s: %w", p.ns(pod.Namespace), p.cfg.ClusterName, err)
 	}
 	if err := p.deps.copyFor(ctx, pod); err != nil {
 		return p.errorf("dependencies", "copying what pod %s/%s references into %s: %w", pod.Namespace, pod.Name, p.cfg.ClusterName, err)
@@ -78,7 +82,7 @@ func (p *Provider) createPod(ctx context.Context, pod *corev1.Pod) error {
 			return p.errorf("identity", "the service account tokens of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
 	}
-	pods := p.cfg.Child.CoreV1().Pods(pod.Namespace)
+	pods := p.cfg.Child.CoreV1().Pods(p.ns(pod.Namespace))
 	for _, taken := range []bool{false, true} {
 		d := buildDelegate(pod, delegateName(pod, taken), &p.cfg, path)
 		if identity {
@@ -122,7 +126,7 @@ func (p *Provider) ensureNamespace(ctx context.Context, name string) error {
 		return nil
 	}
 	_, err := p.cfg.Child.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: name, Labels: map[string]string{"app.kubernetes.io/managed-by": "nestlet"},
+		Name: name, Labels: p.namespaceLabels(),
 	}}, metav1.CreateOptions{FieldManager: api.FieldManager})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return err

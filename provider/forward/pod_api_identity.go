@@ -259,7 +259,7 @@ func identityKey(pod *corev1.Pod) depKey {
 func (ids *identities) write(ctx context.Context, pod, owner *corev1.Pod, data map[string][]byte) error {
 	p := ids.p
 	meta := metav1.ObjectMeta{
-		Name: identitySecretName(pod), Namespace: pod.Namespace,
+		Name: identitySecretName(pod), Namespace: p.ns(pod.Namespace),
 		Labels:      map[string]string{api.LabelTargetUID: string(p.cfg.TargetUID)},
 		Annotations: map[string]string{api.AnnotationIdentityOf: p.cfg.ParentName + "/" + string(pod.UID)},
 	}
@@ -293,7 +293,7 @@ func (ids *identities) write(ctx context.Context, pod, owner *corev1.Pod, data m
 // a Secret that is not Nestlet's.
 func (ids *identities) explain(err error, pod *corev1.Pod, name string) error {
 	if notOurs(err) {
-		return fmt.Errorf("secret %s/%s exists and is not Nestlet's identity Secret of pod %s: delete or rename it", pod.Namespace, name, pod.Name)
+		return fmt.Errorf("secret %s/%s exists and is not Nestlet's identity Secret of pod %s: delete or rename it", ids.p.ns(pod.Namespace), name, pod.Name)
 	}
 	return err
 }

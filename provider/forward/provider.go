@@ -104,6 +104,13 @@ type Config struct {
 	// for as long as the parent asks for it (Target spec.waitForRoom;
 	// reserve.go), for this cluster's autoscaler.
 	WaitForRoom bool
+	// Namespaces says which parent namespaces are taken here and under
+	// which names (namespaces.go; Target spec.namespaces).
+	Namespaces Namespaces
+	// PodSecurity is the Pod Security Standard level the parent's pods
+	// must meet here (podsecurity.go; Target spec.podSecurity): "" or
+	// privileged for none.
+	PodSecurity string
 	Clock       clock.WithDelayedExecution
 }
 

@@ -61,13 +61,15 @@ func newRemoteEndpoints(p *Provider, copies cache.SharedIndexInformer) (*remoteE
 			return nil, err
 		}
 	}
-	bySlice := cache.ResourceEventHandlerFuncs{
-		AddFunc:    r.enqueueSlice,
-		UpdateFunc: func(_, obj any) { r.enqueueSlice(obj) },
-		DeleteFunc: r.enqueueSlice,
-	}
-	for _, inf := range []cache.SharedIndexInformer{r.parent, r.mine} {
-		if _, err := inf.AddEventHandler(bySlice); err != nil {
+	// The queue's keys are this cluster's namespace/name of a Service;
+	// a parent slice's namespace is mapped here (namespaces.go).
+	for inf, here := range map[cache.SharedIndexInformer]func(string) string{r.parent: p.ns, r.mine: func(ns string) string { return ns }} {
+		enqueue := func(obj any) { r.enqueueSlice(obj, here) }
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    enqueue,
+			UpdateFunc: func(_, obj any) { enqueue(obj) },
+			DeleteFunc: enqueue,
+		}); err != nil {
 			return nil, err
 		}
 	}
@@ -85,12 +87,12 @@ func (r *remoteEndpoints) enqueueService(obj any) {
 	}
 }
 
-func (r *remoteEndpoints) enqueueSlice(obj any) {
+func (r *remoteEndpoints) enqueueSlice(obj any, here func(string) string) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
 	if es, ok := obj.(*discoveryv1.EndpointSlice); ok && es.Labels[discoveryv1.LabelServiceName] != "" {
-		r.queue.Add(es.Namespace + "/" + es.Labels[discoveryv1.LabelServiceName])
+		r.queue.Add(here(es.Namespace) + "/" + es.Labels[discoveryv1.LabelServiceName])
 	}
 }
 
@@ -115,7 +117,7 @@ func (r *remoteEndpoints) run(ctx context.Context) {
 // sync makes the remote slices of Service key here what the parent's
 // endpoints outside this subtree are.
 func (r *remoteEndpoints) sync(ctx context.Context, key string) error {
-	ns, _, err := cache.SplitMetaNamespaceKey(key)
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil
 	}
@@ -126,8 +128,8 @@ func (r *remoteEndpoints) sync(ctx context.Context, key string) error {
 		}
 	}
 	var want []*discoveryv1.EndpointSlice
-	if copySvc != nil {
-		want = r.wanted(copySvc, slicesOf(r.parent, key))
+	if parentNS, ok := r.p.parentNS(ns); copySvc != nil && ok {
+		want = r.wanted(copySvc, slicesOf(r.parent, parentNS+"/"+name))
 	}
 	have := map[string]*discoveryv1.EndpointSlice{}
 	for _, es := range slicesOf(r.mine, key) {

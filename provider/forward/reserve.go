@@ -142,6 +142,14 @@ func (p *Provider) Reserve(ctx context.Context, pod *corev1.Pod, maxWait time.Du
 	if why := admit(pod, p.cfg.TrustedSchedulers); why != "" {
 		return api.Reservation{Unschedulable: why}, nil
 	}
+	if why := p.admitHere(pod); why != "" {
+		return api.Reservation{Unschedulable: why}, nil
+	}
+	if why, err := p.deps.conflict(ctx, pod); err != nil {
+		return api.Reservation{}, err
+	} else if why != "" {
+		return api.Reservation{Unschedulable: why}, nil
+	}
 	path, err := nextPath(pod, p.cfg.ParentName, p.cfg.ClusterName, p.cfg.HopLimit)
 	if err != nil {
 		return api.Reservation{Unschedulable: err.Error()}, nil
@@ -209,8 +217,8 @@ func (p *Provider) createHeld(ctx context.Context, pod *corev1.Pod, path []strin
 	if d := p.delegateOf(pod.Namespace, pod.Name); d != nil && originUID(d) == pod.UID && d.DeletionTimestamp == nil {
 		return d, nil
 	}
-	if err := p.ensureNamespace(ctx, pod.Namespace); err != nil {
-		return nil, p.errorf("namespace", "creating namespace %s in %s: %w", pod.Namespace, p.cfg.ClusterName, err)
+	if err := p.ensureNamespace(ctx, p.ns(pod.Namespace)); err != nil {
+		return nil, p.errorf("namespace", "creating namespace %s in %s: %w", p.ns(pod.Namespace), p.cfg.ClusterName, err)
 	}
 	if err := p.ensurePriorityClass(ctx, pod); err != nil {
 		return nil, p.errorf("dependencies", "priority class %s of pod %s/%s in %s: %w", pod.Spec.PriorityClassName, pod.Namespace, pod.Name, p.cfg.ClusterName, err)
@@ -225,7 +233,7 @@ func (p *Provider) createHeld(ctx context.Context, pod *corev1.Pod, path []strin
 				pod.Namespace, pod.Name, p.cfg.ClusterName, errRelayUnknown)
 		}
 	}
-	pods := p.cfg.Child.CoreV1().Pods(pod.Namespace)
+	pods := p.cfg.Child.CoreV1().Pods(p.ns(pod.Namespace))
 	for _, taken := range []bool{false, true} {
 		d := buildDelegate(pod, delegateName(pod, taken), &p.cfg, path)
 		d.Annotations[api.AnnotationHold] = api.HoldHeld
@@ -258,8 +266,8 @@ func (p *Provider) createHeld(ctx context.Context, pod *corev1.Pod, path []strin
 // cluster's scheduler lets it go to the node it holds.
 func (p *Provider) release(ctx context.Context, pod, d *corev1.Pod) error {
 	start := p.cfg.Clock.Now()
-	if err := p.ensureNamespace(ctx, pod.Namespace); err != nil {
-		return p.errorf("namespace", "creating namespace %s in %s: %w", pod.Namespace, p.cfg.ClusterName, err)
+	if err := p.ensureNamespace(ctx, p.ns(pod.Namespace)); err != nil {
+		return p.errorf("namespace", "creating namespace %s in %s: %w", p.ns(pod.Namespace), p.cfg.ClusterName, err)
 	}
 	if err := p.deps.copyFor(ctx, pod); err != nil {
 		return p.errorf("dependencies", "copying what pod %s/%s references into %s: %w", pod.Namespace, pod.Name, p.cfg.ClusterName, err)
@@ -327,7 +335,7 @@ func (p *Provider) withdrawByName(namespace, name string, uid types.UID) {
 		names = append(names, delegateName(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: uid}}, true))
 	}
 	for _, n := range names {
-		d, err := p.cfg.Child.CoreV1().Pods(namespace).Get(ctx, n, metav1.GetOptions{})
+		d, err := p.cfg.Child.CoreV1().Pods(p.ns(namespace)).Get(ctx, n, metav1.GetOptions{})
 		if err != nil || !isHeld(d) || d.Labels[api.LabelTargetUID] != string(p.cfg.TargetUID) ||
 			d.Annotations[api.AnnotationParentPod] != namespace+"/"+name || (uid != "" && originUID(d) != uid) {
 			continue

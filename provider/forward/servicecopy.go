@@ -26,7 +26,7 @@ func buildService(src *corev1.Service, c *Config, path []string) *corev1.Service
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        src.Name,
-			Namespace:   src.Namespace,
+			Namespace:   c.Namespaces.Name(src.Namespace),
 			Labels:      maps.Clone(src.Labels),
 			Annotations: maps.Clone(src.Annotations),
 			OwnerReferences: []metav1.OwnerReference{{

@@ -66,7 +66,12 @@ func newServices(p *Provider) (*services, error) {
 	if _, err := s.parent.AddEventHandler(byKey); err != nil {
 		return nil, err
 	}
-	if _, err := s.copies.AddEventHandler(byKey); err != nil {
+	byCopy := cache.ResourceEventHandlerFuncs{
+		AddFunc:    s.enqueueCopy,
+		UpdateFunc: func(_, obj any) { s.enqueueCopy(obj) },
+		DeleteFunc: s.enqueueCopy,
+	}
+	if _, err := s.copies.AddEventHandler(byCopy); err != nil {
 		return nil, err
 	}
 	err := p.onDelegates(cache.ResourceEventHandlerFuncs{
@@ -81,9 +86,27 @@ func newServices(p *Provider) (*services, error) {
 	return s, err
 }
 
+// enqueue queues a parent Service: the queue's keys are the parent's
+// namespace/name.
 func (s *services) enqueue(obj any) {
 	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 		s.queue.Add(key)
+	}
+}
+
+// enqueueCopy queues the parent Service of a Service here, by the parent
+// namespace its namespace maps from (namespaces.go).
+func (s *services) enqueueCopy(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return
+	}
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return
+	}
+	if parentNS, ok := s.p.parentNS(ns); ok {
+		s.queue.Add(parentNS + "/" + name)
 	}
 }
 
@@ -97,11 +120,17 @@ func (s *services) delegateChanged(obj any) {
 	if !ok {
 		return
 	}
-	for _, store := range []cache.Store{s.parent.GetStore(), s.copies.GetStore()} {
-		objs, _ := store.(cache.Indexer).ByIndex(cache.NamespaceIndex, pod.Namespace)
-		for _, o := range objs {
-			s.enqueue(o)
-		}
+	ns, _, ok := parentKey(pod)
+	if !ok {
+		return
+	}
+	objs, _ := s.parent.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
+	for _, o := range objs {
+		s.enqueue(o)
+	}
+	objs, _ = s.copies.GetIndexer().ByIndex(cache.NamespaceIndex, pod.Namespace)
+	for _, o := range objs {
+		s.enqueueCopy(o)
 	}
 }
 
@@ -145,11 +174,11 @@ func (s *services) sync(ctx context.Context, key string) error {
 		src = obj.(*corev1.Service)
 	}
 	var cur *corev1.Service
-	if obj, ok, _ := s.copies.GetStore().GetByKey(key); ok && obj.(*corev1.Service).Labels[api.LabelTargetUID] != "" {
+	if obj, ok, _ := s.copies.GetStore().GetByKey(s.p.ns(ns) + "/" + name); ok && obj.(*corev1.Service).Labels[api.LabelTargetUID] != "" {
 		cur = obj.(*corev1.Service)
 	}
 	want := s.wanted(src)
-	client := s.p.cfg.Child.CoreV1().Services(ns)
+	client := s.p.cfg.Child.CoreV1().Services(s.p.ns(ns))
 	if want == nil {
 		s.setTaken(key, false)
 		if cur == nil || !s.ours(cur) {
@@ -210,10 +239,10 @@ func (s *services) create(ctx context.Context, src, want *corev1.Service) error 
 		return err
 	}
 	if existing.Labels[api.LabelTargetUID] != "" {
-		s.enqueue(existing) // a copy the informer has not seen yet
+		s.enqueueCopy(existing) // a copy the informer has not seen yet
 		return nil
 	}
-	key := want.Namespace + "/" + want.Name
+	key := src.Namespace + "/" + src.Name
 	if s.setTaken(key, true) {
 		msg := fmt.Sprintf("cluster %s already has a Service %s that Nestlet did not create; it is left as it is, and the pods forwarded there are not behind this Service in that cluster: rename one of the two", s.p.cfg.ClusterName, key)
 		s.p.cfg.Recorder.Event(src, corev1.EventTypeWarning, api.ReasonServiceNameTaken, msg)
@@ -294,19 +323,16 @@ func (s *services) wanted(src *corev1.Service) *corev1.Service {
 	if err != nil {
 		return nil
 	}
-	if s.p.cfg.AllServices {
-		if systemNamespaces[src.Namespace] {
-			return nil
-		}
-	} else if !s.selectsDelegate(src) {
+	if _, refused := s.p.cfg.Namespaces.Child(src.Namespace); refused != "" {
+		// Not a namespace this cluster takes pods of (never a system
+		// one, whose Services every cluster has of its own).
+		return nil
+	}
+	if !s.p.cfg.AllServices && !s.selectsDelegate(src) {
 		return nil
 	}
 	return buildService(src, &s.p.cfg, path)
 }
-
-// systemNamespaces hold every cluster's own Services (its DNS, its API
-// server's): never reflected, with AllServices.
-var systemNamespaces = map[string]bool{metav1.NamespaceSystem: true, metav1.NamespacePublic: true, corev1.NamespaceNodeLease: true, api.DefaultNamespace: true}
 
 func (s *services) selectsDelegate(src *corev1.Service) bool {
 	sel := labels.SelectorFromSet(src.Spec.Selector)
@@ -315,7 +341,7 @@ func (s *services) selectsDelegate(src *corev1.Service) bool {
 	if err == nil {
 		sel = sel.Add(*req)
 	}
-	pods, err := s.p.lister.Pods(src.Namespace).List(sel)
+	pods, err := s.p.lister.Pods(s.p.ns(src.Namespace)).List(sel)
 	if err != nil {
 		return false
 	}

@@ -30,18 +30,21 @@ type serviceEnv struct {
 	p              *Provider
 	parent, child  *fake.Clientset
 	events, childE *record.FakeRecorder
+	here           string // the parent namespace app's name here
 }
 
 const testTargetUID = "target-uid-1"
 
-func newServiceEnv(t *testing.T) *serviceEnv {
+func newServiceEnv(t *testing.T) *serviceEnv { return newServiceEnvIn(t, Namespaces{}) }
+
+func newServiceEnvIn(t *testing.T, ns Namespaces) *serviceEnv {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
 	e := &serviceEnv{ctx: ctx, parent: fake.NewClientset(), child: fake.NewClientset(),
-		events: record.NewFakeRecorder(100), childE: record.NewFakeRecorder(100)}
+		events: record.NewFakeRecorder(100), childE: record.NewFakeRecorder(100), here: ns.Name("app")}
 	parentPods := informers.NewSharedInformerFactory(e.parent, 0).Core().V1().Pods()
-	p, err := New(Config{TargetName: "to-mid", TargetUID: testTargetUID, ClusterName: "leaf", ParentName: "mid",
+	p, err := New(Config{TargetName: "to-mid", TargetUID: testTargetUID, ClusterName: "leaf", ParentName: "mid", Namespaces: ns,
 		Parent: e.parent, ParentPods: parentPods.Lister(), Child: e.child, Recorder: e.events, ChildRecorder: e.childE})
 	require.NoError(t, err)
 	require.NoError(t, p.Run(ctx))
@@ -61,8 +64,8 @@ func (e *serviceEnv) delegate(t *testing.T, name string, lbl map[string]string) 
 	for k, v := range lbl {
 		l[k] = v
 	}
-	_, err := e.child.CoreV1().Pods("app").Create(e.ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
-		Name: name, Namespace: "app", Labels: l,
+	_, err := e.child.CoreV1().Pods(e.here).Create(e.ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Name: name, Namespace: e.here, Labels: l,
 		Annotations: map[string]string{api.AnnotationParentPod: "app/" + name},
 	}}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -107,7 +110,7 @@ func (e *serviceEnv) copyOf(t *testing.T, what string, ok func(*corev1.Service) 
 	t.Helper()
 	var got *corev1.Service
 	require.Eventually(t, func() bool {
-		svc, err := e.child.CoreV1().Services("app").Get(e.ctx, "web", metav1.GetOptions{})
+		svc, err := e.child.CoreV1().Services(e.here).Get(e.ctx, "web", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return ok == nil
 		}
@@ -161,6 +164,25 @@ func TestServiceReflectedWhileItSelectsADelegate(t *testing.T) {
 	e.copyOf(t, "a delegate again: copy again", func(*corev1.Service) bool { return true })
 
 	// The parent's Service goes: so does the copy.
+	require.NoError(t, e.parent.CoreV1().Services("app").Delete(e.ctx, "web", metav1.DeleteOptions{}))
+	e.copyOf(t, "parent Service deleted: copy collected", nil)
+}
+
+// Under the Prefixed mapping the copy is in the parent namespace's name
+// here, follows its delegates there, and goes with the parent's.
+func TestServiceReflectedIntoTheMappedNamespace(t *testing.T) {
+	e := newServiceEnvIn(t, Namespaces{Prefix: "mid-"})
+	e.delegate(t, "web-1", map[string]string{"app": "web"})
+	_, err := e.parent.CoreV1().Services("app").Create(e.ctx, webService(corev1.ServiceTypeClusterIP), metav1.CreateOptions{})
+	require.NoError(t, err)
+	svc := e.copyOf(t, "the copy in mid-app", func(*corev1.Service) bool { return true })
+	assert.Equal(t, "mid-app", svc.Namespace)
+	_, err = e.child.CoreV1().Services("app").Get(e.ctx, "web", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "nothing under the parent's name")
+	require.NoError(t, e.child.CoreV1().Pods("mid-app").Delete(e.ctx, "web-1", metav1.DeleteOptions{}))
+	e.copyOf(t, "no delegate left: copy collected", nil)
+	e.delegate(t, "web-2", map[string]string{"app": "web"})
+	e.copyOf(t, "a delegate again: copy again", func(*corev1.Service) bool { return true })
 	require.NoError(t, e.parent.CoreV1().Services("app").Delete(e.ctx, "web", metav1.DeleteOptions{}))
 	e.copyOf(t, "parent Service deleted: copy collected", nil)
 }

@@ -209,7 +209,9 @@ func (p *Provider) delegateDeleted(obj any) {
 	if !ok {
 		return
 	}
-	p.deps.enqueueGC(d.Namespace)
+	if ns, _, ok := parentKey(d); ok {
+		p.deps.enqueueGC(ns)
+	}
 	p.mu.Lock()
 	delete(p.looked, originUID(d))
 	p.mu.Unlock()

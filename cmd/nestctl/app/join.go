@@ -47,6 +47,10 @@ Follow it with: kubectl get targets`,
 	f.DurationVar(&o.ReportFrequency, "report-frequency", 10*time.Second, "how often the summary is sent")
 	f.Int32Var(&o.CapacityPercent, "capacity-percent", 0, "share of this cluster's free capacity offered to this parent, 1-100 (default: split evenly between this cluster's parents)")
 	f.BoolVar(&o.WaitForRoom, "wait-for-room", false, "this cluster can grow (a cluster autoscaler): a pod the parent asks a place for that fits no node here waits here, Pending, for as long as the parent's pod waits")
+	f.StringVar(&o.NamespaceMapping, "namespace-mapping", "", "how the parent's namespaces are named here: Same (default) or Prefixed (the parent's cluster name and '-' first, so that two parents' namespaces never meet)")
+	f.StringVar(&o.NamespacePrefix, "namespace-prefix", "", "with --namespace-mapping=Prefixed, the prefix (default: the parent's cluster name and '-')")
+	f.StringSliceVar(&o.AcceptNamespaces, "accept-namespaces", nil, "the parent's namespaces whose pods this cluster takes (default: all but the parent's system namespaces)")
+	f.StringVar(&o.PodSecurity, "pod-security", "", "the Pod Security Standard the parent's pods must meet here: privileged (default), baseline or restricted")
 	f.StringVar(&o.TargetName, "name", "", "name of the Target (default: the parent's host and port)")
 	f.StringVar(&o.Namespace, "namespace", api.DefaultNamespace, "namespace of the token Secret")
 	return cmd
