@@ -3,8 +3,10 @@ package forward
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"strings"
 	"time"
 
@@ -50,10 +52,20 @@ func (d *dependencies) testOurs() jsonOp {
 }
 
 // notOurs says whether err is the refusal of a patch whose test failed:
-// the object is not this Target's copy.
+// the object is not this Target's copy. An API server answers that with
+// 422 Invalid, its generic message and no cause (the patch library's own
+// words stay in its log), where an object the patch made invalid gets
+// causes; the fake clientset of the unit tests says it in words.
 func notOurs(err error) bool {
 	if err == nil {
 		return false
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		s := status.Status()
+		if s.Code == http.StatusUnprocessableEntity && s.Reason == metav1.StatusReasonInvalid && (s.Details == nil || len(s.Details.Causes) == 0) {
+			return true
+		}
 	}
 	msg := err.Error()
 	return strings.Contains(msg, "testing value") || strings.Contains(msg, "test operation") || strings.Contains(msg, "error in test for path")

@@ -2,13 +2,18 @@ package forward
 
 import (
 	"errors"
+	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -234,4 +239,17 @@ func TestCopyFollowsADeletion(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, copied, 10*time.Second, 10*time.Millisecond, "made again")
 	require.Equal(t, []depKey{k}, d.ledger.in("app"))
+}
+
+// A real API server answers a patch whose test failed with 422 Invalid,
+// its generic message and no cause: that is "not ours"; an object a patch
+// made invalid (with causes) is not.
+func TestNotOursFromAnAPIServer(t *testing.T) {
+	failedTest := apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", "testing value /metadata/labels/x failed", 0, false)
+	require.True(t, notOurs(failedTest))
+	require.True(t, notOurs(fmt.Errorf("patching: %w", failedTest)))
+	invalid := apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "cfg", field.ErrorList{field.TooLong(field.NewPath("data"), "", 1)})
+	require.False(t, notOurs(invalid))
+	require.False(t, notOurs(apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "cfg")))
+	require.False(t, notOurs(nil))
 }
