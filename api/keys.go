@@ -133,6 +133,16 @@ const (
 	// AnnotationPath is set on a delegate pod to the comma-separated cluster
 	// names it has passed through, itself last.
 	AnnotationPath = "nestlet.io/path"
+	// AnnotationNamespaceClusters, on a namespace, says which of this
+	// cluster's children its pods may go to: a label selector over the
+	// virtual nodes (kubectl's syntax: "topology.kubernetes.io/region=east",
+	// "nestlet.io/cluster in (east,west)"), or NamespaceClustersNone for
+	// none. Without it, a namespace's pods may go to any child, but those
+	// of the SystemNamespaces, which stay (docs/tenants.md). Nestlet's
+	// scheduler enforces it (the NamespacePolicy plugin).
+	AnnotationNamespaceClusters = "nestlet.io/clusters"
+	// NamespaceClustersNone keeps a namespace's pods in this cluster.
+	NamespaceClustersNone = "none"
 	// AnnotationIdentity is set on a delegate whose service account tokens
 	// are its parent pod's, issued by the parent's API server: the name of
 	// the Secret here that holds them (provider/forward/pod_api_identity.go).

@@ -1,5 +1,6 @@
 // Command nestlet-scheduler is kube-scheduler with Nestlet's plugins
-// (Watermark, SummaryAffinity, LoopGuard, PathLength, TreeSpread, TreeAffinity) registered. Run it with the
+// (Watermark, SummaryAffinity, LoopGuard, PathLength, TreeSpread, TreeAffinity,
+// Reservation, NamespacePolicy) registered. Run it with the
 // profile in scheduler-plugins/profile/scheduler-config.yaml.
 package main
 
@@ -13,6 +14,7 @@ import (
 	// kube-scheduler's configuration scheme as the in-tree plugins' are.
 	_ "github.com/nestlet/nestlet/scheduler-plugins/apis/config/scheme"
 	"github.com/nestlet/nestlet/scheduler-plugins/loopguard"
+	"github.com/nestlet/nestlet/scheduler-plugins/namespacepolicy"
 	"github.com/nestlet/nestlet/scheduler-plugins/pathlength"
 	"github.com/nestlet/nestlet/scheduler-plugins/reservation"
 	"github.com/nestlet/nestlet/scheduler-plugins/summaryaffinity"
@@ -30,6 +32,7 @@ func main() {
 		app.WithPlugin(treespread.Name, treespread.New),
 		app.WithPlugin(treeaffinity.Name, treeaffinity.New),
 		app.WithPlugin(reservation.Name, reservation.New),
+		app.WithPlugin(namespacepolicy.Name, namespacepolicy.New),
 	)
 	os.Exit(cli.Run(cmd))
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/nestlet/nestlet/api"
@@ -24,17 +23,12 @@ type Namespaces struct {
 	// SystemNamespaces; "*", every one.
 	Accept []string
 	// Own are this cluster's namespaces that never take a parent's pods,
-	// beside SystemNamespaces (the agent's namespace).
+	// beside api.SystemNamespaces (the agent's namespace).
 	Own []string
 }
 
-// SystemNamespaces are every cluster's own: its DNS, its API endpoints,
-// its leases, Nestlet. A parent's pods never go into this cluster's, and
-// a parent's are not accepted unless a Target says so (Accept "*").
-var SystemNamespaces = []string{metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease, api.DefaultNamespace}
-
-// isSystemNamespace tells whether ns is one of SystemNamespaces.
-func isSystemNamespace(ns string) bool { return slices.Contains(SystemNamespaces, ns) }
+// isSystemNamespace tells whether ns is one of api.SystemNamespaces.
+func isSystemNamespace(ns string) bool { return api.IsSystemNamespace(ns) }
 
 // Child returns the name here of the parent namespace ns, or why a pod of
 // it is refused here.
