@@ -113,22 +113,8 @@ func Join(ctx context.Context, cfg *rest.Config, o JoinOptions) (*v1alpha1.Targe
 			WaitForRoom:             o.WaitForRoom,
 		},
 	}
-	if o.NamespaceMapping != "" || o.NamespacePrefix != "" || len(o.AcceptNamespaces) > 0 {
-		switch v1alpha1.NamespaceMapping(o.NamespaceMapping) {
-		case "", v1alpha1.NamespaceMappingSame, v1alpha1.NamespaceMappingPrefixed:
-		default:
-			return nil, fmt.Errorf("--namespace-mapping must be %s or %s, got %q", v1alpha1.NamespaceMappingSame, v1alpha1.NamespaceMappingPrefixed, o.NamespaceMapping)
-		}
-		if o.NamespacePrefix != "" && o.NamespaceMapping != string(v1alpha1.NamespaceMappingPrefixed) {
-			return nil, fmt.Errorf("--namespace-prefix goes with --namespace-mapping=%s", v1alpha1.NamespaceMappingPrefixed)
-		}
-		t.Spec.Namespaces = &v1alpha1.NamespacePolicy{Mapping: v1alpha1.NamespaceMapping(o.NamespaceMapping), Prefix: o.NamespacePrefix, Accept: o.AcceptNamespaces}
-	}
-	switch o.PodSecurity {
-	case "", v1alpha1.PodSecurityPrivileged, v1alpha1.PodSecurityBaseline, v1alpha1.PodSecurityRestricted:
-		t.Spec.PodSecurity = o.PodSecurity
-	default:
-		return nil, fmt.Errorf("--pod-security must be privileged, baseline or restricted, got %q", o.PodSecurity)
+	if t.Spec.Namespaces, t.Spec.PodSecurity, err = tenancy(o); err != nil {
+		return nil, err
 	}
 	if o.CapacityPercent != 0 {
 		if o.CapacityPercent < 1 || o.CapacityPercent > 100 {
@@ -146,4 +132,25 @@ func Join(ctx context.Context, cfg *rest.Config, o JoinOptions) (*v1alpha1.Targe
 		existing.Spec = t.Spec
 		return targets.Update(ctx, existing, metav1.UpdateOptions{FieldManager: "nestctl"})
 	}
+}
+
+// tenancy returns spec.namespaces and spec.podSecurity of o's flags.
+func tenancy(o JoinOptions) (*v1alpha1.NamespacePolicy, string, error) {
+	var np *v1alpha1.NamespacePolicy
+	if o.NamespaceMapping != "" || o.NamespacePrefix != "" || len(o.AcceptNamespaces) > 0 {
+		switch v1alpha1.NamespaceMapping(o.NamespaceMapping) {
+		case "", v1alpha1.NamespaceMappingSame, v1alpha1.NamespaceMappingPrefixed:
+		default:
+			return nil, "", fmt.Errorf("--namespace-mapping must be %s or %s, got %q", v1alpha1.NamespaceMappingSame, v1alpha1.NamespaceMappingPrefixed, o.NamespaceMapping)
+		}
+		if o.NamespacePrefix != "" && o.NamespaceMapping != string(v1alpha1.NamespaceMappingPrefixed) {
+			return nil, "", fmt.Errorf("--namespace-prefix goes with --namespace-mapping=%s", v1alpha1.NamespaceMappingPrefixed)
+		}
+		np = &v1alpha1.NamespacePolicy{Mapping: v1alpha1.NamespaceMapping(o.NamespaceMapping), Prefix: o.NamespacePrefix, Accept: o.AcceptNamespaces}
+	}
+	switch o.PodSecurity {
+	case "", v1alpha1.PodSecurityPrivileged, v1alpha1.PodSecurityBaseline, v1alpha1.PodSecurityRestricted:
+		return np, o.PodSecurity, nil
+	}
+	return nil, "", fmt.Errorf("--pod-security must be privileged, baseline or restricted, got %q", o.PodSecurity)
 }
