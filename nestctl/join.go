@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -41,6 +42,8 @@ type JoinOptions struct {
 	NamespacePrefix  string
 	AcceptNamespaces []string
 	PodSecurity      string
+	// Limits, when set, is spec.limits (resource name to quantity).
+	Limits map[string]string
 }
 
 // Join installs the CRD if needed and writes the token Secret and Target.
@@ -116,6 +119,9 @@ func Join(ctx context.Context, cfg *rest.Config, o JoinOptions) (*v1alpha1.Targe
 	if t.Spec.Namespaces, t.Spec.PodSecurity, err = tenancy(o); err != nil {
 		return nil, err
 	}
+	if t.Spec.Limits, err = limits(o.Limits); err != nil {
+		return nil, err
+	}
 	if o.CapacityPercent != 0 {
 		if o.CapacityPercent < 1 || o.CapacityPercent > 100 {
 			return nil, fmt.Errorf("--capacity-percent must be between 1 and 100, got %d", o.CapacityPercent)
@@ -153,4 +159,23 @@ func tenancy(o JoinOptions) (*v1alpha1.NamespacePolicy, string, error) {
 		return np, o.PodSecurity, nil
 	}
 	return nil, "", fmt.Errorf("--pod-security must be privileged, baseline or restricted, got %q", o.PodSecurity)
+}
+
+// limits parses --limits (cpu=2,memory=4Gi,pods=20) into spec.limits.
+func limits(flags map[string]string) (corev1.ResourceList, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	out := corev1.ResourceList{}
+	for name, v := range flags {
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return nil, fmt.Errorf("--limits %s=%s: %w", name, v, err)
+		}
+		if q.Sign() < 0 {
+			return nil, fmt.Errorf("--limits %s=%s: a limit is not negative", name, v)
+		}
+		out[corev1.ResourceName(name)] = q
+	}
+	return out, nil
 }

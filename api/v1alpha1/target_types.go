@@ -146,6 +146,16 @@ type TargetSpec struct {
 	// +kubebuilder:validation:Enum=privileged;baseline;restricted
 	// +optional
 	PodSecurity string `json:"podSecurity,omitempty"`
+
+	// Limits caps what this parent's pods may request here in all (cpu,
+	// memory, ephemeral-storage, pods, extended resources): the virtual
+	// node shows the parent at most this much, so that its scheduler does
+	// not place more, and a pod that would pass it gets no place here (it
+	// stays Pending at the parent with this reason, or goes elsewhere).
+	// Unset: no cap beyond what the cluster has.
+	//
+	// +optional
+	Limits corev1.ResourceList `json:"limits,omitempty"`
 }
 
 // NamespacePolicy is what a Target accepts of the parent's namespaces.

@@ -181,6 +181,7 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 	fc.WaitForRoom = t.Spec.WaitForRoom
 	fc.Namespaces = namespacePolicy(t, parentName(id, t), r.c.cfg.Namespace)
 	fc.PodSecurity = t.Spec.PodSecurity
+	fc.Limits = t.Spec.Limits
 	relay := peers.NewParentRelay(r.c.cfg.Clock)
 	if r.c.cfg.PodAPI == PodAPIOrigin {
 		fc.OriginAPI = &forward.OriginAPI{URL: id.ParentURL, CA: id.CAData}

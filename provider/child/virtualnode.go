@@ -21,7 +21,7 @@ import (
 func newVirtualNode(t *v1alpha1.Target, nodeClient kubernetes.Interface, cfg vnode.Config) (*vnode.Provider, error) {
 	nodes := nodeClient.CoreV1().Nodes()
 	cfg.ClusterName = t.Spec.ClusterName
-	cfg.Labels, cfg.Taints = t.Spec.Labels, t.Spec.Taints
+	cfg.Labels, cfg.Taints, cfg.Limits = t.Spec.Labels, t.Spec.Taints, t.Spec.Limits
 	cfg.ReportFrequency = reportFrequency(t)
 	cfg.PatchSummary = func(ctx context.Context, sum string) error {
 		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{api.AnnotationSummary: sum}}})

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -210,4 +211,31 @@ func TestReserveRefusesAnotherParentsCopy(t *testing.T) {
 	pods, err := child.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Empty(t, pods.Items, "no held delegate")
+}
+
+// A parent capped at 2 CPU here: a pod that would take its delegates past
+// it gets no place, with the reason; one within it is held.
+func TestReserveWithinLimits(t *testing.T) {
+	p, child, _ := prefixedProvider(t, func(c *Config) {
+		c.Namespaces = Namespaces{}
+		c.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+	})
+	running := neverPod()
+	running.Name, running.UID = "running", "u-running"
+	running.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m")}
+	d := buildDelegate(running, running.Name, &p.cfg, []string{"root", "leaf"})
+	_, err := child.CoreV1().Pods(d.Namespace).Create(t.Context(), d, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return p.delegateOf("app", "running") != nil }, 10*time.Second, 5*time.Millisecond)
+
+	big := unboundPod()
+	big.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+	res, err := p.Reserve(t.Context(), big, time.Second)
+	require.NoError(t, err)
+	require.False(t, res.Held)
+	require.Contains(t, res.Unschedulable, "caps what this parent's pods request there (Target spec.limits): cpu 1 asked, 1500m taken of 2")
+
+	small := unboundPod()
+	small.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}
+	require.Empty(t, p.overLimits(small), "within the cap")
 }

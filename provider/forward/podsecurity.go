@@ -65,7 +65,10 @@ func (p *Provider) admitHere(pod *corev1.Pod) string {
 	if why := p.admitNamespace(pod); why != "" {
 		return why
 	}
-	return podSecurityViolation(p.cfg.PodSecurity, p.cfg.ClusterName, pod)
+	if why := podSecurityViolation(p.cfg.PodSecurity, p.cfg.ClusterName, pod); why != "" {
+		return why
+	}
+	return p.overLimits(pod)
 }
 
 // namespaceLabels are the labels of a namespace this forwarder makes.

@@ -111,7 +111,10 @@ type Config struct {
 	// must meet here (podsecurity.go; Target spec.podSecurity): "" or
 	// privileged for none.
 	PodSecurity string
-	Clock       clock.WithDelayedExecution
+	// Limits caps what the parent's pods may request here in all
+	// (limits.go; Target spec.limits): nil, no cap.
+	Limits corev1.ResourceList
+	Clock  clock.WithDelayedExecution
 }
 
 // Avoider publishes that the virtual node should be avoided for the pods

@@ -43,6 +43,9 @@ type Input struct {
 	// with a summary is a child's whatever it says. Unset: the claims are
 	// carried as they are.
 	ChildPodCIDRs func(n *corev1.Node) (cidrs []string, child bool)
+	// Limits caps what Parent's pods may request here in all (Target
+	// spec.limits; limits.go): nil, no cap.
+	Limits corev1.ResourceList
 }
 
 // Result is what the reporting cluster publishes on its virtual node in the
@@ -100,6 +103,7 @@ func Compute(in Input) Result {
 			g.Allocatable, g.Free = scale(g.Allocatable, share), scale(g.Free, share)
 		}
 	}
+	limitTo(&r, in.Limits, parentUse(load))
 	bound(&r.Summary)
 	return r
 }

@@ -54,9 +54,11 @@ type Config struct {
 	// Parents returns how many parents this cluster has (its Targets),
 	// read at every report (optional: one).
 	Parents func() int
-	// Labels and Taints come from the Target.
+	// Labels and Taints come from the Target, and so do Limits, the cap on
+	// what the parent's pods may request here (summary.Input.Limits).
 	Labels map[string]string
 	Taints []corev1.Taint
+	Limits corev1.ResourceList
 	// ReportFrequency is the period of reports; MinReportInterval bounds
 	// early reports on change (default 1s).
 	ReportFrequency   time.Duration
@@ -227,7 +229,7 @@ func (p *Provider) Compute() (summary.Result, error) {
 	return summary.Compute(summary.Input{
 		Cluster: p.cfg.ClusterName, Parent: p.cfg.ParentName, GroupKeys: p.cfg.GroupKeys,
 		Nodes: nodes, Pods: pods, Now: p.cfg.Clock.Now(), SharePercent: share, Parents: parents,
-		ChildPodCIDRs: p.cfg.ChildPodCIDRs,
+		ChildPodCIDRs: p.cfg.ChildPodCIDRs, Limits: p.cfg.Limits,
 	}), nil
 }
 

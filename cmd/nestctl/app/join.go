@@ -50,6 +50,7 @@ Follow it with: kubectl get targets`,
 	f.StringVar(&o.NamespaceMapping, "namespace-mapping", "", "how the parent's namespaces are named here: Same (default) or Prefixed (the parent's cluster name and '-' first, so that two parents' namespaces never meet)")
 	f.StringVar(&o.NamespacePrefix, "namespace-prefix", "", "with --namespace-mapping=Prefixed, the prefix (default: the parent's cluster name and '-')")
 	f.StringSliceVar(&o.AcceptNamespaces, "accept-namespaces", nil, "the parent's namespaces whose pods this cluster takes (default: all but the parent's system namespaces)")
+	f.StringToStringVar(&o.Limits, "limits", nil, "cap on what the parent's pods may request here in all, e.g. cpu=2,memory=4Gi,pods=20")
 	f.StringVar(&o.PodSecurity, "pod-security", "", "the Pod Security Standard the parent's pods must meet here: privileged (default), baseline or restricted")
 	f.StringVar(&o.TargetName, "name", "", "name of the Target (default: the parent's host and port)")
 	f.StringVar(&o.Namespace, "namespace", api.DefaultNamespace, "namespace of the token Secret")

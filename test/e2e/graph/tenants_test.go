@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -112,9 +113,16 @@ func TestTenantsInTheDiamond(t *testing.T) {
 }
 
 // setTenancy sets spec.namespaces and spec.podSecurity on west-1's
-// Targets (to west and east), waits until both have taken it and offer
-// region west again, and puts back what they had when the test ends.
+// Targets (to west and east); see editTargets.
 func setTenancy(t *testing.T, np *v1alpha1.NamespacePolicy, podSecurity string) {
+	t.Helper()
+	editTargets(t, func(_ string, s *v1alpha1.TargetSpec) { s.Namespaces, s.PodSecurity = np, podSecurity })
+}
+
+// editTargets changes the spec of west-1's Targets (to west and east; the
+// function is told which parent), waits until both have taken it and
+// offer region west again, and puts back what they had when the test ends.
+func editTargets(t *testing.T, change func(parent string, s *v1alpha1.TargetSpec)) {
 	t.Helper()
 	ctx := t.Context()
 	targets, err := v1alpha1.NewTargetClient(env.Cluster("west-1").Config)
@@ -136,8 +144,8 @@ func setTenancy(t *testing.T, np *v1alpha1.NamespacePolicy, podSecurity string) 
 		})
 	}
 	for _, tg := range list.Items {
-		before := tg.Spec.DeepCopy()
-		require.NoError(t, edit(ctx, tg.Name, func(s *v1alpha1.TargetSpec) { s.Namespaces, s.PodSecurity = np, podSecurity }))
+		before, parent := tg.Spec.DeepCopy(), tg.Status.ParentClusterName
+		require.NoError(t, edit(ctx, tg.Name, func(s *v1alpha1.TargetSpec) { change(parent, s) }))
 		t.Cleanup(func() {
 			if err := edit(context.WithoutCancel(ctx), tg.Name, func(s *v1alpha1.TargetSpec) { *s = *before }); err != nil {
 				t.Errorf("restoring Target %s: %v", tg.Name, err)
@@ -218,4 +226,77 @@ func phaseOf(p *corev1.Pod) corev1.PodPhase {
 		return ""
 	}
 	return p.Status.Phase
+}
+
+// West capped at 2 CPU in west-1 (Target spec.limits): west's virtual node
+// west-1 shows at most 2 CPU, in its allocatable and its summary; of three
+// 900m pods pinned there, two run and the third stays Pending, none
+// Failed.
+func TestParentCappedInAChild(t *testing.T) {
+	ctx := t.Context()
+	waitOffersWest(t, "west", "west-1")
+	editTargets(t, func(parent string, s *v1alpha1.TargetSpec) {
+		if parent == "west" {
+			s.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+		}
+	})
+	west := env.Cluster("west").Client
+	two := resource.MustParse("2")
+	framework.Eventually(t, time.Minute, "west's node west-1 shows at most 2 CPU", func(ctx context.Context) (bool, string) {
+		n, err := west.CoreV1().Nodes().Get(ctx, "west-1", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		alloc := n.Status.Allocatable[corev1.ResourceCPU]
+		s, ok := api.ParseSummary(n)
+		if !ok || alloc.Cmp(two) > 0 {
+			return false, fmt.Sprintf("allocatable cpu %s, summary %v", alloc.String(), ok)
+		}
+		for _, g := range s.Groups {
+			if a := g.Allocatable[corev1.ResourceCPU]; a.Cmp(two) > 0 {
+				return false, fmt.Sprintf("a group shows %s CPU", a.String())
+			}
+		}
+		return true, ""
+	})
+	ns := framework.KeptNamespace(t, west, "capped", env.Cluster("west-1").Client)
+	for _, name := range []string{"cpu-1", "cpu-2", "cpu-3"} {
+		pod := podOn(ns, name, "")
+		pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("900m")}
+		_, err := west.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		require.NoError(t, err)
+		// one at a time: the cap is judged on what runs
+		framework.Eventually(t, time.Minute, name+" is decided", func(ctx context.Context) (bool, string) {
+			p, err := west.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return p.Status.Phase == corev1.PodRunning || scheduledMessage(p) != "", fmt.Sprintf("%s %q", p.Status.Phase, scheduledMessage(p))
+		})
+	}
+	framework.Eventually(t, time.Minute, "two run, the third waits", func(ctx context.Context) (bool, string) {
+		list, err := west.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		running, pending := 0, 0
+		var last string
+		for _, p := range list.Items {
+			require.NotEqual(t, corev1.PodFailed, p.Status.Phase, "%s: %s", p.Name, p.Status.Message)
+			switch {
+			case p.Status.Phase == corev1.PodRunning:
+				running++
+			case p.Status.Phase == corev1.PodPending && p.Spec.NodeName == "":
+				pending++
+				last = scheduledMessage(&p)
+			}
+		}
+		return running == 2 && pending == 1, fmt.Sprintf("%d running, %d pending: %s", running, pending, last)
+	})
+	p, err := west.CoreV1().Pods(ns).Get(ctx, "cpu-3", metav1.GetOptions{})
+	require.NoError(t, err)
+	t.Logf("cpu-3 waits: %s", scheduledMessage(p))
+	below, err := env.Cluster("west-1").Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, below.Items, 2, "west-1 holds two delegates of west's pods")
 }
