@@ -154,3 +154,47 @@ func TestAgentRefusesUntoleratedPods(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, pods.Items, "pods forwarded to east")
 }
+
+// TestNamespacePolicyWithTheStockScheduler: the root's default scheduler is
+// the stock one; a namespace opted in for the webhook and limited, by its
+// annotation nestlet.io/clusters, to a child the root does not have: a
+// plain pod there with east's region is routed to Nestlet's scheduler and
+// stays Pending with the policy's reason, never placed on east
+// (docs/tenants.md).
+func TestNamespacePolicyWithTheStockScheduler(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := t.Context()
+	root := env.Cluster("root")
+	n, err := root.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	require.NoError(t, err)
+	n.Labels[optedIn] = "true"
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	n.Annotations[api.AnnotationNamespaceClusters] = api.LabelCluster + "=west"
+	_, err = root.Client.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = root.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "kept"},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"topology.kubernetes.io/region": region},
+			Containers:   []corev1.Container{{Name: "app", Image: launcher.DemoAppImage}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	framework.Eventually(t, 2*time.Minute, "the pod Pending with the namespace's reason", func(ctx context.Context) (bool, string) {
+		p, err := root.Client.CoreV1().Pods(ns).Get(ctx, "kept", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		require.Empty(t, p.Spec.NodeName, "placed despite its namespace's policy")
+		msg := ""
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled {
+				msg = c.Message
+			}
+		}
+		return p.Spec.SchedulerName == chartScheduler && strings.Contains(msg, "only to clusters matching nestlet.io/cluster=west"),
+			fmt.Sprintf("scheduler %s: %s", p.Spec.SchedulerName, msg)
+	})
+}
