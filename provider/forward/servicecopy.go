@@ -57,6 +57,10 @@ func buildService(src *corev1.Service, c *Config, path []string) *corev1.Service
 	if headless(src) {
 		svc.Spec.ClusterIP = corev1.ClusterIPNone
 	}
+	if external(src) {
+		// A DNS name here as in the parent: no selector, no address.
+		svc.Spec.Type, svc.Spec.ExternalName, svc.Spec.Selector = corev1.ServiceTypeExternalName, src.Spec.ExternalName, nil
+	}
 	for _, port := range src.Spec.Ports {
 		port.NodePort = 0 // the node ports stay with the parent's Service
 		svc.Spec.Ports = append(svc.Spec.Ports, port)
@@ -66,13 +70,15 @@ func buildService(src *corev1.Service, c *Config, path []string) *corev1.Service
 
 func headless(svc *corev1.Service) bool { return svc.Spec.ClusterIP == corev1.ClusterIPNone }
 
+func external(svc *corev1.Service) bool { return svc.Spec.Type == corev1.ServiceTypeExternalName }
+
 // sameService tells whether the copy cur already is what want asks for, in
 // every field Nestlet sets.
 func sameService(cur, want *corev1.Service) bool {
 	c, w := cur.Spec, want.Spec
 	return maps.Equal(cur.Labels, want.Labels) && maps.Equal(cur.Annotations, want.Annotations) &&
 		reflect.DeepEqual(cur.OwnerReferences, want.OwnerReferences) &&
-		c.Type == w.Type && maps.Equal(c.Selector, w.Selector) && samePorts(c.Ports, w.Ports) &&
+		c.Type == w.Type && c.ExternalName == w.ExternalName && maps.Equal(c.Selector, w.Selector) && samePorts(c.Ports, w.Ports) &&
 		c.SessionAffinity == w.SessionAffinity && sameAffinityConfig(c, w) &&
 		c.PublishNotReadyAddresses == w.PublishNotReadyAddresses &&
 		reflect.DeepEqual(c.InternalTrafficPolicy, w.InternalTrafficPolicy) &&

@@ -286,8 +286,9 @@ func (s *services) setTaken(key string, taken bool) bool {
 
 func (s *services) update(ctx context.Context, cur, want *corev1.Service) error {
 	client := s.p.cfg.Child.CoreV1().Services(want.Namespace)
-	if headless(cur) != headless(want) {
-		// The ClusterIP cannot change: make the copy again.
+	if headless(cur) != headless(want) || external(cur) != external(want) {
+		// The ClusterIP cannot change, nor be had or lost: make the
+		// copy again.
 		err := client.Delete(ctx, cur.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(cur.UID))})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting Service %s/%s here to change its ClusterIP: %w", cur.Namespace, cur.Name, err)
@@ -300,7 +301,7 @@ func (s *services) update(ctx context.Context, cur, want *corev1.Service) error 
 	next := cur.DeepCopy()
 	next.Labels, next.Annotations, next.OwnerReferences = want.Labels, want.Annotations, want.OwnerReferences
 	next.Spec.Selector, next.Spec.Ports = want.Spec.Selector, want.Spec.Ports
-	next.Spec.Type = want.Spec.Type
+	next.Spec.Type, next.Spec.ExternalName = want.Spec.Type, want.Spec.ExternalName
 	next.Spec.SessionAffinity, next.Spec.SessionAffinityConfig = want.Spec.SessionAffinity, want.Spec.SessionAffinityConfig
 	next.Spec.PublishNotReadyAddresses = want.Spec.PublishNotReadyAddresses
 	next.Spec.InternalTrafficPolicy, next.Spec.TrafficDistribution = want.Spec.InternalTrafficPolicy, want.Spec.TrafficDistribution
@@ -312,11 +313,18 @@ func (s *services) update(ctx context.Context, cur, want *corev1.Service) error 
 }
 
 // wanted returns the copy this cluster should hold of the parent's Service
-// src, or nil when it should hold none: src is gone or going, selects no
-// pods (no selector, ExternalName), has passed through this cluster
-// already, or selects no live delegate of this Target.
+// src, or nil when it should hold none: src is gone or going, has passed
+// through this cluster already, is in a namespace this cluster does not
+// take, or does not concern it. With AllServices every Service concerns
+// it (one without a selector gets the endpoints written in the parent as
+// remote endpoints); else one that selects a live delegate of this
+// Target, or an ExternalName Service of a namespace where one runs (a
+// DNS name its pods resolve here as they would in the parent).
 func (s *services) wanted(src *corev1.Service) *corev1.Service {
-	if src == nil || src.DeletionTimestamp != nil || src.Spec.Type == corev1.ServiceTypeExternalName || len(src.Spec.Selector) == 0 {
+	if src == nil || src.DeletionTimestamp != nil {
+		return nil
+	}
+	if len(src.Spec.Selector) == 0 && !external(src) && !s.p.cfg.AllServices {
 		return nil
 	}
 	path, err := nextObjectPath(src, s.p.cfg.ParentName, s.p.cfg.ClusterName, s.p.cfg.HopLimit)
@@ -328,6 +336,8 @@ func (s *services) wanted(src *corev1.Service) *corev1.Service {
 		// one, whose Services every cluster has of its own).
 		return nil
 	}
+	// (An ExternalName Service has no selector: it selects every
+	// delegate of its namespace.)
 	if !s.p.cfg.AllServices && !s.selectsDelegate(src) {
 		return nil
 	}

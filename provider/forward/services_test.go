@@ -218,9 +218,6 @@ func TestServiceHeadlessStaysHeadless(t *testing.T) {
 
 func TestServiceNotReflected(t *testing.T) {
 	cases := map[string]func(*corev1.Service){
-		"ExternalName": func(s *corev1.Service) {
-			s.Spec.Type, s.Spec.ExternalName, s.Spec.ClusterIP = corev1.ServiceTypeExternalName, "example.org", ""
-		},
 		"no selector":                     func(s *corev1.Service) { s.Spec.Selector = nil },
 		"already passed through leaf":     func(s *corev1.Service) { s.Annotations[api.AnnotationPath] = "leaf,mid" },
 		"selects pods not forwarded here": func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "api"} },
@@ -238,6 +235,29 @@ func TestServiceNotReflected(t *testing.T) {
 			require.True(t, apierrors.IsNotFound(err), "not reflected (%v)", err)
 		})
 	}
+}
+
+// An ExternalName Service of a namespace where a delegate runs is a DNS
+// name its pods resolve here as in the parent; a Service changed from
+// ClusterIP to ExternalName is made again as one (its address cannot go).
+func TestServiceExternalNameReflected(t *testing.T) {
+	e := newServiceEnv(t)
+	e.delegate(t, "other", map[string]string{"app": "db"})
+	_, err := e.parent.CoreV1().Services("app").Create(e.ctx, webService(corev1.ServiceTypeClusterIP), metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.delegate(t, "web-1", map[string]string{"app": "web"})
+	e.copyOf(t, "a ClusterIP copy", func(s *corev1.Service) bool { return s.Spec.Type == corev1.ServiceTypeClusterIP })
+
+	parent, err := e.parent.CoreV1().Services("app").Get(e.ctx, "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	parent.Spec.Type, parent.Spec.ExternalName, parent.Spec.ClusterIP, parent.Spec.ClusterIPs = corev1.ServiceTypeExternalName, "web.example.org", "", nil
+	parent.Spec.Selector, parent.Spec.SessionAffinity = nil, corev1.ServiceAffinityNone
+	_, err = e.parent.CoreV1().Services("app").Update(e.ctx, parent, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	svc := e.copyOf(t, "made again as ExternalName", func(s *corev1.Service) bool { return s.Spec.Type == corev1.ServiceTypeExternalName })
+	assert.Equal(t, "web.example.org", svc.Spec.ExternalName)
+	assert.Empty(t, svc.Spec.Selector)
+	assert.Empty(t, svc.Spec.ClusterIP)
 }
 
 // A Service of the same name made here by someone else is left alone, and
