@@ -18,6 +18,9 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/scheduler-plugins/apis/config"
+	"github.com/nestlet/nestlet/scheduler-plugins/apis/config/validation"
+	"github.com/nestlet/nestlet/scheduler-plugins/internal/pluginargs"
 	"github.com/nestlet/nestlet/scheduler-plugins/internal/virtualnode"
 )
 
@@ -30,6 +33,9 @@ const stateKey fwk.StateKey = Name
 // NamespacePolicy implements fwk.PreFilterPlugin and fwk.FilterPlugin.
 type NamespacePolicy struct {
 	namespaces corelisters.NamespaceLister
+	// fallback is the annotation's value for a namespace without it
+	// (args defaultClusters); "" for any child.
+	fallback string
 }
 
 var (
@@ -37,18 +43,26 @@ var (
 	_ fwk.FilterPlugin    = &NamespacePolicy{}
 )
 
-// New returns the plugin over the scheduler's namespace informer; it takes
-// no arguments.
-func New(_ context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+// New takes the internal args (apis/config), or their v1 or raw form, and
+// validates them; it reads namespaces through the scheduler's informer.
+func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args := &config.NamespacePolicyArgs{}
+	if err := pluginargs.Decode(obj, args); err != nil {
+		return nil, fmt.Errorf("%s args: %w", Name, err)
+	}
+	if err := pluginargs.ValidationError(validation.ValidateNamespacePolicyArgs(nil, args)); err != nil {
+		return nil, fmt.Errorf("%s args: %w", Name, err)
+	}
 	if h == nil || h.SharedInformerFactory() == nil {
 		return nil, fmt.Errorf("%s needs the scheduler's informers", Name)
 	}
-	return &NamespacePolicy{namespaces: h.SharedInformerFactory().Core().V1().Namespaces().Lister()}, nil
+	return &NamespacePolicy{namespaces: h.SharedInformerFactory().Core().V1().Namespaces().Lister(), fallback: args.DefaultClusters}, nil
 }
 
-// NewWithLister returns the plugin over namespaces (for tests).
-func NewWithLister(namespaces corelisters.NamespaceLister) *NamespacePolicy {
-	return &NamespacePolicy{namespaces: namespaces}
+// NewWithLister returns the plugin over namespaces, with the default
+// policy fallback (args defaultClusters), for tests.
+func NewWithLister(namespaces corelisters.NamespaceLister, fallback string) *NamespacePolicy {
+	return &NamespacePolicy{namespaces: namespaces, fallback: fallback}
 }
 
 // Name returns the plugin's name.
@@ -63,15 +77,20 @@ type policy struct {
 
 func (p *policy) Clone() fwk.StateData { return p }
 
-// policyOf returns the policy of namespace ns, nil when its pods may go to any
-// child. A selector that does not parse keeps them here (fail closed).
-func policyOf(ns *corev1.Namespace) *policy {
+// policyOf returns the policy of namespace ns, fallback standing for the
+// annotation it lacks; nil when its pods may go to any child. A selector
+// that does not parse keeps them here (fail closed).
+func policyOf(ns *corev1.Namespace, fallback string) *policy {
 	raw, set := ns.Annotations[api.AnnotationNamespaceClusters]
 	switch {
 	case !set && api.IsSystemNamespace(ns.Name):
 		return &policy{refused: fmt.Sprintf("namespace %s is a system namespace: its pods stay in this cluster (annotation %s on the namespace lets them go)", ns.Name, api.AnnotationNamespaceClusters)}
-	case !set:
+	case !set && fallback == api.NamespaceClustersNone:
+		return &policy{refused: fmt.Sprintf("namespace %s has not opted in: this cluster keeps the pods of a namespace without annotation %s (the scheduler's defaultClusters)", ns.Name, api.AnnotationNamespaceClusters)}
+	case !set && fallback == "":
 		return nil
+	case !set:
+		raw = fallback
 	case raw == api.NamespaceClustersNone:
 		return &policy{refused: fmt.Sprintf("namespace %s keeps its pods in this cluster (annotation %s=%s)", ns.Name, api.AnnotationNamespaceClusters, raw)}
 	}
@@ -94,7 +113,7 @@ func (pl *NamespacePolicy) PreFilter(_ context.Context, state fwk.CycleState, po
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("reading namespace %s: %w", pod.Namespace, err))
 	}
-	p := policyOf(ns)
+	p := policyOf(ns, pl.fallback)
 	if p == nil {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}

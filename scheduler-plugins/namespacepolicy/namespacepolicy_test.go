@@ -14,6 +14,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/scheduler-plugins/apis/config"
 )
 
 func nodeInfo(node *corev1.Node) *framework.NodeInfo {
@@ -51,7 +52,7 @@ func TestFilter(t *testing.T) {
 	}
 	require.NoError(t, indexer.Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}))
 	require.NoError(t, indexer.Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}}))
-	pl := NewWithLister(corelisters.NewNamespaceLister(indexer))
+	pl := NewWithLister(corelisters.NewNamespaceLister(indexer), "")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := st.MakePod().Name("p").Namespace(tt.namespace).Obj()
@@ -77,8 +78,28 @@ func TestFilter(t *testing.T) {
 // A system namespace an operator opens with the annotation takes it.
 func TestSystemNamespaceOpened(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system", Annotations: map[string]string{api.AnnotationNamespaceClusters: "nestlet.io/cluster=east"}}}
-	p := policyOf(ns)
+	p := policyOf(ns, "")
 	require.NotNil(t, p)
 	require.Empty(t, p.refused)
 	require.Equal(t, "nestlet.io/cluster=east", p.selector.String())
+}
+
+// With defaultClusters "none", a namespace without the annotation keeps
+// its pods (it must opt in); with a selector, that selector applies to it.
+func TestDefaultClusters(t *testing.T) {
+	plain := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "plain"}}
+	p := policyOf(plain, api.NamespaceClustersNone)
+	require.NotNil(t, p)
+	require.Contains(t, p.refused, "has not opted in")
+	p = policyOf(plain, "topology.kubernetes.io/region=east")
+	require.NotNil(t, p)
+	require.Equal(t, "topology.kubernetes.io/region=east", p.selector.String())
+	opted := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "opted", Annotations: map[string]string{api.AnnotationNamespaceClusters: ""}}}
+	p = policyOf(opted, api.NamespaceClustersNone)
+	require.NotNil(t, p)
+	require.Empty(t, p.refused, "an opted-in namespace with an empty selector goes anywhere")
+	require.True(t, p.selector.Empty())
+
+	_, err := New(context.Background(), &config.NamespacePolicyArgs{DefaultClusters: "region in (east"}, nil)
+	require.ErrorContains(t, err, "defaultClusters")
 }

@@ -43,3 +43,16 @@ type LoopGuardArgs struct {
 	// Defaults (when 0) to 8, as the agent's.
 	HopLimit int32
 }
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NamespacePolicyArgs are the arguments of the NamespacePolicy plugin.
+type NamespacePolicyArgs struct {
+	metav1.TypeMeta
+
+	// DefaultClusters is the policy of a namespace without the annotation
+	// nestlet.io/clusters (a system namespace's pods stay whatever it
+	// says): "" for any child, "none" for none (a namespace must then opt
+	// in), or a label selector over the virtual nodes.
+	DefaultClusters string
+}

@@ -43,3 +43,17 @@ type LoopGuardArgs struct {
 	// it equal to the agent's. Default (unset or 0): 8.
 	HopLimit *int32 `json:"hopLimit,omitempty"`
 }
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NamespacePolicyArgs are the arguments of the NamespacePolicy plugin.
+type NamespacePolicyArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// DefaultClusters is the policy of a namespace without the annotation
+	// nestlet.io/clusters (a system namespace's pods stay whatever it
+	// says): unset or "" for any child, "none" for none (a namespace must
+	// then opt in with the annotation), or a label selector over the
+	// virtual nodes.
+	DefaultClusters string `json:"defaultClusters,omitempty"`
+}

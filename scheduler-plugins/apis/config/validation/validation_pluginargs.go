@@ -8,8 +8,10 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/scheduler-plugins/apis/config"
 )
 
@@ -41,6 +43,18 @@ func ValidateLoopGuardArgs(path *field.Path, args *config.LoopGuardArgs) field.E
 	var errs field.ErrorList
 	if args.HopLimit < 1 {
 		errs = append(errs, field.Invalid(path.Child("hopLimit"), args.HopLimit, "must be at least 1"))
+	}
+	return errs
+}
+
+// ValidateNamespacePolicyArgs checks that the default policy is "",
+// "none" or a label selector.
+func ValidateNamespacePolicyArgs(path *field.Path, args *config.NamespacePolicyArgs) field.ErrorList {
+	var errs field.ErrorList
+	if d := args.DefaultClusters; d != "" && d != api.NamespaceClustersNone {
+		if _, err := labels.Parse(d); err != nil {
+			errs = append(errs, field.Invalid(path.Child("defaultClusters"), d, fmt.Sprintf(`must be "", %q or a label selector: %v`, api.NamespaceClustersNone, err)))
+		}
 	}
 	return errs
 }
