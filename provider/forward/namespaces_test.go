@@ -10,12 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes/fake"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/nestlet/nestlet/api"
@@ -73,29 +69,18 @@ func TestPodSecurityViolation(t *testing.T) {
 	require.Error(t, ValidPodSecurity("strict"))
 }
 
-// prefixedProvider runs a Provider that names the parent's namespaces
-// "root-<name>" here, holding the parent objects given.
+// prefixedProvider runs a Provider (as reserving does) that names the
+// parent's namespaces "root-<name>" here, cfg changing its Config, over a
+// parent holding the objects given.
 func prefixedProvider(t *testing.T, cfg func(*Config), inParent ...runtime.Object) (*Provider, *fake.Clientset, cache.Indexer) {
 	t.Helper()
-	child := fake.NewClientset()
-	child.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if pod, ok := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod); ok && pod.UID == "" {
-			pod.UID = uuid.NewUUID()
+	return runProvider(t, func(c *Config) {
+		c.Namespaces = Namespaces{Prefix: "root-"}
+		c.Parent = fake.NewClientset(inParent...)
+		if cfg != nil {
+			cfg(c)
 		}
-		return false, nil, nil
 	})
-	parentPods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	c := Config{TargetName: "t", TargetUID: "target-uid", ClusterName: "leaf", ParentName: "root",
-		Parent: fake.NewClientset(inParent...), ParentPods: corelisters.NewPodLister(parentPods), Child: child,
-		Namespaces: Namespaces{Prefix: "root-"}, Clock: testingclock.NewFakeClock(time.Now())}
-	if cfg != nil {
-		cfg(&c)
-	}
-	p, err := New(c)
-	require.NoError(t, err)
-	require.NoError(t, p.Run(t.Context()))
-	p.NotifyPods(t.Context(), func(*corev1.Pod) {})
-	return p, child, parentPods
 }
 
 // With the Prefixed mapping, a pod of the parent's namespace app is made

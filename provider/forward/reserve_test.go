@@ -25,6 +25,14 @@ import (
 // reserving runs a Provider whose parent pods are those in parentPods.
 func reserving(t *testing.T) (*Provider, *fake.Clientset, cache.Indexer) {
 	t.Helper()
+	return runProvider(t, nil)
+}
+
+// runProvider runs a Provider of leaf under root whose parent pods are
+// those in the indexer returned, with change (optional) applied to its
+// Config.
+func runProvider(t *testing.T, change func(*Config)) (*Provider, *fake.Clientset, cache.Indexer) {
+	t.Helper()
 	child := fake.NewClientset()
 	// As an API server does, every pod created gets a UID (the release's
 	// patch applies only to the delegate of that UID).
@@ -35,8 +43,12 @@ func reserving(t *testing.T) (*Provider, *fake.Clientset, cache.Indexer) {
 		return false, nil, nil
 	})
 	parentPods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	p, err := New(Config{TargetName: "t", TargetUID: "target-uid", ClusterName: "leaf", ParentName: "root",
-		Parent: fake.NewClientset(), ParentPods: corelisters.NewPodLister(parentPods), Child: child})
+	cfg := Config{TargetName: "t", TargetUID: "target-uid", ClusterName: "leaf", ParentName: "root",
+		Parent: fake.NewClientset(), ParentPods: corelisters.NewPodLister(parentPods), Child: child}
+	if change != nil {
+		change(&cfg)
+	}
+	p, err := New(cfg)
 	require.NoError(t, err)
 	require.NoError(t, p.Run(t.Context()))
 	p.NotifyPods(t.Context(), func(*corev1.Pod) {})

@@ -51,14 +51,7 @@ func TestWebhookRoutesPlainDeployments(t *testing.T) {
 	require.Empty(t, d.Spec.Template.Spec.Tolerations, "the Deployment itself is the user's, unchanged")
 
 	other := framework.KeptNamespace(t, root.Client, "t")
-	_, err = root.Client.CoreV1().Pods(other).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "not-routed"},
-		Spec: corev1.PodSpec{
-			NodeSelector: map[string]string{"topology.kubernetes.io/region": region},
-			Containers:   []corev1.Container{{Name: "app", Image: launcher.DemoAppImage}},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	plainPod(t, other, "not-routed")
 	var message string
 	framework.EventuallyEvery(t, time.Second, 2*time.Minute, "the stock scheduler's FailedScheduling event for a pod not routed", func(ctx context.Context) (bool, string) {
 		events, err := root.Client.CoreV1().Events(other).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
@@ -174,14 +167,7 @@ func TestNamespacePolicyWithTheStockScheduler(t *testing.T) {
 	n.Annotations[api.AnnotationNamespaceClusters] = api.LabelCluster + "=west"
 	_, err = root.Client.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	_, err = root.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "kept"},
-		Spec: corev1.PodSpec{
-			NodeSelector: map[string]string{"topology.kubernetes.io/region": region},
-			Containers:   []corev1.Container{{Name: "app", Image: launcher.DemoAppImage}},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	plainPod(t, ns, "kept")
 	framework.Eventually(t, 2*time.Minute, "the pod Pending with the namespace's reason", func(ctx context.Context) (bool, string) {
 		p, err := root.Client.CoreV1().Pods(ns).Get(ctx, "kept", metav1.GetOptions{})
 		if err != nil {
@@ -197,4 +183,18 @@ func TestNamespacePolicyWithTheStockScheduler(t *testing.T) {
 		return p.Spec.SchedulerName == chartScheduler && strings.Contains(msg, "only to clusters matching nestlet.io/cluster=west"),
 			fmt.Sprintf("scheduler %s: %s", p.Spec.SchedulerName, msg)
 	})
+}
+
+// plainPod creates at the root a pod of the demo app in east's region, with
+// no scheduler and no toleration, as a user writes it.
+func plainPod(t *testing.T, ns, name string) {
+	t.Helper()
+	_, err := env.Cluster("root").Client.CoreV1().Pods(ns).Create(t.Context(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"topology.kubernetes.io/region": region},
+			Containers:   []corev1.Container{{Name: "app", Image: launcher.DemoAppImage}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
 }
