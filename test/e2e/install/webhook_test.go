@@ -3,6 +3,7 @@ package install
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -31,14 +32,9 @@ const optedIn = "nestlet.io/schedule"
 // namespace not labelled stays Pending, the stock scheduler saying the
 // virtual node's taint is not tolerated.
 func TestWebhookRoutesPlainDeployments(t *testing.T) {
-	ns := newNamespace(t)
+	ns := optedInNamespace(t, nil)
 	ctx := t.Context()
 	root := env.Cluster("root")
-	n, err := root.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-	require.NoError(t, err)
-	n.Labels[optedIn] = "true"
-	_, err = root.Client.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{})
-	require.NoError(t, err)
 
 	pods := webDeployment(t, ns, "plain", 2, func(d *appsv1.Deployment) { d.Spec.Template.Spec.SchedulerName = "" })
 	for _, p := range pods {
@@ -155,18 +151,8 @@ func TestAgentRefusesUntoleratedPods(t *testing.T) {
 // stays Pending with the policy's reason, never placed on east
 // (docs/tenants.md).
 func TestNamespacePolicyWithTheStockScheduler(t *testing.T) {
-	ns := newNamespace(t)
-	ctx := t.Context()
+	ns := optedInNamespace(t, map[string]string{api.AnnotationNamespaceClusters: api.LabelCluster + "=west"})
 	root := env.Cluster("root")
-	n, err := root.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-	require.NoError(t, err)
-	n.Labels[optedIn] = "true"
-	if n.Annotations == nil {
-		n.Annotations = map[string]string{}
-	}
-	n.Annotations[api.AnnotationNamespaceClusters] = api.LabelCluster + "=west"
-	_, err = root.Client.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{})
-	require.NoError(t, err)
 	plainPod(t, ns, "kept")
 	framework.Eventually(t, 2*time.Minute, "the pod Pending with the namespace's reason", func(ctx context.Context) (bool, string) {
 		p, err := root.Client.CoreV1().Pods(ns).Get(ctx, "kept", metav1.GetOptions{})
@@ -197,4 +183,22 @@ func plainPod(t *testing.T, ns, name string) {
 		},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
+}
+
+// optedInNamespace makes a namespace at the root labelled for the chart's
+// scheduling webhook, with the annotations given.
+func optedInNamespace(t *testing.T, annotations map[string]string) string {
+	t.Helper()
+	ns := newNamespace(t)
+	namespaces := env.Cluster("root").Client.CoreV1().Namespaces()
+	n, err := namespaces.Get(t.Context(), ns, metav1.GetOptions{})
+	require.NoError(t, err)
+	n.Labels[optedIn] = "true"
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	maps.Copy(n.Annotations, annotations)
+	_, err = namespaces.Update(t.Context(), n, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	return ns
 }
