@@ -125,9 +125,13 @@ func (p *Provider) ensureNamespace(ctx context.Context, name string) error {
 	if _, ok := p.namespaces.Load(name); ok {
 		return nil
 	}
-	_, err := p.cfg.Child.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: name, Labels: p.namespaceLabels(),
-	}}, metav1.CreateOptions{FieldManager: api.FieldManager})
+	meta := metav1.ObjectMeta{Name: name, Labels: p.namespaceLabels()}
+	if p.cfg.Namespaces.Prefix != "" {
+		// This parent's alone (Prefixed): it goes with the Target, as
+		// everything in it does.
+		meta.OwnerReferences = []metav1.OwnerReference{targetOwner(&p.cfg)}
+	}
+	_, err := p.cfg.Child.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: meta}, metav1.CreateOptions{FieldManager: api.FieldManager})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}

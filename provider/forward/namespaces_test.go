@@ -98,6 +98,8 @@ func TestPrefixedNamespaceFollowsThePod(t *testing.T) {
 	ns, err := child.CoreV1().Namespaces().Get(t.Context(), "root-app", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "nestlet", ns.Labels["app.kubernetes.io/managed-by"])
+	require.Len(t, ns.OwnerReferences, 1, "a namespace of this parent's alone goes with its Target")
+	require.Equal(t, "Target", ns.OwnerReferences[0].Kind)
 	d, err := child.CoreV1().Pods("root-app").Get(t.Context(), pod.Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "app/"+pod.Name, d.Annotations[api.AnnotationParentPod], "the parent's namespace is recorded")
