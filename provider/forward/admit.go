@@ -47,6 +47,19 @@ func admit(pod *corev1.Pod, trusted []string) string {
 		providerTaint.Key, providerTaint.Value, providerTaint.Effect, strings.Join(trusted, ", "), pod.Spec.SchedulerName, firstOr(trusted, DefaultTrustedSchedulers[0]))
 }
 
+// admitHere tells why pod may not be forwarded to this cluster by what its
+// admin accepts of this parent (Target spec.namespaces, podSecurity,
+// limits; docs/tenants.md), or "".
+func (p *Provider) admitHere(pod *corev1.Pod) string {
+	if why := p.admitNamespace(pod); why != "" {
+		return why
+	}
+	if why := podSecurityViolation(p.cfg.PodSecurity, p.cfg.ClusterName, pod); why != "" {
+		return why
+	}
+	return p.overLimits(pod)
+}
+
 func firstOr(s []string, def string) string {
 	if len(s) == 0 {
 		return def

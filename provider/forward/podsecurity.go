@@ -59,18 +59,6 @@ func podSecurityViolation(level, cluster string, pod *corev1.Pod) string {
 	return fmt.Sprintf("violates PodSecurity %q, the level cluster %s holds this parent's pods to (Target spec.podSecurity): %s", level+":latest", cluster, res.ForbiddenDetail())
 }
 
-// admitHere tells why pod may not be forwarded to this cluster by what its
-// admin accepts of this parent (namespace, Pod Security), or "".
-func (p *Provider) admitHere(pod *corev1.Pod) string {
-	if why := p.admitNamespace(pod); why != "" {
-		return why
-	}
-	if why := podSecurityViolation(p.cfg.PodSecurity, p.cfg.ClusterName, pod); why != "" {
-		return why
-	}
-	return p.overLimits(pod)
-}
-
 // namespaceLabels are the labels of a namespace this forwarder makes.
 func (p *Provider) namespaceLabels() map[string]string {
 	l := map[string]string{"app.kubernetes.io/managed-by": "nestlet"}
