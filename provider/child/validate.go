@@ -16,7 +16,8 @@ import (
 
 // validateSpec checks what the CRD schema cannot: labels and taints the
 // parent's NodeRestriction admission would refuse, or that would collide
-// with what Nestlet sets itself.
+// with what Nestlet sets itself; limits below zero; accepted namespaces
+// that are no namespace names.
 func validateSpec(t *v1alpha1.Target) error {
 	var problems []string
 	// The name is also a label value (an older schema allowed 253
@@ -50,6 +51,21 @@ func validateSpec(t *v1alpha1.Target) error {
 		}
 		if errs := validation.IsQualifiedName(taint.Key); len(errs) > 0 {
 			problems = append(problems, fmt.Sprintf("taint key %q: %s", taint.Key, strings.Join(errs, "; ")))
+		}
+	}
+	for name, q := range t.Spec.Limits {
+		if q.Sign() < 0 {
+			problems = append(problems, fmt.Sprintf("limits %s is %s: a limit is not negative", name, q.String()))
+		}
+	}
+	if np := t.Spec.Namespaces; np != nil {
+		for _, ns := range np.Accept {
+			if errs := validation.IsDNS1123Label(ns); ns != "*" && len(errs) > 0 {
+				problems = append(problems, fmt.Sprintf("namespaces.accept %q is not a namespace name: %s", ns, strings.Join(errs, "; ")))
+			}
+		}
+		if np.Prefix != "" && np.Mapping != v1alpha1.NamespaceMappingPrefixed {
+			problems = append(problems, fmt.Sprintf("namespaces.prefix %q goes with mapping %s", np.Prefix, v1alpha1.NamespaceMappingPrefixed))
 		}
 	}
 	if len(problems) == 0 {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
 	"github.com/nestlet/nestlet/provider/join"
@@ -23,6 +24,7 @@ func TestValidateSpec(t *testing.T) {
 		caBundle    string
 		labels      map[string]string
 		taints      []corev1.Taint
+		tenancy     func(*v1alpha1.TargetSpec)
 		// wantIn are parts of the message; none means the spec is valid.
 		wantIn []string
 	}{
@@ -52,6 +54,19 @@ func TestValidateSpec(t *testing.T) {
 		{name: "63-character name", clusterName: strings.Repeat("a", 63)},
 		{name: "64-character name", clusterName: strings.Repeat("a", 64), wantIn: []string{"clusterName", "label nestlet.io/cluster", "63"}},
 		{name: "a CA bundle that is not PEM", caBundle: "not a certificate", wantIn: []string{"caBundle"}},
+		{name: "tenancy", tenancy: func(s *v1alpha1.TargetSpec) {
+			s.Namespaces = &v1alpha1.NamespacePolicy{Mapping: v1alpha1.NamespaceMappingPrefixed, Prefix: "root-", Accept: []string{"prod", "*"}}
+			s.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+		}},
+		{name: "a negative limit", tenancy: func(s *v1alpha1.TargetSpec) {
+			s.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-1")}
+		}, wantIn: []string{"limits cpu is -1"}},
+		{name: "an accepted namespace that is no name", tenancy: func(s *v1alpha1.TargetSpec) {
+			s.Namespaces = &v1alpha1.NamespacePolicy{Accept: []string{"Prod"}}
+		}, wantIn: []string{`namespaces.accept "Prod"`}},
+		{name: "a prefix without its mapping", tenancy: func(s *v1alpha1.TargetSpec) {
+			s.Namespaces = &v1alpha1.NamespacePolicy{Prefix: "root-"}
+		}, wantIn: []string{"goes with mapping Prefixed"}},
 		{
 			name:   "every problem is reported",
 			labels: map[string]string{"kubernetes.io/team": "a", "nestlet.io/cluster": "x"},
@@ -66,6 +81,9 @@ func TestValidateSpec(t *testing.T) {
 				name = "child"
 			}
 			target := &v1alpha1.Target{Spec: v1alpha1.TargetSpec{ParentURL: "https://parent:6443", ClusterName: name, CABundle: []byte(tt.caBundle), Labels: tt.labels, Taints: tt.taints}}
+			if tt.tenancy != nil {
+				tt.tenancy(&target.Spec)
+			}
 			err := validateSpec(target)
 			if len(tt.wantIn) == 0 {
 				require.NoError(t, err)
