@@ -228,41 +228,42 @@ func phaseOf(p *corev1.Pod) corev1.PodPhase {
 	return p.Status.Phase
 }
 
-// West capped at 2 CPU in west-1 (Target spec.limits): west's virtual node
-// west-1 shows at most 2 CPU, in its allocatable and its summary; of three
-// 900m pods pinned there, two run and the third stays Pending, none
-// Failed.
+// West capped at 2Gi of memory in west-1 (Target spec.limits): west's
+// virtual node west-1 shows at most 2Gi, in its allocatable and its
+// summary; of three 900Mi pods pinned there, two run and the third stays
+// Pending, none Failed. (Memory: the earlier tests' pods request CPU, and
+// count against a CPU cap.)
 func TestParentCappedInAChild(t *testing.T) {
 	ctx := t.Context()
 	waitOffersWest(t, "west", "west-1")
 	editTargets(t, func(parent string, s *v1alpha1.TargetSpec) {
 		if parent == "west" {
-			s.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+			s.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}
 		}
 	})
 	west := env.Cluster("west").Client
-	two := resource.MustParse("2")
-	framework.Eventually(t, time.Minute, "west's node west-1 shows at most 2 CPU", func(ctx context.Context) (bool, string) {
+	two := resource.MustParse("2Gi")
+	framework.Eventually(t, time.Minute, "west's node west-1 shows at most 2Gi", func(ctx context.Context) (bool, string) {
 		n, err := west.CoreV1().Nodes().Get(ctx, "west-1", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		alloc := n.Status.Allocatable[corev1.ResourceCPU]
+		alloc := n.Status.Allocatable[corev1.ResourceMemory]
 		s, ok := api.ParseSummary(n)
 		if !ok || alloc.Cmp(two) > 0 {
-			return false, fmt.Sprintf("allocatable cpu %s, summary %v", alloc.String(), ok)
+			return false, fmt.Sprintf("allocatable memory %s, summary %v", alloc.String(), ok)
 		}
 		for _, g := range s.Groups {
-			if a := g.Allocatable[corev1.ResourceCPU]; a.Cmp(two) > 0 {
-				return false, fmt.Sprintf("a group shows %s CPU", a.String())
+			if a := g.Allocatable[corev1.ResourceMemory]; a.Cmp(two) > 0 {
+				return false, fmt.Sprintf("a group shows %s of memory", a.String())
 			}
 		}
 		return true, ""
 	})
 	ns := framework.KeptNamespace(t, west, "capped", env.Cluster("west-1").Client)
-	for _, name := range []string{"cpu-1", "cpu-2", "cpu-3"} {
+	for _, name := range []string{"mem-1", "mem-2", "mem-3"} {
 		pod := podOn(ns, name, "")
-		pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("900m")}
+		pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("900Mi")}
 		_, err := west.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 		require.NoError(t, err)
 		// one at a time: the cap is judged on what runs
@@ -293,9 +294,9 @@ func TestParentCappedInAChild(t *testing.T) {
 		}
 		return running == 2 && pending == 1, fmt.Sprintf("%d running, %d pending: %s", running, pending, last)
 	})
-	p, err := west.CoreV1().Pods(ns).Get(ctx, "cpu-3", metav1.GetOptions{})
+	p, err := west.CoreV1().Pods(ns).Get(ctx, "mem-3", metav1.GetOptions{})
 	require.NoError(t, err)
-	t.Logf("cpu-3 waits: %s", scheduledMessage(p))
+	t.Logf("mem-3 waits: %s", scheduledMessage(p))
 	below, err := env.Cluster("west-1").Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, below.Items, 2, "west-1 holds two delegates of west's pods")
