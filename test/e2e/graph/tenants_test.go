@@ -71,6 +71,13 @@ func TestTenantsInTheDiamond(t *testing.T) {
 	})
 	_, err := leaf.CoreV1().ConfigMaps(ns).Get(ctx, "app-config", metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "nothing under the shared name in west-1: %v", err)
+	// The kubelet API reaches each through the mapping, from its parent
+	// (kwok's logs here are empty; the agent answers 404 for a pod whose
+	// delegate it does not find).
+	for _, from := range parents {
+		_, err := env.Cluster(from).Client.CoreV1().Pods(ns).GetLogs("reader", &corev1.PodLogOptions{LimitBytes: ptr.To[int64](64)}).DoRaw(ctx)
+		require.NoError(t, err, "logs of %s's pod through west-1's mapped namespace", from)
+	}
 
 	// Refused whatever the mapping: kube-system, and a privileged pod from
 	// west, held to baseline.
