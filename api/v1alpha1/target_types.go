@@ -152,7 +152,9 @@ type TargetSpec struct {
 	// node shows the parent at most this much, so that its scheduler does
 	// not place more, and a pod that would pass it gets no place here (it
 	// stays Pending at the parent with this reason, or goes elsewhere).
-	// Unset: no cap beyond what the cluster has.
+	// "storage" caps what the claims made here for its pods request (a
+	// pod whose claim would pass it fails with the reason). Unset: no cap
+	// beyond what the cluster has.
 	//
 	// +optional
 	Limits corev1.ResourceList `json:"limits,omitempty"`

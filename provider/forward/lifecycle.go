@@ -61,6 +61,12 @@ func (p *Provider) createPod(ctx context.Context, pod *corev1.Pod) error {
 	if err := p.deps.copyFor(ctx, pod); err != nil {
 		return p.errorf("dependencies", "copying what pod %s/%s references into %s: %w", pod.Namespace, pod.Name, p.cfg.ClusterName, err)
 	}
+	if why, err := p.overStorage(ctx, pod); err != nil {
+		return p.errorf("claims", "the claims of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	} else if why != "" {
+		p.fail(pod, nil, api.ReasonNotAdmitted, why)
+		return nil
+	}
 	if why, err := p.claims.ensureFor(ctx, pod); why != "" {
 		p.fail(pod, nil, api.ReasonClaimConflict, why)
 		return nil

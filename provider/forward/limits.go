@@ -1,14 +1,18 @@
 package forward
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/nestlet/nestlet/api"
 )
 
 // overLimits tells why pod would take the parent past what this cluster
@@ -63,4 +67,49 @@ func addTo(sum, l corev1.ResourceList) {
 		cur.Add(q)
 		sum[name] = cur
 	}
+}
+
+// overStorage tells why the claims pod names would take the parent past
+// the storage this cluster lets its claims request in all (Config.Limits
+// "storage"), or "". The claims this Target made here count; a claim
+// made already (for another pod, or an earlier attempt) counts once. Pods
+// with claims are bound first, never reserved (Reservable): this is
+// checked when the delegate is made.
+func (p *Provider) overStorage(ctx context.Context, pod *corev1.Pod) (string, error) {
+	limit, ok := p.cfg.Limits[corev1.ResourceStorage]
+	names := claimNames(pod)
+	if !ok || len(names) == 0 {
+		return "", nil
+	}
+	selector := labels.SelectorFromSet(labels.Set{api.LabelTargetUID: string(p.cfg.TargetUID)}).String()
+	list, err := p.cfg.Child.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return "", fmt.Errorf("listing the claims made here for %s: %w", p.cfg.ParentName, err)
+	}
+	var used, asked resource.Quantity
+	made := map[string]bool{}
+	for i := range list.Items {
+		pvc := &list.Items[i]
+		if pvc.DeletionTimestamp == nil {
+			used.Add(pvc.Spec.Resources.Requests[corev1.ResourceStorage])
+			made[pvc.Namespace+"/"+pvc.Name] = true
+		}
+	}
+	for _, name := range names {
+		if made[p.ns(pod.Namespace)+"/"+name] {
+			continue
+		}
+		claim, err := p.cfg.Parent.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", fmt.Errorf("reading claim %s/%s in %s: %w", pod.Namespace, name, p.cfg.ParentName, err)
+		}
+		asked.Add(claim.Spec.Resources.Requests[corev1.ResourceStorage])
+	}
+	total := used.DeepCopy()
+	total.Add(asked)
+	if asked.IsZero() || total.Cmp(limit) <= 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("cluster %s caps the storage this parent's claims request there (Target spec.limits): storage %s asked, %s taken of %s",
+		p.cfg.ClusterName, asked.String(), used.String(), limit.String()), nil
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -225,4 +226,45 @@ func TestReserveWithinLimits(t *testing.T) {
 	small := unboundPod()
 	small.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}
 	require.Empty(t, p.overLimits(small), "within the cap")
+}
+
+// A parent capped at 2Gi of claimed storage here: a pod whose claim would
+// pass it is failed with the reason (pods with claims are bound first),
+// and no claim is made; within the cap, its claim is made.
+func TestStorageWithinLimits(t *testing.T) {
+	claim := func(name, size string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "app", UID: types.UID("uid-" + name)},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}}}}
+	}
+	leafNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "leaf"}}
+	p, child, parentPods := prefixedProvider(t, func(c *Config) {
+		c.Namespaces = Namespaces{}
+		c.Limits = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}
+	}, claim("small", "1Gi"), claim("big", "2Gi"), leafNode)
+	withClaim := func(name, claimName string) *corev1.Pod {
+		pod := neverPod()
+		pod.Name, pod.UID = name, types.UID("u-"+name)
+		pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName}}}}
+		require.NoError(t, parentPods.Add(pod))
+		return pod
+	}
+	var sent []*corev1.Pod
+	p.NotifyPods(t.Context(), func(pod *corev1.Pod) { sent = append(sent, pod) })
+
+	require.NoError(t, p.CreatePod(t.Context(), withClaim("first", "small")))
+	_, err := child.CoreV1().PersistentVolumeClaims("app").Get(t.Context(), "small", metav1.GetOptions{})
+	require.NoError(t, err, "within the cap: the claim is made")
+	require.Empty(t, sent)
+
+	require.NoError(t, p.CreatePod(t.Context(), withClaim("second", "big")))
+	require.Len(t, sent, 1)
+	require.Equal(t, corev1.PodFailed, sent[0].Status.Phase)
+	require.Contains(t, sent[0].Status.Message, "caps the storage this parent's claims request there (Target spec.limits): storage 2Gi asked, 1Gi taken of 2Gi")
+	_, err = child.CoreV1().PersistentVolumeClaims("app").Get(t.Context(), "big", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "past the cap: no claim")
+
+	why, err := p.overStorage(t.Context(), withClaim("third", "small"))
+	require.NoError(t, err)
+	require.Empty(t, why, "a claim made already counts once")
 }
