@@ -43,7 +43,12 @@ func node(name, region string) launcher.NodeOptions {
 func TestMain(m *testing.M) {
 	os.Exit(framework.RunTreeMain(m, framework.Tree{
 		Clusters: []launcher.ClusterOptions{
-			{Name: "root"},
+			// The probes see which virtual node the root's scheduler chose
+			// for a pod that waits at Permit (a frozen child never
+			// answers its reservation) by status.nominatedNodeName, which
+			// Kubernetes writes then with this gate; nestlet-scheduler
+			// turns it off by default (one write less per level).
+			{Name: "root", SchedulerArgs: []string{"--feature-gates=NominatedNodeNameForExpectation=true"}},
 			{Name: "east", Nodes: []launcher.NodeOptions{node("east-1", "east")}},
 			{Name: "west", Nodes: []launcher.NodeOptions{node("west-1", "west")}},
 		},

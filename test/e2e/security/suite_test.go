@@ -173,7 +173,8 @@ func (s *suite) boundTo(tb testing.TB, name, node string) {
 // chosen is the node the root's scheduler chose for p: where it is bound,
 // or, while the scheduler waits at Permit for the child's place
 // (placement by reservation; a frozen agent never answers), the node it
-// nominated (kube-scheduler sets status.nominatedNodeName then).
+// nominated (kube-scheduler sets status.nominatedNodeName then, with the
+// gate the root's scheduler is given in TestMain).
 func chosen(p *corev1.Pod) string {
 	if p.Spec.NodeName != "" {
 		return p.Spec.NodeName
