@@ -125,6 +125,14 @@ func (l *ledger) dropLocked(k depKey) {
 	}
 }
 
+// has tells whether k's copy is recorded (made by this Target, or being
+// made: one found not to be ours is forgotten).
+func (l *ledger) has(k depKey) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.entries[k.namespace].Has(entryOf(k))
+}
+
 // in returns the copies recorded in namespace.
 func (l *ledger) in(namespace string) []depKey {
 	l.mu.Lock()

@@ -120,10 +120,14 @@ func (d *dependencies) copyFor(ctx context.Context, pod *corev1.Pod) error {
 // of that name here is not this Target's copy (this cluster's own, or
 // another parent's copy in a namespace two parents share). It asks with a
 // patch made of the label test alone, which changes nothing, since the
-// agent reads no ConfigMap or Secret here (copies.go). "" when every one
-// is free or this Target's.
+// agent reads no ConfigMap or Secret here (copies.go); a copy the ledger
+// records is this Target's, unasked. "" when every one is free or this
+// Target's.
 func (d *dependencies) conflict(ctx context.Context, pod *corev1.Pod) (string, error) {
 	for _, k := range references(pod) {
+		if d.ledger.has(k) {
+			continue // this Target's copy: nothing to ask
+		}
 		_, err := d.patch(ctx, k, []jsonOp{d.testOurs()})
 		switch {
 		case notOurs(err):

@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/provider/summary"
 )
 
 // overLimits tells why pod would take the parent past what this cluster
@@ -31,9 +31,9 @@ func (p *Provider) overLimits(pod *corev1.Pod) string {
 		if !live(d) || originUID(d) == pod.UID {
 			continue
 		}
-		addTo(used, requestsOf(d))
+		summary.AddTo(used, summary.PodRequests(d))
 	}
-	want := requestsOf(pod)
+	want := summary.PodRequests(pod)
 	var over []string
 	for name, limit := range p.cfg.Limits {
 		asked, ok := want[name]
@@ -52,21 +52,6 @@ func (p *Provider) overLimits(pod *corev1.Pod) string {
 	}
 	sort.Strings(over)
 	return fmt.Sprintf("cluster %s caps what this parent's pods request there (Target spec.limits): %s", p.cfg.ClusterName, strings.Join(over, "; "))
-}
-
-// requestsOf is what pod requests, one "pods" included.
-func requestsOf(pod *corev1.Pod) corev1.ResourceList {
-	reqs := resourcehelper.PodRequests(pod.DeepCopy(), resourcehelper.PodResourcesOptions{})
-	reqs[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
-	return reqs
-}
-
-func addTo(sum, l corev1.ResourceList) {
-	for name, q := range l {
-		cur := sum[name]
-		cur.Add(q)
-		sum[name] = cur
-	}
 }
 
 // overStorage tells why the claims pod names would take the parent past

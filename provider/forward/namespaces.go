@@ -27,9 +27,6 @@ type Namespaces struct {
 	Own []string
 }
 
-// isSystemNamespace tells whether ns is one of api.SystemNamespaces.
-func isSystemNamespace(ns string) bool { return api.IsSystemNamespace(ns) }
-
 // Child returns the name here of the parent namespace ns, or why a pod of
 // it is refused here.
 func (n Namespaces) Child(ns string) (string, string) {
@@ -37,11 +34,11 @@ func (n Namespaces) Child(ns string) (string, string) {
 	case slices.Contains(n.Accept, ns) || slices.Contains(n.Accept, "*"):
 	case len(n.Accept) > 0:
 		return "", fmt.Sprintf("this cluster takes pods of the parent's namespaces %s only (Target spec.namespaces.accept), not of %s", strings.Join(n.Accept, ", "), ns)
-	case isSystemNamespace(ns):
+	case api.IsSystemNamespace(ns):
 		return "", fmt.Sprintf("namespace %s is a system namespace: its pods stay in their cluster (a child admin who wants them lists it in Target spec.namespaces.accept, with mapping Prefixed)", ns)
 	}
 	name := n.Prefix + ns
-	if isSystemNamespace(name) || slices.Contains(n.Own, name) {
+	if api.IsSystemNamespace(name) || slices.Contains(n.Own, name) {
 		return "", fmt.Sprintf("namespace %s is a system namespace here: a parent's pods never run in it (Target spec.namespaces.mapping Prefixed gives the parent's namespaces names of their own)", name)
 	}
 	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {

@@ -80,8 +80,8 @@ func mergeInto(byID map[string]*api.Group, id string, g api.Group) {
 	}
 	m.Depth = min(m.Depth, g.Depth)
 	m.Nodes += g.Nodes
-	add(m.Allocatable, g.Allocatable)
-	add(m.Free, g.Free)
+	AddTo(m.Allocatable, g.Allocatable)
+	AddTo(m.Free, g.Free)
 	m.Shapes = append(m.Shapes, g.Shapes...)
 	for k, vs := range g.Values {
 		if m.Values == nil {

@@ -9,7 +9,7 @@ import (
 func parentUse(l load) corev1.ResourceList {
 	used := corev1.ResourceList{}
 	for _, u := range l.perNode {
-		add(used, u)
+		AddTo(used, u)
 	}
 	return subClamped(used, l.foreign)
 }

@@ -87,10 +87,10 @@ func countPods(pods []*corev1.Pod, nodes []counted, parent string) load {
 		if !ok {
 			continue
 		}
-		reqs := podRequests(p)
-		add(used, reqs)
+		reqs := PodRequests(p)
+		AddTo(used, reqs)
 		if !sentBy(p, parent) {
-			add(l.foreign, reqs)
+			AddTo(l.foreign, reqs)
 		}
 	}
 	return l
@@ -106,9 +106,9 @@ func sentBy(p *corev1.Pod, parent string) bool {
 	return parent != "" && strings.HasPrefix(p.Annotations[api.AnnotationOrigin], parent+"/")
 }
 
-// podRequests returns what p requests as the scheduler counts it (init and
+// PodRequests returns what p requests as the scheduler counts it (init and
 // sidecar containers, pod-level resources, overhead), plus one "pods".
-func podRequests(p *corev1.Pod) corev1.ResourceList {
+func PodRequests(p *corev1.Pod) corev1.ResourceList {
 	if p.Spec.Overhead != nil && resourcehelper.IsPodLevelRequestsSet(p) {
 		// PodRequests adds the overhead in place to quantities it copies
 		// shallowly from the pod-level requests: work on a copy so the
@@ -116,7 +116,7 @@ func podRequests(p *corev1.Pod) corev1.ResourceList {
 		p = p.DeepCopy()
 	}
 	reqs := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-	add(reqs, corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(1, resource.DecimalSI)})
+	AddTo(reqs, corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(1, resource.DecimalSI)})
 	return reqs
 }
 
@@ -125,7 +125,7 @@ func podRequests(p *corev1.Pod) corev1.ResourceList {
 func allocatable(nodes []counted, l load, share int) corev1.ResourceList {
 	total := corev1.ResourceList{}
 	for _, c := range nodes {
-		add(total, c.node.Status.Allocatable)
+		AddTo(total, c.node.Status.Allocatable)
 	}
 	if share >= 100 {
 		return subClamped(total, l.foreign)
@@ -134,9 +134,9 @@ func allocatable(nodes []counted, l load, share int) corev1.ResourceList {
 	// bookkeeping subtracts its pods, and sees share% of the free capacity.
 	used := corev1.ResourceList{}
 	for _, u := range l.perNode {
-		add(used, u)
+		AddTo(used, u)
 	}
 	out := scale(subClamped(total, used), share)
-	add(out, subClamped(used, l.foreign))
+	AddTo(out, subClamped(used, l.foreign))
 	return out
 }

@@ -13,8 +13,8 @@ import (
 // work in place and may share their decimal with the quantity they were
 // copied from, which could belong to an input.
 
-// add adds every quantity of b to a, in place. a must not be nil.
-func add(a, b corev1.ResourceList) {
+// AddTo adds every quantity of b to a, in place. a must not be nil.
+func AddTo(a, b corev1.ResourceList) {
 	for name, q := range b {
 		sum := a[name].DeepCopy()
 		sum.Add(q)
