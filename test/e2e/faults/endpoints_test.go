@@ -41,6 +41,26 @@ func endpointsByNode(ctx context.Context, cluster, ns, name string) (map[string]
 	return out, nil
 }
 
+// podsReadiness says, for a failed wait, what the cluster's EndpointSlice
+// controller had to go by: each pod's node, IP and Ready condition.
+func podsReadiness(ctx context.Context, cluster, ns string) string {
+	list, err := env.Cluster(cluster).Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "pods: " + err.Error()
+	}
+	var out []string
+	for _, p := range list.Items {
+		ready := "no Ready condition"
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				ready = "Ready=" + string(c.Status)
+			}
+		}
+		out = append(out, fmt.Sprintf("%s on %q ip %q %s %s", p.Name, p.Spec.NodeName, p.Status.PodIP, p.Status.Phase, ready))
+	}
+	return "pods: " + strings.Join(out, ", ")
+}
+
 // The endpoints of a lost child follow the node lifecycle at the root: not
 // ready once the child is unreachable, terminating once its pods are
 // evicted, with the replacements' ready beside them, and gone after the
@@ -72,10 +92,15 @@ func TestLostChildEndpoints(t *testing.T) {
 		t.Helper()
 		framework.Eventually(t, timeout, fmt.Sprintf("%s: endpoints of web in %s %v", what, cluster, want), func(ctx context.Context) (bool, string) {
 			got, err := endpointsByNode(ctx, cluster, ns, "web")
-			return err == nil && fmt.Sprint(got) == fmt.Sprint(want), fmt.Sprint(got, err)
+			if err == nil && fmt.Sprint(got) == fmt.Sprint(want) {
+				return true, ""
+			}
+			return false, fmt.Sprint(got, err) + "; " + podsReadiness(ctx, cluster, ns)
 		})
 	}
-	waitEndpoints("before the cut", "root", map[string]int{"east/ready": before["east"], "west/ready": before["west"]}, time.Minute)
+	// The root's EndpointSlice controller follows its pods' readiness,
+	// which comes up from the children: 2 minutes, as the waits below.
+	waitEndpoints("before the cut", "root", map[string]int{"east/ready": before["east"], "west/ready": before["west"]}, 2*time.Minute)
 	// East's own copy of the Service lists its pods, on its kwok nodes.
 	var eastEndpoints map[string]int
 	framework.Eventually(t, time.Minute, fmt.Sprintf("east's copy of web has %d ready endpoints", before["east"]), func(ctx context.Context) (bool, string) {
