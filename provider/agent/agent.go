@@ -36,6 +36,7 @@ import (
 
 // Values of Config.PodAPI.
 const (
+	PodAPIAuto   = child.PodAPIAuto
 	PodAPILocal  = child.PodAPILocal
 	PodAPIOrigin = child.PodAPIOrigin
 )
@@ -93,10 +94,12 @@ type Config struct {
 	// Default forward.DefaultTrustedSchedulers.
 	TrustedSchedulers []string
 	// PodAPI is which API server the parents' pods talk to:
-	// PodAPILocal (default), this cluster's, with its tokens, as the
-	// kubelet mounts them; PodAPIOrigin, the parent's, with tokens the
-	// parent issues (provider/forward/pod_api_identity.go), reached at the
-	// parent's URL.
+	// PodAPIOrigin, the parent's, with tokens the parent issues
+	// (provider/forward/pod_api_identity.go), through the parent's
+	// gateway relay where it offers one, else at the parent's URL;
+	// PodAPILocal, this cluster's, with its tokens, as the kubelet mounts
+	// them; PodAPIAuto (default), the parent's where its gateway relays
+	// its API server to this cluster's pods, else this cluster's.
 	PodAPI string
 	// KubeletAPI is how virtual nodes serve the kubelet API (logs, exec,
 	// attach, port-forward): KubeletAPIAuto (default), KubeletAPITunnel,
@@ -163,10 +166,10 @@ func New(cfg Config) (*Agent, error) {
 	}
 	switch cfg.PodAPI {
 	case "":
-		cfg.PodAPI = PodAPILocal
-	case PodAPILocal, PodAPIOrigin:
+		cfg.PodAPI = PodAPIAuto
+	case PodAPIAuto, PodAPILocal, PodAPIOrigin:
 	default:
-		return nil, fmt.Errorf("agent: unknown pod API %q: use %s or %s", cfg.PodAPI, PodAPILocal, PodAPIOrigin)
+		return nil, fmt.Errorf("agent: unknown pod API %q: use %s, %s or %s", cfg.PodAPI, PodAPIAuto, PodAPILocal, PodAPIOrigin)
 	}
 	if g := cfg.Gateway; g != nil && g.APIAddress != "" {
 		if _, err := peers.ParseAPIAddress(g.APIAddress); err != nil {

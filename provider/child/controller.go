@@ -45,6 +45,7 @@ import (
 
 // Values of Config.PodAPI.
 const (
+	PodAPIAuto   = "auto"
 	PodAPILocal  = "local"
 	PodAPIOrigin = "origin"
 )
@@ -78,7 +79,7 @@ type Config struct {
 	BounceTimeout     time.Duration
 	HeldMaxAge        time.Duration
 	TrustedSchedulers []string
-	// PodAPI is PodAPILocal or PodAPIOrigin; KubeletAPI and DirectAddress
+	// PodAPI is PodAPIAuto, PodAPILocal or PodAPIOrigin; KubeletAPI and DirectAddress
 	// choose how the kubelet API is served (kubeletapi.go).
 	PodAPI        string
 	KubeletAPI    string

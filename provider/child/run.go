@@ -183,12 +183,18 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 	fc.PodSecurity = t.Spec.PodSecurity
 	fc.Limits = t.Spec.Limits
 	relay := peers.NewParentRelay(r.c.cfg.Clock)
-	if r.c.cfg.PodAPI == PodAPIOrigin {
+	switch {
+	case r.c.cfg.PodAPI == PodAPIOrigin:
 		fc.OriginAPI = &forward.OriginAPI{URL: id.ParentURL, CA: id.CAData}
 		if r.c.cfg.Peers != nil {
 			relay.Set(existing)
 			fc.OriginAPI.Relay = relay.Get
 		}
+	case r.c.cfg.PodAPI == PodAPIAuto && r.c.cfg.Peers != nil:
+		// The parent's API where its gateway relays it here: the pods
+		// of a tree with gateways call the cluster they were made in.
+		relay.Set(existing)
+		fc.OriginAPI = &forward.OriginAPI{URL: id.ParentURL, CA: id.CAData, Relay: relay.Get, RelayOnly: true}
 	}
 	pods, err := newForwarding(runCtx, nodeClient, fc)
 	r.started = true

@@ -76,12 +76,10 @@ func (p *Provider) createPod(ctx context.Context, pod *corev1.Pod) error {
 	if err := p.ensurePriorityClass(ctx, pod); err != nil {
 		return p.errorf("dependencies", "priority class %s of pod %s/%s in %s: %w", pod.Spec.PriorityClassName, pod.Namespace, pod.Name, p.cfg.ClusterName, err)
 	}
-	identity := p.cfg.OriginAPI != nil && len(tokenSources(pod)) > 0
-	if identity && p.cfg.OriginAPI.Relay != nil {
-		if _, known := p.cfg.OriginAPI.Relay(); !known {
-			return p.errorf("identity", "pod %s/%s waits for the parent to state on virtual node %s whether its gateway relays its API server (annotation %s): a delegate made now would keep calling %s: %w",
-				pod.Namespace, pod.Name, p.cfg.ClusterName, api.AnnotationGatewayParent, p.cfg.OriginAPI.URL, errRelayUnknown)
-		}
+	identity, err := p.withParentIdentity(pod)
+	if err != nil {
+		return p.errorf("identity", "pod %s/%s waits for the parent to state on virtual node %s whether its gateway relays its API server (annotation %s): a delegate made now would keep calling the wrong API server: %w",
+			pod.Namespace, pod.Name, p.cfg.ClusterName, api.AnnotationGatewayParent, err)
 	}
 	if identity {
 		if err := p.ids.issue(ctx, pod, nil); err != nil {

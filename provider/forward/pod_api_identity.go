@@ -50,6 +50,29 @@ type OriginAPI struct {
 	// value is false while the parent has not yet said whether it offers
 	// one: the pods that would get an identity wait (an error, retried).
 	Relay func() (string, bool)
+	// RelayOnly gives pods the parent's identity only where the parent
+	// offers a relay: while Relay returns "", they get this cluster's, as
+	// a kubelet would mount it (the agent's --pod-api=auto).
+	RelayOnly bool
+}
+
+// withParentIdentity tells whether the delegate of pod gets the parent's
+// API identity (withIdentity): the pod has service account tokens, and
+// the parent's API is where its pods call (OriginAPI). errRelayUnknown
+// while the parent has not yet said whether it relays it.
+func (p *Provider) withParentIdentity(pod *corev1.Pod) (bool, error) {
+	origin := p.cfg.OriginAPI
+	if origin == nil || len(tokenSources(pod)) == 0 {
+		return false, nil
+	}
+	if origin.Relay == nil {
+		return true, nil
+	}
+	relay, known := origin.Relay()
+	if !known {
+		return false, errRelayUnknown
+	}
+	return relay != "" || !origin.RelayOnly, nil
 }
 
 // errRelayUnknown: the parent has not yet said whether it offers a relay

@@ -296,3 +296,42 @@ func TestPodIdentityWaitsForTheParentToState(t *testing.T) {
 	require.Contains(t, d.Spec.Containers[0].Env, corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: "kubernetes.default.svc"})
 	require.Equal(t, "10.251.0.2", d.Spec.HostAliases[len(d.Spec.HostAliases)-1].IP)
 }
+
+// Which delegates get the parent's identity: with --pod-api=origin every
+// pod with tokens, through the relay or at the URL; with auto
+// (RelayOnly) only where the parent relays its API server, else the
+// kubelet here mounts this cluster's; never a pod without tokens; and no
+// decision while the parent has not said whether it relays.
+func TestWithParentIdentity(t *testing.T) {
+	relay := func(addr string, known bool) func() (string, bool) {
+		return func() (string, bool) { return addr, known }
+	}
+	tests := []struct {
+		name    string
+		origin  *OriginAPI
+		tokens  bool
+		want    bool
+		wantErr error
+	}{
+		{name: "local", origin: nil, tokens: true, want: false},
+		{name: "origin without gateways", origin: &OriginAPI{}, tokens: true, want: true},
+		{name: "origin, no relay offered: the URL", origin: &OriginAPI{Relay: relay("", true)}, tokens: true, want: true},
+		{name: "origin through the relay", origin: &OriginAPI{Relay: relay("10.251.0.2:443", true)}, tokens: true, want: true},
+		{name: "auto, relay offered", origin: &OriginAPI{Relay: relay("10.251.0.2:443", true), RelayOnly: true}, tokens: true, want: true},
+		{name: "auto, no relay offered: this cluster's", origin: &OriginAPI{Relay: relay("", true), RelayOnly: true}, tokens: true, want: false},
+		{name: "auto, not said yet", origin: &OriginAPI{Relay: relay("", false), RelayOnly: true}, tokens: true, wantErr: errRelayUnknown},
+		{name: "no tokens", origin: &OriginAPI{Relay: relay("", false)}, tokens: false, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := apiPod()
+			if !tt.tokens {
+				pod = neverPod()
+			}
+			p := &Provider{cfg: Config{OriginAPI: tt.origin}}
+			got, err := p.withParentIdentity(pod)
+			require.ErrorIs(t, err, tt.wantErr)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}

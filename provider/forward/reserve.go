@@ -226,12 +226,10 @@ func (p *Provider) createHeld(ctx context.Context, pod *corev1.Pod, path []strin
 	if err := p.deps.serviceAccountFor(ctx, pod); err != nil {
 		return nil, p.errorf("dependencies", "the service account of pod %s/%s in %s: %w", pod.Namespace, pod.Name, p.cfg.ClusterName, err)
 	}
-	identity := p.cfg.OriginAPI != nil && len(tokenSources(pod)) > 0
-	if identity && p.cfg.OriginAPI.Relay != nil {
-		if _, known := p.cfg.OriginAPI.Relay(); !known {
-			return nil, fmt.Errorf("pod %s/%s waits for the parent to state on virtual node %s whether its gateway relays its API server: %w",
-				pod.Namespace, pod.Name, p.cfg.ClusterName, errRelayUnknown)
-		}
+	identity, err := p.withParentIdentity(pod)
+	if err != nil {
+		return nil, fmt.Errorf("pod %s/%s waits for the parent to state on virtual node %s whether its gateway relays its API server: %w",
+			pod.Namespace, pod.Name, p.cfg.ClusterName, err)
 	}
 	pods := p.cfg.Child.CoreV1().Pods(p.ns(pod.Namespace))
 	for _, taken := range []bool{false, true} {
@@ -272,7 +270,9 @@ func (p *Provider) release(ctx context.Context, pod, d *corev1.Pod) error {
 	if err := p.deps.copyFor(ctx, pod); err != nil {
 		return p.errorf("dependencies", "copying what pod %s/%s references into %s: %w", pod.Namespace, pod.Name, p.cfg.ClusterName, err)
 	}
-	if p.cfg.OriginAPI != nil && len(tokenSources(pod)) > 0 {
+	// Decided when the delegate was made (hold): it reads its tokens from
+	// the identity Secret, or its kubelet mounts this cluster's.
+	if d.Annotations[api.AnnotationIdentity] != "" {
 		if err := p.ids.issue(ctx, pod, nil); err != nil {
 			return p.errorf("identity", "the service account tokens of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}

@@ -353,7 +353,8 @@ func TestAgentKubeletAPI(t *testing.T) {
 			args: []string{"--kubelet-api=direct", "--kubelet-direct-address=$(POD_IP)"}, podIP: true},
 		{name: "direct on an address", set: []string{"agent.kubeletAPI=direct", "agent.kubeletDirectAddress=192.0.2.7"},
 			args: []string{"--kubelet-api=direct", "--kubelet-direct-address=192.0.2.7"}},
-		{name: "pods call this cluster", args: []string{"--pod-api=local"}},
+		{name: "pods call the parent where its gateway relays it", args: []string{"--pod-api=auto"}},
+		{name: "pods call this cluster", set: []string{"agent.podAPI=local"}, args: []string{"--pod-api=local"}},
 		{name: "pods call the parent", set: []string{"agent.podAPI=origin"}, args: []string{"--pod-api=origin"}},
 	}
 	for _, tt := range tests {
@@ -533,7 +534,7 @@ func TestTemplateRejects(t *testing.T) {
 		{"proxy without an address", "proxy.enabled=true", "proxy.advertiseAddress is required"},
 		{"webhook without the proxy", "webhook.enabled=true", "webhook.enabled needs proxy.enabled"},
 		{"unknown kubelet API mode", "agent.kubeletAPI=listen", "agent.kubeletAPI must be auto, tunnel, direct or off"},
-		{"unknown pod API", "agent.podAPI=parent", "agent.podAPI must be local or origin"},
+		{"unknown pod API", "agent.podAPI=parent", "agent.podAPI must be auto, local or origin"},
 		{"replicas without leader election", "scheduler.replicas=2,scheduler.leaderElect=false", "needs scheduler.leaderElect"},
 		{"target without a parent", "targets[0].clusterName=c", "targets[0].parentURL is required"},
 		{"target over http", strings.Replace(target, "https://", "http://", 1), "must be https://"},
