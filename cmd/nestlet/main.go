@@ -77,7 +77,7 @@ func run(ctx context.Context, o options) error {
 	}
 	acfg := agent.Config{
 		RESTConfig: cfg, Namespace: o.namespace, GroupKeys: o.groupKeys, LeaseDurationSeconds: o.lease, OutageTolerance: outage,
-		PodWorkers: o.podWorkers, BounceTimeout: o.bounceTimeout, HeldMaxAge: o.heldMaxAge,
+		PodWorkers: o.podWorkers, BounceTimeout: o.bounceTimeout, HeldMaxAge: o.heldMaxAge, NamespaceIdle: o.namespaceIdle,
 		TrustedSchedulers: o.trustedSchedulers,
 		KubeletAPI:        o.kubeletAPI, DirectAddress: o.directAddress,
 		PodAPI: o.podAPI,

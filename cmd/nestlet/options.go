@@ -25,6 +25,7 @@ type options struct {
 	printPermissions  bool
 	bounceTimeout     time.Duration
 	heldMaxAge        time.Duration
+	namespaceIdle     time.Duration
 	trustedSchedulers []string
 	metricsAddr       string
 	kubeletAPI        string
@@ -47,6 +48,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.outage, "apiserver-outage-tolerance", agent.DefaultOutageTolerance, "how long this cluster's API server may be unready while its virtual nodes keep renewing their leases in the parents (its pods keep running meanwhile); past it the parents mark the nodes lost after their grace period. 0: not at all")
 	fs.IntVar(&o.podWorkers, "pod-workers", 50, "pods forwarded concurrently per parent")
 	fs.DurationVar(&o.bounceTimeout, "bounce-timeout", 30*time.Second, "how long a pod bound here without a reservation (by hand, with PersistentVolumeClaims) may stay unschedulable here before it is bounced back to the parent")
+	fs.DurationVar(&o.namespaceIdle, "namespace-idle", agent.DefaultNamespaceIdle, "how long a namespace the agent made here for its parents' pods may hold none of their pods, Services or claims before it is deleted (a parent's namespace deleted there leaves nothing behind here); it is made again when needed. Negative: never deleted")
 	fs.DurationVar(&o.heldMaxAge, "held-max-age", api.HeldMaxAge, "how long a place held here for a parent's pod is kept without the parent asking for it again or binding the pod (parents ask every 30s for a pod that waits for room)")
 	fs.StringSliceVar(&o.trustedSchedulers, "trusted-schedulers", agent.DefaultTrustedSchedulers, "the parents' schedulers (spec.schedulerName) whose pods the virtual nodes take without the toleration of their taint; any other pod bound to a virtual node must tolerate virtual-kubelet.io/provider=nestlet:NoSchedule, and DaemonSet pods are never taken (each is failed with reason NestletNotAdmitted)")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "", "address serving Prometheus metrics at /metrics, e.g. :9090 (off when empty: a child in tunnel mode listens on nothing)")

@@ -52,6 +52,9 @@ const (
 // DefaultOutageTolerance is Config.OutageTolerance's default.
 const DefaultOutageTolerance = child.DefaultOutageTolerance
 
+// DefaultNamespaceIdle is Config.NamespaceIdle's default.
+const DefaultNamespaceIdle = forward.DefaultNamespaceIdle
+
 // DefaultPodCIDRPoolShareBits is Config.PodCIDRPoolShareBits' default.
 const DefaultPodCIDRPoolShareBits = parent.DefaultPoolShareBits
 
@@ -89,6 +92,10 @@ type Config struct {
 	// HeldMaxAge: how long a place held here for a parent's pod is kept
 	// without the parent asking again. Default api.HeldMaxAge.
 	HeldMaxAge time.Duration
+	// NamespaceIdle: how long a namespace the agent made for its parents'
+	// pods may hold none of their pods, Services or claims before it is
+	// deleted. Default forward.DefaultNamespaceIdle; negative, never.
+	NamespaceIdle time.Duration
 	// TrustedSchedulers are the parents' schedulers whose pods are
 	// forwarded without the toleration of the virtual nodes' taint.
 	// Default forward.DefaultTrustedSchedulers.
@@ -259,7 +266,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		Namespace: a.cfg.Namespace, ClusterUID: clusterUID, GroupKeys: a.cfg.GroupKeys,
 		LeaseDurationSeconds: a.cfg.LeaseDurationSeconds, OutageTolerance: a.cfg.OutageTolerance, Ready: a.cfg.Ready,
 		PodWorkers: a.cfg.PodWorkers, BounceTimeout: a.cfg.BounceTimeout, HeldMaxAge: a.cfg.HeldMaxAge, TrustedSchedulers: a.cfg.TrustedSchedulers,
-		PodAPI: a.cfg.PodAPI, KubeletAPI: a.cfg.KubeletAPI, DirectAddress: a.cfg.DirectAddress,
+		PodAPI: a.cfg.PodAPI, KubeletAPI: a.cfg.KubeletAPI, DirectAddress: a.cfg.DirectAddress, NamespaceIdle: a.cfg.NamespaceIdle,
 		Peers: gw, ChildPodCIDRs: parents.ChildPodCIDRs, Metrics: a.metrics, Clock: a.cfg.Clock,
 	})
 	if err != nil {

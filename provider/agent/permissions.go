@@ -15,10 +15,10 @@ var Permissions = []permissions.Rule{
 		Why: "Targets are watched, a finalizer is added and removed on them (provider/child/controller.go)"},
 	{APIGroups: []string{"nestlet.io"}, Resources: []string{"targets/status"}, Verbs: []string{"update"},
 		Why: "a Target's status carries its conditions (provider/child/controller.go)"},
-	{APIGroups: []string{""}, Resources: []string{"namespaces"}, ResourceNames: []string{"kube-system"}, Verbs: []string{"get"},
-		Why: "the UID of kube-system identifies this cluster (nestlet.io/cluster-uid on its virtual nodes)"},
-	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"create"},
-		Why: "the agent's own namespace at start, and each delegate's, on demand (provider/forward/lifecycle.go)"},
+	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "delete"},
+		Why: "the UID of kube-system identifies this cluster (nestlet.io/cluster-uid on its virtual nodes); the agent's own namespace at start, " +
+			"and each delegate's, on demand; those it made are watched and deleted once idle (provider/forward/namespace_keeper.go), " +
+			"the admission policy confining the deletes to namespaces it labelled"},
 	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "update", "patch", "delete"},
 		Why: "the summary's node informer; as a parent, its children's virtual nodes: role label, asked taints (provider/parent/decorator.go), " +
 			"deleted when a child leaves or is revoked (provider/parent/removal.go)"},

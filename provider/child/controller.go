@@ -90,6 +90,11 @@ type Config struct {
 	// cluster grants it (provider/parent): its summaries carry up only
 	// that (vnode.Config.ChildPodCIDRs).
 	ChildPodCIDRs func(n *corev1.Node) ([]string, bool)
+	// NamespaceIdle is how long a namespace the agent made for the
+	// parents' pods may hold none of their pods, Services or claims
+	// before it is deleted (forward.NamespaceKeeper; default
+	// forward.DefaultNamespaceIdle, negative never).
+	NamespaceIdle time.Duration
 	// Metrics of the forwarders.
 	Metrics *forward.Metrics
 	Clock   clock.WithTicker
@@ -115,6 +120,9 @@ type Controller struct {
 	changes *broadcaster
 	// readiness answers every virtual node's ping.
 	readiness *readiness
+	// keeper makes the namespaces every Target's forwarder needs here,
+	// and deletes them once idle.
+	keeper *forward.NamespaceKeeper
 
 	mu   sync.Mutex
 	runs map[string]*targetRun // by Target name
@@ -130,7 +138,10 @@ func New(cfg Config) (*Controller, error) {
 		secrets:     newOwnSecrets(cfg.Client, cfg.Namespace),
 		changes:     newBroadcaster(),
 		readiness:   newReadiness(cfg.Client, cfg.Ready, cfg.OutageTolerance, cfg.Clock),
-		runs:        map[string]*targetRun{},
+		keeper: forward.NewNamespaceKeeper(forward.NamespaceKeeperConfig{Client: cfg.Client,
+			Namespaces: cfg.Factory.CoreV1().Namespaces().Lister(), Pods: cfg.Factory.CoreV1().Pods().Lister(),
+			Idle: cfg.NamespaceIdle, Clock: cfg.Clock}),
+		runs: map[string]*targetRun{},
 	}
 	c.targetLister = c.targetWatch.GetIndexer()
 	c.status = &statusWriter{targets: cfg.Targets, lister: c.targetLister}
@@ -187,6 +198,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		return fmt.Errorf("waiting for caches to sync: %w", ctx.Err())
 	}
 	defer c.stopAll()
+	go c.keeper.Run(ctx)
 	c.queue.Run(ctx, workers)
 	return nil
 }

@@ -312,6 +312,7 @@ func (r *targetRun) forwardConfig(parent string, avoider forward.Avoider) forwar
 		Avoider:           avoider,
 		Metrics:           r.c.cfg.Metrics,
 		CopiesNamespace:   r.c.cfg.Namespace,
+		Keeper:            r.c.keeper,
 		// Never Ready, never run: nothing was forwarded for it yet.
 		New: t.Status.NodeName == "" && !r.started,
 	}

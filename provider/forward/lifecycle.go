@@ -126,20 +126,30 @@ func (p *Provider) errorf(reason, format string, args ...any) error {
 }
 
 func (p *Provider) ensureNamespace(ctx context.Context, name string) error {
-	if _, ok := p.namespaces.Load(name); ok {
-		return nil
-	}
 	meta := metav1.ObjectMeta{Name: name, Labels: p.namespaceLabels()}
 	if p.cfg.Namespaces.Prefix != "" {
 		// This parent's alone (Prefixed): it goes with the Target, as
 		// everything in it does.
 		meta.OwnerReferences = []metav1.OwnerReference{targetOwner(&p.cfg)}
 	}
-	_, err := p.cfg.Child.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: meta}, metav1.CreateOptions{FieldManager: api.FieldManager})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+	var created bool
+	if k := p.cfg.Keeper; k != nil {
+		var err error
+		if created, err = k.ensure(ctx, meta); err != nil {
+			return err
+		}
+	} else {
+		if _, ok := p.namespaces.Load(name); ok {
+			return nil
+		}
+		_, err := p.cfg.Child.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: meta}, metav1.CreateOptions{FieldManager: api.FieldManager})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		created = err == nil
+		p.namespaces.Store(name, true)
 	}
-	if err == nil {
+	if created {
 		// A namespace just made has no default service account until
 		// this cluster's controller manager makes one, and a pod created
 		// before that is refused: make it now. Should this fail, the
@@ -150,7 +160,6 @@ func (p *Provider) ensureNamespace(ctx context.Context, name string) error {
 			klog.FromContext(ctx).V(2).Info("Creating the default service account of a new namespace", "namespace", name, "err", err)
 		}
 	}
-	p.namespaces.Store(name, true)
 	return nil
 }
 

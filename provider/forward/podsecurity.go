@@ -61,7 +61,7 @@ func podSecurityViolation(level, cluster string, pod *corev1.Pod) string {
 
 // namespaceLabels are the labels of a namespace this forwarder makes.
 func (p *Provider) namespaceLabels() map[string]string {
-	l := map[string]string{"app.kubernetes.io/managed-by": "nestlet"}
+	l := map[string]string{LabelNamespaceManagedBy: NamespaceManagedBy}
 	if p.cfg.PodSecurity != "" {
 		l[psaapi.EnforceLevelLabel] = p.cfg.PodSecurity
 		l[psaapi.EnforceVersionLabel] = psaapi.VersionLatest

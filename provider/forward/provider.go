@@ -114,6 +114,10 @@ type Config struct {
 	// Limits caps what the parent's pods may request here in all
 	// (limits.go; Target spec.limits): nil, no cap.
 	Limits corev1.ResourceList
+	// Keeper makes the namespaces here, and deletes those that hold
+	// nothing of the parents' any more (namespace_keeper.go; one per
+	// agent). Nil: namespaces are made once and kept.
+	Keeper *NamespaceKeeper
 	Clock  clock.WithDelayedExecution
 }
 

@@ -52,7 +52,8 @@ func transient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
-	if errors.Is(err, errRelayUnknown) || errors.Is(err, errHeldGone) {
+	if errors.Is(err, errRelayUnknown) || errors.Is(err, errHeldGone) || errors.Is(err, errNamespaceTerminating) ||
+		apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 		return true
 	}
 	if apierrors.IsForbidden(err) && (strings.Contains(err.Error(), "error looking up service account") || refusedIdentity(err)) {

@@ -66,7 +66,7 @@ func TestMain(m *testing.M) {
 		EdgeJoinArgs: map[[2]string][]string{{"east-1", "east"}: {"--wait-for-room"}, {"east", "root"}: {"--wait-for-room"}},
 		// --profiling: BenchmarkForwardingLatency records the agents' CPU
 		// profiles with NESTLET_PROFILE_DIR set.
-		AgentArgs: []string{"--bounce-timeout=10s", "--profiling", "--held-max-age=" + heldMaxAge.String()},
+		AgentArgs: []string{"--bounce-timeout=10s", "--profiling", "--held-max-age=" + heldMaxAge.String(), "--namespace-idle=" + namespaceIdle.String()},
 		Metrics:   true,
 	}, func(te *framework.TreeEnv) { env, targetOf, metricsURL = te.Environment, te.Targets, te.MetricsURL }))
 }

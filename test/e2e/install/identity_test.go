@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/provider/forward"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -86,7 +87,8 @@ func TestChartIdentities(t *testing.T) {
 // name, authenticated for real), a ConfigMap nobody labelled can be
 // neither changed nor deleted, a node that is not virtual cannot be
 // patched, while a labelled ConfigMap of its own can be made and deleted
-// (the control: RBAC allows all of these).
+// (the control: RBAC allows all of these). The same for namespaces: one
+// the agent did not make cannot be deleted, one labelled as made by it can.
 func TestAgentWritesOnlyItsOwn(t *testing.T) {
 	newNamespace(t)
 	ctx := t.Context()
@@ -119,6 +121,13 @@ func TestAgentWritesOnlyItsOwn(t *testing.T) {
 	_, err = agent.CoreV1().Nodes().Patch(ctx, eastNode, types.MergePatchType, []byte(`{"metadata":{"labels":{"example.com/x":"y"}}}`), metav1.PatchOptions{})
 	refused(err, "patching a real node")
 
+	refused(agent.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}), "deleting a namespace it did not make")
+
+	made := framework.KeptNamespace(t, east.Client, "made")
+	_, err = east.Client.CoreV1().Namespaces().Patch(ctx, made, types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"`+forward.LabelNamespaceManagedBy+`":"`+forward.NamespaceManagedBy+`"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	require.NoError(t, agent.CoreV1().Namespaces().Delete(ctx, made, metav1.DeleteOptions{}), "a namespace of its own, once idle")
 	_, err = agent.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a-copy",
 		Labels: map[string]string{api.LabelTargetUID: "some-target"}}}, metav1.CreateOptions{})
 	require.NoError(t, err, "a labelled copy of its own")
