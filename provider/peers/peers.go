@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/nftables"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -109,6 +110,9 @@ type Peers struct {
 	// parentAPI is, by Target, the address where that parent's gateway
 	// relays its API server (api.GatewayParent.APIAddress), as a route.
 	parentAPI map[string]netip.Prefix
+	// nodeSource, when set, translates the nodes' own packets into the
+	// tree (nodesource.go).
+	nodeSource *nodeSource
 }
 
 // Device is what Peers uses of a *gateway.Gateway (a fake in tests:
@@ -166,6 +170,7 @@ func Start(cfg *Config, nodes corelisters.NodeLister, restHost string) (*Peers, 
 		klog.Background().Info("Gateway runs", "interface", cfg.Interface, "implementation", impl)
 	}
 	t := New(gw, cfg.Endpoint, cfg.Keepalive, nodes)
+	t.nodeSource = &nodeSource{iface: cfg.Interface, conn: func() (*nftables.Conn, error) { return nftables.New() }}
 	if apiAddr.IsValid() {
 		if t.api, err = startAPIRelay(apiAddr, restHost); err != nil {
 			gw.Close()
@@ -320,6 +325,11 @@ func (t *Peers) applyLocked(ctx context.Context) {
 		t.routes = routes
 		t.routed(routes)
 	}
+	if t.nodeSource != nil {
+		if err := t.nodeSource.set(planNodeSource(t.ownPodCIDRs(), t.sourcesKept(claimed))); err != nil {
+			klog.FromContext(ctx).Error(err, "Translating the nodes' own packets into the tree")
+		}
+	}
 	carried := t.carriedLocked(claimed)
 	if !slices.Equal(carried, t.carried) {
 		t.carried = carried
@@ -371,16 +381,39 @@ func (t *Peers) carriedLocked(claimed map[netip.Prefix]bool) []string {
 	for p := range claimed {
 		out = append(out, p.String())
 	}
-	if nodes, err := t.nodes.List(labels.Everything()); err == nil {
-		for _, n := range nodes {
-			if n.Labels[api.LabelCluster] != "" {
-				continue
-			}
-			out = append(out, nodePodCIDRs(n)...)
-		}
+	for _, p := range t.ownPodCIDRs() {
+		out = append(out, p.String())
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// ownPodCIDRs are the pod CIDRs of this cluster's own nodes (not its
+// children's virtual nodes).
+func (t *Peers) ownPodCIDRs() []netip.Prefix {
+	var out []netip.Prefix
+	if nodes, err := t.nodes.List(labels.Everything()); err == nil {
+		for _, n := range nodes {
+			if n.Labels[api.LabelCluster] == "" {
+				out = append(out, prefixes(nodePodCIDRs(n))...)
+			}
+		}
+	}
+	return out
+}
+
+// sourcesKept are the sources a packet into the tree keeps (nodesource.go):
+// every CIDR the peers are routed, and the API relays', this cluster's and
+// its parents'.
+func (t *Peers) sourcesKept(claimed map[netip.Prefix]bool) []netip.Prefix {
+	out := prefixes(t.apiPrefix())
+	for p := range claimed {
+		out = append(out, p)
+	}
+	for _, p := range t.parentAPI {
+		out = append(out, p)
+	}
+	return out
 }
 
 // refresh recomputes what this cluster carries (a node of its own came,

@@ -71,6 +71,26 @@ func TestPodToPodAcrossTheTree(t *testing.T) {
 		require.True(t, strings.Contains(logs, want), "%s's logs do not show the request from %s's own IP (%q): %s", server.Name, client.Name, want, logs)
 	}
 
+	// A node's own packets reach too (a host-network pod here; the
+	// kubelet's HTTP hooks alike): east-1's gateway gives them an address
+	// of east-1's pod CIDR, which the tree routes back.
+	hostSpec := appSpec(map[string]string{"topology.kubernetes.io/zone": "east-1"})
+	hostSpec.HostNetwork = true
+	hostSpec.Containers[0].Args = []string{"--port=18080"}
+	hostSpec.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 18080}}
+	hostSpec.Containers[0].ReadinessProbe.HTTPGet.Port = intstr.FromInt(18080)
+	_, err := root.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "host-east-1"}, Spec: hostSpec}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	framework.Eventually(t, 3*time.Minute, "host-east-1 Ready at the root", func(context.Context) (bool, string) {
+		p, err := root.CoreV1().Pods(ns).Get(ctx, "host-east-1", metav1.GetOptions{})
+		return err == nil && podutil.IsPodReady(p), fmt.Sprint(err)
+	})
+	server := pods["west-2"]
+	framework.Eventually(t, 2*time.Minute, fmt.Sprintf("east-1's node reaches %s at %s", server.Name, server.Status.PodIP), func(context.Context) (bool, string) {
+		out, errOut, err := kubectl(ctx, "root", "", "-n", ns, "exec", "host-east-1", "--", "/demo-app", "get", "http://"+server.Status.PodIP+":8080/from-east-1-node")
+		return err == nil && out == "hello from "+server.Name+"\n", fmt.Sprintf("%q %q %v", out, errOut, err)
+	})
+
 	// Every child's Target says its tunnel is up, and the agents export
 	// each tunnel's state.
 	for _, e := range topo.Edges() {
