@@ -77,8 +77,10 @@ func TestDemoDeployments(t *testing.T) {
 // over the four, made at the root. From the root, for every leaf, two
 // levels and two tunnels down: exec (output, exit code, stdin), logs,
 // logs -f, attach and port-forward reach the real container; in the leaf,
-// the pod resolves the leaf's API server and the Service by name with the
-// leaf's CoreDNS, and reaches a replica through the leaf's kube-proxy.
+// the pod resolves the API server's name to the root's, where it was made
+// (its gateway's relay: the agents' default --pod-api=auto), and the
+// Service by name with the leaf's CoreDNS, and reaches a replica through
+// the leaf's kube-proxy.
 func TestEveryLeafFromTheRoot(t *testing.T) {
 	ns := namespace(t)
 	ctx := t.Context()
@@ -130,8 +132,6 @@ func TestEveryLeafFromTheRoot(t *testing.T) {
 			// Names, from the leaf's CoreDNS; the Service through kube-proxy.
 			c := env.Cluster(leaf)
 			require.NoError(t, c.WaitClusterDNS(ctx, 2*time.Minute))
-			api, err := c.Client.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
-			require.NoError(t, err)
 			var copyIP string
 			framework.Eventually(t, time.Minute, "the copy of Service app in "+leaf, func(context.Context) (bool, string) {
 				svc, err := c.Client.CoreV1().Services(ns).Get(ctx, "app", metav1.GetOptions{})
@@ -144,7 +144,7 @@ func TestEveryLeafFromTheRoot(t *testing.T) {
 			resolve := func(host string) string {
 				return mustKubectl(t, "", "-n", ns, "exec", name, "--", "/demo-app", "resolve", host)
 			}
-			require.Equal(t, api.Spec.ClusterIP+"\n", resolve("kubernetes.default.svc.cluster.local"), "%s's API server Service", leaf)
+			require.Equal(t, env.Cluster("root").Host.APIAddress()+"\n", resolve("kubernetes.default.svc.cluster.local"), "the API server of the root, where the pod was made, relayed by its gateway")
 			require.Equal(t, copyIP+"\n", resolve("app."+ns+".svc.cluster.local"), "%s's copy of app, by its full name", leaf)
 			framework.Eventually(t, time.Minute, "app answers by name in "+leaf, func(context.Context) (bool, string) {
 				out, errOut, err := kubectl(ctx, "root", "", "-n", ns, "exec", name, "--", "/demo-app", "get", "http://app/by-name")
