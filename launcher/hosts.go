@@ -240,6 +240,14 @@ func (r *netHostRecord) firewall() string {
 	set cut {
 		type ipv4_addr
 	}
+	set open_tcp {
+		type inet_service
+		flags interval
+	}
+	set open_udp {
+		type inet_service
+		flags interval
+	}
 	chain input {
 		type filter hook input priority filter; policy accept;
 		ip saddr @cut drop
@@ -247,6 +255,8 @@ func (r *netHostRecord) firewall() string {
 		ct state established,related accept
 		ip saddr %[4]s accept
 		ip saddr @children accept
+		tcp dport @open_tcp accept
+		udp dport @open_udp accept
 		counter drop
 	}
 	chain forward {
@@ -280,6 +290,13 @@ table ip %[2]s {
 // a child that serves its kubelet API directly.
 func (h *Host) Admit(from *Host) error {
 	return inNetns(h.Netns, nil, "nft", "add", "element", "inet", hostTable, "children", "{ "+from.IP+" }")
+}
+
+// Open lets every host of the WAN open connections (tcp) or flows (udp)
+// to the ports first to last of h, as an operator publishes a service to
+// the Internet (a parent's proxy serving its Services' node ports).
+func (h *Host) Open(proto string, first, last uint16) error {
+	return inNetns(h.Netns, nil, "nft", "add", "element", "inet", hostTable, "open_"+proto, fmt.Sprintf("{ %d-%d }", first, last))
 }
 
 // Cut drops every packet between h and other, both ways, connections

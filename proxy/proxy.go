@@ -74,6 +74,10 @@ type Config struct {
 	// "*" every node at any. Every other child's node advertises this
 	// proxy (endpoints.go), as a pinned one may too.
 	DirectNodes []string
+	// ServiceNodePorts serves the node ports of this cluster's NodePort
+	// and LoadBalancer Services on BindAddress, at the address its
+	// children's virtual nodes advertise (servicenodeports.go).
+	ServiceNodePorts bool
 }
 
 // Proxy is a running nestlet-proxy.
@@ -85,6 +89,8 @@ type Proxy struct {
 	peers   *peers // with Config.Peers
 	// nodePorts serves Config.NodePorts (nil without).
 	nodePorts *nodePorts
+	// serviceNodePorts serves Config.ServiceNodePorts (nil without).
+	serviceNodePorts *serviceNodePorts
 	// ready: serving (with peers, once they connected: peers.go).
 	ready atomic.Bool
 
@@ -133,6 +139,9 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Peers != nil {
 		p.peers = p.newPeers()
 	}
+	if cfg.ServiceNodePorts {
+		p.serviceNodePorts = newServiceNodePorts(cfg.Client, cfg.BindAddress)
+	}
 	if cfg.NodePorts.Size() > 0 {
 		p.nodePorts = &nodePorts{ports: cfg.NodePorts, client: cfg.Client, bind: cfg.BindAddress, advertise: cfg.AdvertiseAddress,
 			tlsCfg: tlsCfg, handler: p.nodeHandler,
@@ -177,6 +186,9 @@ func (p *Proxy) Run(ctx context.Context) error {
 	go p.guard.run(ctx)
 	if p.nodePorts != nil {
 		go p.nodePorts.run(ctx)
+	}
+	if p.serviceNodePorts != nil {
+		go p.serviceNodePorts.run(ctx)
 	}
 	if p.peers != nil {
 		go p.peers.run(ctx)

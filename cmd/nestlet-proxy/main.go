@@ -67,7 +67,7 @@ func run(ctx context.Context, o options) error {
 		Client: client, ClientCA: clientCA, ServingCert: cert, ServingCA: ca,
 		BindAddress: o.bindAddress, KubeletPort: o.kubeletPort, TunnelPort: o.tunnelPort,
 		AdvertiseAddress: o.advertiseAddress, TunnelURL: o.tunnelURL, Publish: true, Peers: peers,
-		NodePorts: nodePorts, DirectNodes: o.directNodes,
+		NodePorts: nodePorts, DirectNodes: o.directNodes, ServiceNodePorts: o.serviceNodePorts,
 	})
 	if err != nil {
 		return err

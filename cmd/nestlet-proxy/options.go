@@ -10,6 +10,7 @@ type options struct {
 	tunnelPort       int
 	nodePorts        string
 	directNodes      []string
+	serviceNodePorts bool
 	advertiseAddress string
 	tunnelURL        string
 	certFile         string
@@ -35,6 +36,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.tunnelPort, "tunnel-port", 8443, "port children's agents dial with their node certificates")
 	fs.StringVar(&o.nodePorts, "node-ports", "", "FIRST-LAST: give each child's virtual node a kubelet port of its own from this range, where node-level routes are served too (/stats/summary, /metrics/resource: kubectl top, metrics-server); empty: every node shares --kubelet-port, which serves the pod routes only")
 	fs.StringSliceVar(&o.directNodes, "direct-nodes", nil, "children's virtual nodes that may advertise a kubelet endpoint of their own (their agents' --kubelet-api=direct) instead of this proxy's: NAME=IP:PORT at that endpoint only (where this cluster reaches the child), NAME at any, * every node at any. Every other child's node advertises the proxy, enforced by the admission policy nestlet-children-kubelet")
+	fs.BoolVar(&o.serviceNodePorts, "service-node-ports", false, "serve the node ports of this cluster's NodePort and LoadBalancer Services on --bind-address, the address the children's virtual nodes advertise: each connection (TCP) or flow (UDP) goes to one of the Service's ready endpoints wherever it runs in the tree, through the pod network (this cluster's gateway), as kube-proxy does on a real node. Publish the Services' node port range at --advertise-address as the proxy's other ports")
 	fs.StringVar(&o.advertiseAddress, "advertise-address", "", "address (IP or DNS name) at which this cluster's API server and the children reach the proxy (required)")
 	fs.StringVar(&o.tunnelURL, "tunnel-url", "", "wss:// URL children dial, when it differs from wss://<advertise-address>:<tunnel-port>/connect (e.g. behind a load balancer)")
 	fs.StringVar(&o.certFile, "tls-cert-file", "", "serving certificate (PEM) for both ports; a self-signed one is generated when empty (its CA is published for the children)")

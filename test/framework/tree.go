@@ -53,6 +53,10 @@ type Tree struct {
 	// from's nestlet-proxy lets to's node advertise its own endpoint
 	// (ProxyArgs).
 	Reachable [][2]string
+	// ServiceNodePorts: on hosts, every parent's nestlet-proxy serves its
+	// cluster's Services' node ports (--service-node-ports), published to
+	// the WAN, as launcher.StartPlayground runs them.
+	ServiceNodePorts bool
 }
 
 // ProxyArgs are the arguments of cluster's nestlet-proxy in the tree: the
@@ -107,6 +111,11 @@ func (te *TreeEnv) argsOf(tree Tree) (map[string][]string, error) {
 	te.proxyArgs = map[string][]string{}
 	for name, entries := range direct {
 		te.proxyArgs[name] = []string{"--direct-nodes=" + strings.Join(entries, ",")}
+	}
+	if tree.ServiceNodePorts {
+		for _, name := range tree.Proxies {
+			te.proxyArgs[name] = append(te.proxyArgs[name], "--service-node-ports")
+		}
 	}
 	return agents, nil
 }
@@ -170,6 +179,13 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 		}
 		if _, err := te.StartProxy(ctx, c, te.ProxyArgs(name)...); err != nil {
 			return err
+		}
+		if tree.ServiceNodePorts && c.Host != nil {
+			for _, proto := range []string{"tcp", "udp"} {
+				if err := c.Host.Open(proto, launcher.ServiceNodePortFirst, launcher.ServiceNodePortLast); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	for _, r := range tree.Reachable {

@@ -272,7 +272,7 @@ func TestTemplateAll(t *testing.T) {
 	into(t, find(t, objs, "Deployment", "nestlet-proxy"), &proxy)
 	c := proxy.Spec.Template.Spec.Containers[0]
 	require.Equal(t, []string{"/usr/local/bin/nestlet-proxy"}, c.Command)
-	for _, arg := range []string{"--advertise-address=192.0.2.10", "--kubelet-port=30250", "--tunnel-port=30443", "--node-ports=30300-30301", "--direct-nodes=west,north",
+	for _, arg := range []string{"--advertise-address=192.0.2.10", "--kubelet-port=30250", "--tunnel-port=30443", "--node-ports=30300-30301", "--direct-nodes=west,north", "--service-node-ports",
 		"--tls-cert-file=/etc/nestlet-proxy/tls/tls.crt", "--tls-private-key-file=/etc/nestlet-proxy/tls/tls.key"} {
 		require.Contains(t, c.Args, arg)
 	}

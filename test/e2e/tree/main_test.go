@@ -87,5 +87,8 @@ func TestMain(m *testing.M) {
 		Links:    true,
 		Gateways: true,
 		Metrics:  true,
+		// The root's proxy serves its Services' node ports:
+		// TestNodePortAtTheRoot.
+		ServiceNodePorts: true,
 	}, func(te *framework.TreeEnv) { env, tree = te.Environment, te }))
 }

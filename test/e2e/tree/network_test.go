@@ -277,3 +277,63 @@ func remoteReady(t *testing.T, cluster, ns, ip string) bool {
 	}
 	return false
 }
+
+// TestNodePortAtTheRoot: a NodePort Service made at the root over the
+// replicas in east-2 and west-2 answers at the address of the root's
+// nodes (the child clusters' virtual nodes: the root's nestlet-proxy,
+// --service-node-ports) on its node port, from a client in east-1: each
+// replica in turn, then one replica only under ClientIP session affinity.
+func TestNodePortAtTheRoot(t *testing.T) {
+	ns := namespace(t)
+	ctx := t.Context()
+	root := env.Cluster("root").Client
+	answer, _ := webEastWest(t, ns)
+	svc, err := root.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web-np"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromString("http")}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	node, err := root.CoreV1().Nodes().Get(ctx, "west", metav1.GetOptions{})
+	require.NoError(t, err)
+	var addr string
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			addr = a.Address
+		}
+	}
+	require.NotEmpty(t, addr, "west's InternalIP at the root")
+	url := fmt.Sprintf("http://%s:%d/from-east-1", addr, svc.Spec.Ports[0].NodePort)
+	ask := func() string {
+		out, errOut, err := kubectl(ctx, "root", "", "-n", ns, "exec", "client", "--", "/demo-app", "get", url)
+		if err != nil {
+			return fmt.Sprintf("%q %v", errOut, err)
+		}
+		for side, a := range answer {
+			if out == a {
+				return side
+			}
+		}
+		return fmt.Sprintf("unexpected %q", out)
+	}
+	seen := map[string]int{}
+	framework.Eventually(t, 2*time.Minute, "the client in east-1 reaches both replicas at "+url, func(context.Context) (bool, string) {
+		seen[ask()]++
+		return seen["east-2"] > 0 && seen["west-2"] > 0, fmt.Sprint(seen)
+	})
+
+	svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+	_, err = root.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	var sticky string
+	framework.Eventually(t, time.Minute, "ClientIP affinity: five answers in a row from one replica", func(context.Context) (bool, string) {
+		answers := map[string]int{}
+		for range 5 {
+			answers[ask()]++
+		}
+		for side, n := range answers {
+			sticky = side
+			return n == 5 && (side == "east-2" || side == "west-2"), fmt.Sprint(answers)
+		}
+		return false, "no answer"
+	})
+	t.Logf("under ClientIP affinity every answer came from %s", sticky)
+}
