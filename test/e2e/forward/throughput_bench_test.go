@@ -386,7 +386,7 @@ func reportSummed(b *testing.B, treeNames []string, tree time.Duration, treeCost
 	}
 	b.Logf("CPU summed over the clusters (etcd left out): tree %.1f s in %.1f s, of which idle %.1f s (%d clusters, %.3f cores each); flat %.1f s in %.1f s, of which idle %.1f s",
 		treeCPU, tree.Seconds(), treeIdle, len(treeNames), treeIdleCores/float64(len(treeNames)), flatCPU, flat.Seconds(), flatIdle)
-	reportFloor(b, treeNames, treeCost, flatCost["flat"], treeIdle)
+	reportFloor(b, treeNames, treeCost, flatCost["flat"], treeCPU, treeIdle)
 }
 
 // treeLevels is the depth of the tree Throughput1000 deploys to: every pod is
@@ -401,7 +401,13 @@ const treeLevels = 3
 // cluster's, measured in the same run. It is the least a tree with a real
 // pod at every level, placed by that level's scheduler, can spend; what
 // the tree spends above it is logged by component.
-func reportFloor(b *testing.B, treeNames []string, treeCost framework.Costs, flat framework.ClusterCost, treeIdle float64) {
+//
+// Against it, two goals: the tree's CPU summed over its clusters
+// (treeCPU) at most 1.15 times the floor (tree-vs-floor-cpu), and
+// Nestlet's own processes, the agents and proxies (gateways and route
+// agents run inside the agents), at most a tenth of it
+// (nestlet-share-of-tree-cpu).
+func reportFloor(b *testing.B, treeNames []string, treeCost framework.Costs, flat framework.ClusterCost, treeCPU, treeIdle float64) {
 	b.Helper()
 	// How many times the floor counts each component of the flat cluster.
 	times := map[string]float64{"kube-apiserver": treeLevels, "kube-scheduler": treeLevels, "kwok": 1, "kube-controller-manager": 1}
@@ -416,7 +422,12 @@ func reportFloor(b *testing.B, treeNames []string, treeCost framework.Costs, fla
 		return
 	}
 	b.ReportMetric(total/flat.TotalCPU().Seconds(), "tree-floor-vs-flat-cpu")
+	b.ReportMetric(treeCPU/total, "tree-vs-floor-cpu")
 	spent := treeCost.Sum(treeNames).CPU
+	if treeCPU > 0 {
+		own := spent[launcher.ComponentAgent] + spent[launcher.ComponentProxy]
+		b.ReportMetric(own.Seconds()/treeCPU, "nestlet-share-of-tree-cpu")
+	}
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(spent)) {
 		if d := spent[k].Seconds() - floor[k]; math.Abs(d) >= 0.05 {

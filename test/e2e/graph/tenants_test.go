@@ -235,42 +235,53 @@ func phaseOf(p *corev1.Pod) corev1.PodPhase {
 	return p.Status.Phase
 }
 
-// West capped at 2Gi of memory in west-1 (Target spec.limits): west's
-// virtual node west-1 shows at most 2Gi, in its allocatable and its
-// summary; of three 900Mi pods pinned there, two run and the third stays
-// Pending, none Failed. (Memory: the earlier tests' pods request CPU, and
-// count against a CPU cap.)
+// West capped at 2 CPU in west-1 (Target spec.limits): west's virtual
+// node west-1 shows at most 2 CPU, in its allocatable and its summary; of
+// three 900m pods pinned there, two run and the third stays Pending, none
+// Failed. The earlier tests' pods that west placed in west-1 go first: a
+// cap counts every pod of the parent's there.
 func TestParentCappedInAChild(t *testing.T) {
 	ctx := t.Context()
 	waitOffersWest(t, "west", "west-1")
+	west := env.Cluster("west").Client
+	earlier, err := west.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=west-1"})
+	require.NoError(t, err)
+	for _, p := range earlier.Items {
+		if err := west.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); !apierrors.IsNotFound(err) {
+			require.NoError(t, err)
+		}
+	}
+	framework.Eventually(t, 2*time.Minute, "west's earlier pods gone from west-1", func(ctx context.Context) (bool, string) {
+		list, err := west.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=west-1"})
+		return err == nil && len(list.Items) == 0, fmt.Sprint(len(list.Items), err)
+	})
 	editTargets(t, func(parent string, s *v1alpha1.TargetSpec) {
 		if parent == "west" {
-			s.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}
+			s.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
 		}
 	})
-	west := env.Cluster("west").Client
-	two := resource.MustParse("2Gi")
-	framework.Eventually(t, time.Minute, "west's node west-1 shows at most 2Gi", func(ctx context.Context) (bool, string) {
+	two := resource.MustParse("2")
+	framework.Eventually(t, time.Minute, "west's node west-1 shows at most 2 CPU", func(ctx context.Context) (bool, string) {
 		n, err := west.CoreV1().Nodes().Get(ctx, "west-1", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		alloc := n.Status.Allocatable[corev1.ResourceMemory]
+		alloc := n.Status.Allocatable[corev1.ResourceCPU]
 		s, ok := api.ParseSummary(n)
 		if !ok || alloc.Cmp(two) > 0 {
-			return false, fmt.Sprintf("allocatable memory %s, summary %v", alloc.String(), ok)
+			return false, fmt.Sprintf("allocatable cpu %s, summary %v", alloc.String(), ok)
 		}
 		for _, g := range s.Groups {
-			if a := g.Allocatable[corev1.ResourceMemory]; a.Cmp(two) > 0 {
-				return false, fmt.Sprintf("a group shows %s of memory", a.String())
+			if a := g.Allocatable[corev1.ResourceCPU]; a.Cmp(two) > 0 {
+				return false, fmt.Sprintf("a group shows %s of cpu", a.String())
 			}
 		}
 		return true, ""
 	})
 	ns := framework.KeptNamespace(t, west, "capped", env.Cluster("west-1").Client)
-	for _, name := range []string{"mem-1", "mem-2", "mem-3"} {
+	for _, name := range []string{"cpu-1", "cpu-2", "cpu-3"} {
 		pod := podOn(ns, name, "")
-		pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("900Mi")}
+		pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("900m")}
 		_, err := west.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 		require.NoError(t, err)
 		// one at a time: the cap is judged on what runs
@@ -301,9 +312,9 @@ func TestParentCappedInAChild(t *testing.T) {
 		}
 		return running == 2 && pending == 1, fmt.Sprintf("%d running, %d pending: %s", running, pending, last)
 	})
-	p, err := west.CoreV1().Pods(ns).Get(ctx, "mem-3", metav1.GetOptions{})
+	p, err := west.CoreV1().Pods(ns).Get(ctx, "cpu-3", metav1.GetOptions{})
 	require.NoError(t, err)
-	t.Logf("mem-3 waits: %s", scheduledMessage(p))
+	t.Logf("cpu-3 waits: %s", scheduledMessage(p))
 	below, err := env.Cluster("west-1").Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, below.Items, 2, "west-1 holds two delegates of west's pods")
