@@ -2,6 +2,7 @@ package peers
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"sync"
@@ -106,12 +107,12 @@ func (n *nodeSource) set(plan nodeSourcePlan, ok bool) error {
 			if !p.Addr().Is4() {
 				continue
 			}
-			mask := mask4(p.Bits())
+			mask := net.CIDRMask(p.Bits(), 32)
 			addr := p.Masked().Addr().As4()
 			// oifname iface ip saddr & mask == prefix accept
 			c.AddRule(&nftables.Rule{Table: table, Chain: chain, Exprs: slices.Concat(toIface, []expr.Any{
 				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
-				&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask[:], Xor: []byte{0, 0, 0, 0}},
+				&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: []byte{0, 0, 0, 0}},
 				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: addr[:]},
 				&expr.Verdict{Kind: expr.VerdictAccept},
 			})})
@@ -136,13 +137,4 @@ func ifname(s string) []byte {
 	b := make([]byte, unix.IFNAMSIZ)
 	copy(b, s)
 	return b
-}
-
-// mask4 is the IPv4 mask of bits ones.
-func mask4(bits int) [4]byte {
-	var m [4]byte
-	for i := range bits {
-		m[i/8] |= 0x80 >> (i % 8)
-	}
-	return m
 }
