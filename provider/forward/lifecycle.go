@@ -132,22 +132,9 @@ func (p *Provider) ensureNamespace(ctx context.Context, name string) error {
 		// everything in it does.
 		meta.OwnerReferences = []metav1.OwnerReference{targetOwner(&p.cfg)}
 	}
-	var created bool
-	if k := p.cfg.Keeper; k != nil {
-		var err error
-		if created, err = k.ensure(ctx, meta); err != nil {
-			return err
-		}
-	} else {
-		if _, ok := p.namespaces.Load(name); ok {
-			return nil
-		}
-		_, err := p.cfg.Child.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: meta}, metav1.CreateOptions{FieldManager: api.FieldManager})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-		created = err == nil
-		p.namespaces.Store(name, true)
+	created, err := p.cfg.Keeper.ensure(ctx, meta)
+	if err != nil {
+		return err
 	}
 	if created {
 		// A namespace just made has no default service account until

@@ -55,6 +55,10 @@ type NamespaceKeeper struct {
 	pods       corelisters.PodLister
 	idle       time.Duration
 	clock      clock.WithTicker
+	// made are the namespaces known to exist, without a lister (a
+	// namespace deleted later makes the create of what goes in it fail,
+	// which is retried).
+	made sync.Map
 
 	mu sync.Mutex
 	// busy is when each namespace was last needed or seen holding
@@ -68,7 +72,8 @@ type NamespaceKeeper struct {
 type NamespaceKeeperConfig struct {
 	Client kubernetes.Interface
 	// Namespaces and Pods list this cluster's namespaces and pods
-	// (informers the caller starts).
+	// (informers the caller starts). Without them, a namespace is made
+	// once and never deleted.
 	Namespaces corelisters.NamespaceLister
 	Pods       corelisters.PodLister
 	// Idle is how long a namespace the agent made may hold nothing before
@@ -79,7 +84,10 @@ type NamespaceKeeperConfig struct {
 
 // NewNamespaceKeeper returns a keeper; Run collects idle namespaces.
 func NewNamespaceKeeper(cfg NamespaceKeeperConfig) *NamespaceKeeper {
-	if cfg.Idle == 0 {
+	switch {
+	case cfg.Namespaces == nil || cfg.Pods == nil:
+		cfg.Idle = -1
+	case cfg.Idle == 0:
 		cfg.Idle = DefaultNamespaceIdle
 	}
 	if cfg.Clock == nil {
@@ -95,17 +103,23 @@ func (k *NamespaceKeeper) ensure(ctx context.Context, meta metav1.ObjectMeta) (c
 	k.mu.Lock()
 	k.busy[meta.Name] = k.clock.Now()
 	k.mu.Unlock()
-	if ns, err := k.namespaces.Get(meta.Name); err == nil {
+	if k.namespaces == nil {
+		if _, ok := k.made.Load(meta.Name); ok {
+			return false, nil
+		}
+	} else if ns, err := k.namespaces.Get(meta.Name); err == nil {
 		if ns.DeletionTimestamp != nil {
 			return false, fmt.Errorf("namespace %s: %w", meta.Name, errNamespaceTerminating)
 		}
 		return false, nil
 	}
 	_, err = k.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: meta}, metav1.CreateOptions{FieldManager: api.FieldManager})
-	if apierrors.IsAlreadyExists(err) {
-		return false, nil // not in the informer yet
+	if err == nil || apierrors.IsAlreadyExists(err) {
+		// (Already there: not in the informer yet.)
+		k.made.Store(meta.Name, true)
+		return err == nil, nil
 	}
-	return err == nil, err
+	return false, err
 }
 
 // Run deletes idle namespaces until ctx ends, looking every quarter of

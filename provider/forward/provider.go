@@ -116,7 +116,7 @@ type Config struct {
 	Limits corev1.ResourceList
 	// Keeper makes the namespaces here, and deletes those that hold
 	// nothing of the parents' any more (namespace_keeper.go; one per
-	// agent). Nil: namespaces are made once and kept.
+	// agent). Default: one of this forwarder's own, which keeps them.
 	Keeper *NamespaceKeeper
 	Clock  clock.WithDelayedExecution
 }
@@ -154,9 +154,6 @@ type Provider struct {
 	ids          *identities
 	claims       *claims
 	held         holds // Reserve calls waiting (reserve.go)
-	// namespaces known to exist here (a namespace deleted later makes the
-	// create fail, and the pod is retried).
-	namespaces sync.Map
 	// priorityClasses known to exist here.
 	priorityClasses sync.Map
 
@@ -211,6 +208,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.Keeper == nil {
+		cfg.Keeper = NewNamespaceKeeper(NamespaceKeeperConfig{Client: cfg.Child, Idle: -1})
 	}
 	inf, own := cfg.ChildPods, cfg.ChildPods == nil
 	if own {
