@@ -101,6 +101,8 @@ var targets = map[string]target{
 	"throughput-ratio":                         {value: 0.95, bench: "SchedulerVsStock", pkg: "scheduler"},
 	"latency-p50-ratio":                        {atMost: true, value: 1.2, bench: "SchedulerVsStock", pkg: "scheduler"},
 	"busiest-tree-cluster-vs-flat-cpu":         {atMost: true, value: 1.0, bench: "Throughput1000", pkg: "forward"},
+	"tree-deploy-pods-failed":                  {atMost: true, value: 0, bench: "Fleet", pkg: "scale"},
+	"e2e-2hop-pods-failed":                     {atMost: true, value: 0, bench: "ForwardingLatency", pkg: "forward"},
 	"tree-busiest-field-cpu-ms-per-pod":        {ratio: true, atMost: true, value: 1.2, bench: "Fleet", pkg: "scale"},
 	"startup-ready-2hop-p99-ms":                {atMost: true, value: 5000, bench: "RealStartup", pkg: "realleaf"},
 	"startup-ready-added-1hop-p99-ms":          {atMost: true, value: 300, bench: "RealStartup", pkg: "realleaf"},

@@ -27,6 +27,8 @@ import (
 type PodTimes struct {
 	mu                                 sync.Mutex
 	Added, Bound, Running, Ready, Gone map[string]time.Time
+	// Failed holds the pods seen Failed, and the first reason seen.
+	Failed map[string]string
 	// Late holds the pods first seen already bound: their creation was
 	// missed (the server dropped a slow watch and the informer listed
 	// again), so their Added stamp is when they were seen, not created.
@@ -41,7 +43,7 @@ type PodTimes struct {
 // NewPodTimes returns empty PodTimes.
 func NewPodTimes() *PodTimes {
 	return &PodTimes{Added: map[string]time.Time{}, Bound: map[string]time.Time{}, Running: map[string]time.Time{}, Ready: map[string]time.Time{}, Gone: map[string]time.Time{},
-		Late: map[string]bool{}, LateBound: map[string]time.Duration{}}
+		Failed: map[string]string{}, Late: map[string]bool{}, LateBound: map[string]time.Duration{}}
 }
 
 // BoundAfterCreated returns every pod's time from created to bound: the
@@ -131,6 +133,20 @@ func (s *PodTimes) see(key string, pod *corev1.Pod, now time.Time) {
 	if podutil.IsPodReady(pod) {
 		setOnce(s.Ready, key, now)
 	}
+	if _, failed := s.Failed[key]; !failed && pod.Status.Phase == corev1.PodFailed {
+		s.Failed[key] = pod.Status.Reason + ": " + pod.Status.Message
+	}
+}
+
+// CountFailed returns how many pods have been seen Failed, and the reason
+// of one of them.
+func (s *PodTimes) CountFailed() (int, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, why := range s.Failed {
+		return len(s.Failed), why
+	}
+	return 0, ""
 }
 
 func setOnce(m map[string]time.Time, k string, t time.Time) {

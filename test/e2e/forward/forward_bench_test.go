@@ -124,6 +124,17 @@ func BenchmarkForwardingLatency(b *testing.B) {
 		}
 		b.ReportMetric(flatp50, "direct-leaf-p50-ms")
 		b.ReportMetric(flatp99, "direct-leaf-p99-ms")
+		// Pods failed by placement, at any level of the 2-hop path
+		// (placed by reservation, none should be).
+		failed := 0
+		for level, pt := range map[string]*framework.PodTimes{"root": root, "east": mid, "the leaves": leaves} {
+			n, why := pt.CountFailed()
+			if n > 0 {
+				b.Logf("%d pods Failed in %s, e.g. %s", n, level, why)
+			}
+			failed += n
+		}
+		b.ReportMetric(float64(failed), "e2e-2hop-pods-failed")
 		// Scheduling attempts that found no node, at each level of the
 		// 2-hop path: each sends its pod to the back-off queue.
 		for _, c := range []string{"root", "east", "east-1", "east-2"} {

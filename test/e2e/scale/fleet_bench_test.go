@@ -104,7 +104,11 @@ type deployResult struct {
 	allRunning time.Duration // -1 when not all ran within the limit
 	// runningAtLimit is how many were Running when the limit ended the
 	// wait (all of them when they all ran within it).
-	runningAtLimit   int
+	runningAtLimit int
+	// failed is how many of the cluster's pods were seen Failed (a
+	// replica its ReplicaSet replaced), and why one was.
+	failed           int
+	failedWhy        string
 	sched            []time.Duration
 	schedUnseen      int // pods first seen bound: timed by the API server's stamps
 	apiserverRSSIdle int64
@@ -304,6 +308,7 @@ func deployAndMeasure(ctx context.Context, b *testing.B, env *launcher.Environme
 	})
 	r.allRunning = time.Since(start)
 	r.runningAtLimit = stamps.CountRunning()
+	r.failed, r.failedWhy = stamps.CountFailed()
 	if err != nil {
 		b.Logf("%s: %d of %d replicas Running after 20 minutes: it did not keep up", c.Name, r.runningAtLimit, replicas)
 		r.allRunning = -time.Millisecond
@@ -403,6 +408,11 @@ func runTree(b *testing.B, f fleet, logger *klog.Logger) deployResult {
 	leaseSeconds0 := fieldsLeaseSeconds(ctx, b, te, fieldNames)
 	queues0 = runQueues(te, fieldNames)
 	r := deployAndMeasure(ctx, b, te.Environment, root, f.Replicas)
+	// Placed by reservation, no replica fails for want of a place.
+	b.ReportMetric(float64(r.failed), "tree-deploy-pods-failed")
+	if r.failed > 0 {
+		b.Logf("%d pods of the deployment Failed at the root, e.g. %s", r.failed, r.failedWhy)
+	}
 	reportRunQueues(b, "deploy", phase, queues0, runQueues(te, fieldNames))
 	reportRenewals(b, te, r, fieldNames, f.leaves(), leaseSeconds0)
 	self := selfCPU() - self0
