@@ -79,11 +79,10 @@ func (pl *SummaryAffinity) Filter(_ context.Context, state fwk.CycleState, pod *
 	if node == nil {
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
-	affinity := affinityOf(state, pod)
 	if !virtualnode.IsVirtual(node) {
-		return filterReal(pod, node, affinity)
+		return filterReal(pod, node, affinityOf(state, pod))
 	}
-	return pl.filterVirtual(pod, node, affinity)
+	return pl.filterVirtual(pod, node)
 }
 
 func filterReal(pod *corev1.Pod, node *corev1.Node, affinity nodeaffinity.RequiredNodeAffinity) *fwk.Status {
@@ -96,7 +95,7 @@ func filterReal(pod *corev1.Pod, node *corev1.Node, affinity nodeaffinity.Requir
 	return nil
 }
 
-func (pl *SummaryAffinity) filterVirtual(pod *corev1.Pod, node *corev1.Node, affinity nodeaffinity.RequiredNodeAffinity) *fwk.Status {
+func (pl *SummaryAffinity) filterVirtual(pod *corev1.Pod, node *corev1.Node) *fwk.Status {
 	if virtualnode.IsDaemonSetPod(pod) {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
 			fmt.Sprintf("%s: DaemonSet pods do not go to virtual nodes (each cluster runs its own)", node.Name))
@@ -110,7 +109,7 @@ func (pl *SummaryAffinity) filterVirtual(pod *corev1.Pod, node *corev1.Node, aff
 	if !ok {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: no summary reported yet", node.Name))
 	}
-	if !virtualnode.AnyGroupMatches(pod, node, s, affinity) {
+	if len(virtualnode.MatchingGroups(pod, node, s)) == 0 {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: no group matches %s", node.Name, virtualnode.DescribeSelector(pod)))
 	}
 	return nil

@@ -32,9 +32,10 @@ func (pl *Watermark) fitsSummary(pod *corev1.Pod, req corev1.ResourceList, nodeI
 	var largest corev1.ResourceList
 	fitsOne := false
 	free := map[corev1.ResourceName]int64{}
+	names := sortedNames(req)
 	for _, g := range groups {
 		for _, sh := range g.Shapes {
-			if fits(req, sh) {
+			if !fitsOne && shortfall(names, req, sh) == "" {
 				fitsOne = true
 			}
 			if largest == nil || larger(sh, largest) {
@@ -49,14 +50,14 @@ func (pl *Watermark) fitsSummary(pod *corev1.Pod, req corev1.ResourceList, nodeI
 		if largest == nil {
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: no free node in the groups matching %s", node.Name, virtualnode.DescribeSelector(pod)))
 		}
-		r := shortfall(req, largest)
+		r := shortfall(names, req, largest)
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: largest free shape %s < %s", node.Name, describe(r, largest[r]), describe(r, req[r])))
 	}
 	recent, used := pl.boundSince(nodeInfo, at)
 	for r, v := range used {
 		free[r] -= v
 	}
-	for _, r := range sortedNames(req) {
+	for _, r := range names {
 		want := amount(r, req[r])
 		if want == 0 {
 			continue
@@ -127,13 +128,11 @@ func scheduledAt(pod *corev1.Pod) time.Time {
 	return time.Unix(1<<62, 0)
 }
 
-// fits reports whether every non-zero request fits the shape; a resource the
-// shape does not list is one its nodes do not have.
-func fits(req, shape corev1.ResourceList) bool { return shortfall(req, shape) == "" }
-
-// shortfall returns a resource the shape lacks for req, "" if none.
-func shortfall(req, shape corev1.ResourceList) corev1.ResourceName {
-	for _, r := range sortedNames(req) {
+// shortfall returns a resource the shape lacks for req, "" if none; names
+// are req's, sorted (sortedNames). A resource the shape does not list is
+// one its nodes do not have.
+func shortfall(names []corev1.ResourceName, req, shape corev1.ResourceList) corev1.ResourceName {
+	for _, r := range names {
 		q := req[r]
 		if q.IsZero() {
 			continue

@@ -128,39 +128,75 @@ func used(nodeInfo fwk.NodeInfo, r corev1.ResourceName) int64 {
 	return req.GetScalarResources()[r]
 }
 
-// level returns the projected water level of r with the pod on the node
-// of allocatable alloc, and false when the node has none of r.
-func level(nodeInfo fwk.NodeInfo, allocatable corev1.ResourceList, pod corev1.ResourceList, r corev1.ResourceName) (float64, bool) {
-	alloc := amount(r, allocatable[r])
+// allocated is a node's allocatable as the scheduler counts it: for a real
+// node, its NodeInfo's (computed once per node change); for a virtual
+// node, its quota's clamp (allocatable).
+func (pl *Watermark) allocated(nodeInfo fwk.NodeInfo, r corev1.ResourceName) int64 {
+	node := nodeInfo.Node()
+	if virtualnode.IsVirtual(node) {
+		return amount(r, pl.allocatable(node)[r])
+	}
+	a := nodeInfo.GetAllocatable()
+	switch r {
+	case corev1.ResourceCPU:
+		return a.GetMilliCPU()
+	case corev1.ResourceMemory:
+		return a.GetMemory()
+	case corev1.ResourceEphemeralStorage:
+		return a.GetEphemeralStorage()
+	case corev1.ResourcePods:
+		return int64(a.GetAllowedPodNumber())
+	}
+	return a.GetScalarResources()[r]
+}
+
+// level returns the projected water level of r with the pod on the node,
+// the pod asking want of r, and false when the node has none of r.
+func (pl *Watermark) level(nodeInfo fwk.NodeInfo, r corev1.ResourceName, want int64) (float64, bool) {
+	alloc := pl.allocated(nodeInfo, r)
 	if alloc <= 0 {
 		return 0, false
 	}
-	return float64(used(nodeInfo, r)+amount(r, pod[r])) / float64(alloc), true
+	return float64(used(nodeInfo, r)+want) / float64(alloc), true
 }
 
 const stateKey fwk.StateKey = Name + "/requests"
 
-type requestsState struct{ req corev1.ResourceList }
+// requestsState is what a cycle computes once about its pod.
+type requestsState struct {
+	req corev1.ResourceList
+	// amounts are req's of the watched resources (Watermark.resources),
+	// in the scheduler's units.
+	amounts []int64
+}
 
 func (s *requestsState) Clone() fwk.StateData { return s }
 
 // PreFilter computes the pod's requests once per scheduling cycle.
 func (pl *Watermark) PreFilter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	state.Write(stateKey, &requestsState{req: podRequests(pod)})
+	state.Write(stateKey, pl.requests(pod))
 	return nil, nil
+}
+
+func (pl *Watermark) requests(pod *corev1.Pod) *requestsState {
+	s := &requestsState{req: podRequests(pod), amounts: make([]int64, len(pl.resources))}
+	for i, r := range pl.resources {
+		s.amounts[i] = amount(r, s.req[r])
+	}
+	return s
 }
 
 // PreFilterExtensions returns nil: the plugin keeps no per-node state.
 func (pl *Watermark) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-// requestsOf returns the requests PreFilter stored, or computes them.
-func requestsOf(state fwk.CycleState, pod *corev1.Pod) corev1.ResourceList {
+// requestsOf returns what PreFilter stored, or computes it.
+func (pl *Watermark) requestsOf(state fwk.CycleState, pod *corev1.Pod) *requestsState {
 	if state != nil {
 		if v, err := state.Read(stateKey); err == nil {
-			return v.(*requestsState).req
+			return v.(*requestsState)
 		}
 	}
-	return podRequests(pod)
+	return pl.requests(pod)
 }
 
 // Filter applies the watermark, the cooldown and, for virtual nodes, the
@@ -170,20 +206,23 @@ func (pl *Watermark) Filter(_ context.Context, state fwk.CycleState, pod *corev1
 	if node == nil {
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
-	if until, avoided := virtualnode.AvoidedUntil(node, pod, pl.clock.Now()); avoided {
-		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: asks to be avoided for this pod's owner until %s (one of its pods bounced back)",
-			node.Name, until.UTC().Format(time.RFC3339)))
+	virtual := virtualnode.IsVirtual(node)
+	if virtual {
+		if until, avoided := virtualnode.AvoidedUntil(node, pod, pl.clock.Now()); avoided {
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: asks to be avoided for this pod's owner until %s (one of its pods bounced back)",
+				node.Name, until.UTC().Format(time.RFC3339)))
+		}
 	}
-	req := requestsOf(state, pod)
+	rs := pl.requestsOf(state, pod)
+	req := rs.req
 	if st := pl.fitsQuota(node, req, nodeInfo); !st.IsSuccess() {
 		return st
 	}
-	alloc := pl.allocatable(node)
-	for _, r := range pl.resources {
+	for i, r := range pl.resources {
 		wm := pl.args.HighWatermark[r]
-		lvl, ok := level(nodeInfo, alloc, req, r)
+		lvl, ok := pl.level(nodeInfo, r, rs.amounts[i])
 		if !ok {
-			if amount(r, req[r]) > 0 {
+			if rs.amounts[i] > 0 {
 				return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: has no %s", node.Name, r))
 			}
 			continue
@@ -192,7 +231,7 @@ func (pl *Watermark) Filter(_ context.Context, state fwk.CycleState, pod *corev1
 			// No '%' in a reason: kube-scheduler passes the reasons to its
 			// event recorder as a format.
 			msg := fmt.Sprintf("%s: %s would reach %.0f percent of its allocatable, above the high watermark of %.0f percent", node.Name, r, lvl*100, wm*100)
-			if virtualnode.IsVirtual(node) {
+			if virtual {
 				// Say also when no single node below has room: raising
 				// the watermark would not help then.
 				if s := pl.fitsSummary(pod, req, nodeInfo); !s.IsSuccess() {
@@ -202,7 +241,7 @@ func (pl *Watermark) Filter(_ context.Context, state fwk.CycleState, pod *corev1
 			return fwk.NewStatus(fwk.Unschedulable, msg)
 		}
 	}
-	if virtualnode.IsVirtual(node) {
+	if virtual {
 		return pl.fitsSummary(pod, req, nodeInfo)
 	}
 	return nil
@@ -220,11 +259,10 @@ func sortedResources(m map[corev1.ResourceName]float64) []corev1.ResourceName {
 // Score is the projected water level averaged over the watched resources,
 // in millionths; NormalizeScore maps it onto the score range.
 func (pl *Watermark) Score(_ context.Context, state fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
-	req := requestsOf(state, pod)
-	alloc := pl.allocatable(nodeInfo.Node())
+	rs := pl.requestsOf(state, pod)
 	sum, n := 0.0, 0
-	for r := range pl.args.HighWatermark {
-		if lvl, ok := level(nodeInfo, alloc, req, r); ok {
+	for i, r := range pl.resources {
+		if lvl, ok := pl.level(nodeInfo, r, rs.amounts[i]); ok {
 			sum += math.Min(lvl, 1)
 			n++
 		}

@@ -192,28 +192,11 @@ func namedValues(pod *corev1.Pod, k string) (map[string]bool, bool) {
 	return named, numeric
 }
 
-// AnyGroupMatches reports whether the pod may run on some group of the
-// summary.
-func AnyGroupMatches(pod *corev1.Pod, n *corev1.Node, s *api.Summary, affinity nodeaffinity.RequiredNodeAffinity) bool {
-	for i := range s.Groups {
-		if GroupMatches(pod, n, &s.Groups[i], affinity) {
-			return true
-		}
-	}
-	return false
-}
-
-// MatchingGroups returns the groups of a virtual node's summary the pod may
-// run on.
+// MatchingGroups returns the groups of a virtual node's summary s the pod
+// may run on. The answer is kept with the summary for the pods of the same
+// node constraints (cache.go): shared, read it, never write it.
 func MatchingGroups(pod *corev1.Pod, n *corev1.Node, s *api.Summary) []*api.Group {
-	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
-	var out []*api.Group
-	for i := range s.Groups {
-		if GroupMatches(pod, n, &s.Groups[i], affinity) {
-			out = append(out, &s.Groups[i])
-		}
-	}
-	return out
+	return matching(pod, n, s)
 }
 
 // DescribeSelector says in a few words what the pod asks of nodes, for
