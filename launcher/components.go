@@ -52,6 +52,11 @@ func (c *Cluster) startAPIServer(ctx context.Context, bins *Binaries, etcd *Etcd
 		"--service-account-key-file="+pki.saPub,
 		"--service-account-signing-key-file="+pki.saKey,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		// Its keys where every pod that holds its tokens reaches it: by
+		// the cluster's own name (a pod in this cluster through the
+		// kubernetes Service, one made here and running below through
+		// its host alias to the gateway's relay), not the host's address.
+		"--service-account-jwks-uri=https://kubernetes.default.svc.cluster.local/openid/v1/jwks",
 		"--service-cluster-ip-range="+ServiceCIDR,
 		// The service range is routed nowhere on the control plane's host
 		// (no kube-proxy there): webhooks' Services are called at their

@@ -41,7 +41,9 @@ var Permissions = []permissions.Rule{
 	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"list", "watch", "create", "patch"},
 		Why: "the delegates' Warning events recorded again on their parent pods (provider/forward/events.go), and its own events"},
 	{APIGroups: []string{"scheduling.k8s.io"}, Resources: []string{"priorityclasses"}, Verbs: []string{"create"},
-		Why: "a PriorityClass a forwarded pod names, missing here (provider/forward/lifecycle.go)"},
+		Why: "a PriorityClass a forwarded pod names, missing here (provider/forward/classes.go)"},
+	{APIGroups: []string{"node.k8s.io"}, Resources: []string{"runtimeclasses"}, Verbs: []string{"create"},
+		Why: "a RuntimeClass a forwarded pod names, missing here, as the parent has it (provider/forward/classes.go)"},
 	{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"},
 		Why: "the claims of forwarded pods, made here and deleted once the parent's volume is gone (provider/forward/claims.go); " +
 			"as a parent, the claims of the nestlet StorageClass, watched and updated by the provisioner (provider/parent/volumes.go)"},

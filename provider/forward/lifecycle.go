@@ -4,15 +4,12 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 
@@ -73,8 +70,8 @@ func (p *Provider) createPod(ctx context.Context, pod *corev1.Pod) error {
 	} else if err != nil {
 		return p.errorf("claims", "the claims of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	if err := p.ensurePriorityClass(ctx, pod); err != nil {
-		return p.errorf("dependencies", "priority class %s of pod %s/%s in %s: %w", pod.Spec.PriorityClassName, pod.Namespace, pod.Name, p.cfg.ClusterName, err)
+	if err := p.ensureClasses(ctx, pod); err != nil {
+		return p.errorf("dependencies", "the classes of pod %s/%s in %s: %w", pod.Namespace, pod.Name, p.cfg.ClusterName, err)
 	}
 	identity, err := p.withParentIdentity(pod)
 	if err != nil {
@@ -251,35 +248,5 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	if err != nil {
 		return p.errorf("delete", "deleting delegate %s/%s: %w", d.Namespace, d.Name, err)
 	}
-	return nil
-}
-
-// ensurePriorityClass creates, where this cluster has none of that name,
-// the PriorityClass pod names, with the priority and preemption policy the
-// parent resolved it to (the pod carries both): the delegate names the
-// class, and admission here refuses a pod whose class does not exist. A
-// class this cluster has already keeps its own value: its admin's. The
-// system classes exist everywhere.
-func (p *Provider) ensurePriorityClass(ctx context.Context, pod *corev1.Pod) error {
-	name := pod.Spec.PriorityClassName
-	if name == "" || strings.HasPrefix(name, "system-") || pod.Spec.Priority == nil {
-		return nil
-	}
-	if _, ok := p.priorityClasses.Load(name); ok {
-		return nil
-	}
-	pc := &schedulingv1.PriorityClass{
-		ObjectMeta:  metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/managed-by": "nestlet"}},
-		Value:       *pod.Spec.Priority,
-		Description: fmt.Sprintf("copied by Nestlet from cluster %s, where pod %s/%s names it", p.cfg.ParentName, pod.Namespace, pod.Name),
-	}
-	if pod.Spec.PreemptionPolicy != nil {
-		pc.PreemptionPolicy = ptr.To(*pod.Spec.PreemptionPolicy)
-	}
-	_, err := p.cfg.Child.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{FieldManager: api.FieldManager})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	p.priorityClasses.Store(name, true)
 	return nil
 }

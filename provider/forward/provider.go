@@ -154,8 +154,9 @@ type Provider struct {
 	ids          *identities
 	claims       *claims
 	held         holds // Reserve calls waiting (reserve.go)
-	// priorityClasses known to exist here.
-	priorityClasses sync.Map
+	// priorityClasses and runtimeClasses known to exist here
+	// (classes.go).
+	priorityClasses, runtimeClasses sync.Map
 
 	// ctx is the context of Run, for work started by informer events.
 	ctx context.Context

@@ -220,8 +220,8 @@ func (p *Provider) createHeld(ctx context.Context, pod *corev1.Pod, path []strin
 	if err := p.ensureNamespace(ctx, p.ns(pod.Namespace)); err != nil {
 		return nil, p.errorf("namespace", "creating namespace %s in %s: %w", p.ns(pod.Namespace), p.cfg.ClusterName, err)
 	}
-	if err := p.ensurePriorityClass(ctx, pod); err != nil {
-		return nil, p.errorf("dependencies", "priority class %s of pod %s/%s in %s: %w", pod.Spec.PriorityClassName, pod.Namespace, pod.Name, p.cfg.ClusterName, err)
+	if err := p.ensureClasses(ctx, pod); err != nil {
+		return nil, p.errorf("dependencies", "the classes of pod %s/%s in %s: %w", pod.Namespace, pod.Name, p.cfg.ClusterName, err)
 	}
 	if err := p.deps.serviceAccountFor(ctx, pod); err != nil {
 		return nil, p.errorf("dependencies", "the service account of pod %s/%s in %s: %w", pod.Namespace, pod.Name, p.cfg.ClusterName, err)
