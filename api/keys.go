@@ -123,6 +123,11 @@ const (
 	// AnnotationParentPod is set on a delegate to "<namespace>/<name>" of
 	// its parent pod.
 	AnnotationParentPod = "nestlet.io/parent-pod"
+	// AnnotationResources is set on a delegate to a digest of its parent
+	// pod's containers' resources when it was made or last resized: the
+	// parent pod's resized since when they differ (this cluster's
+	// admission may have changed the delegate's own).
+	AnnotationResources = "nestlet.io/resources"
 	// AnnotationOwnerKind is set on a delegate to the kind of the original
 	// pod's controller (Job, ReplicaSet, ...), kept along every hop, for
 	// tools that look at delegates.

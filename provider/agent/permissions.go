@@ -24,6 +24,8 @@ var Permissions = []permissions.Rule{
 			"deleted when a child leaves or is revoked (provider/parent/removal.go)"},
 	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"},
 		Why: "the summary's pod informer, and the delegates (provider/forward; patch: a held delegate's release, provider/forward/reserve.go)"},
+	{APIGroups: []string{""}, Resources: []string{"pods/resize"}, Verbs: []string{"update"},
+		Why: "a parent pod resized in place is resized here (provider/forward/lifecycle.go)"},
 	{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"},
 		Why: "the virtual node's kubelet API (pkg/kubeletapi): logs of a parent pod are its delegate's"},
 	{APIGroups: []string{""}, Resources: []string{"pods/exec", "pods/attach", "pods/portforward"}, Verbs: []string{"get", "create"},

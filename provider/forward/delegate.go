@@ -63,6 +63,7 @@ func buildDelegate(pod *corev1.Pod, name string, c *Config, path []string) *core
 	d.Annotations[api.AnnotationOrigin] = origin(c.ParentName, pod)
 	d.Annotations[api.AnnotationPath] = strings.Join(path, ",")
 	d.Annotations[api.AnnotationParentPod] = pod.Namespace + "/" + pod.Name
+	d.Annotations[api.AnnotationResources] = resourcesDigest(pod)
 	// The first hop records the original controller's kind; later hops
 	// keep it (their pod's controller is a Target).
 	if ref := metav1.GetControllerOf(pod); ref != nil && d.Annotations[api.AnnotationOwnerKind] == "" {

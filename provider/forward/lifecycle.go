@@ -2,6 +2,9 @@ package forward
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"maps"
 
@@ -163,21 +166,80 @@ func (p *Provider) updatePod(ctx context.Context, pod *corev1.Pod) error {
 		return p.createPod(ctx, pod)
 	}
 	want := updatedDelegate(pod, d)
-	_, err := p.cfg.Child.CoreV1().Pods(d.Namespace).Update(ctx, want, metav1.UpdateOptions{FieldManager: api.FieldManager})
-	if err != nil {
-		return p.errorf("update", "updating delegate %s/%s: %w", d.Namespace, d.Name, err)
+	pods := p.cfg.Child.CoreV1().Pods(d.Namespace)
+	// Resources change through the resize subresource only (an in-place
+	// resize, the parent's own done the same way): everything else
+	// first, then the resources, each write only where it changes
+	// something.
+	resized := want.DeepCopy()
+	setResources(want, d)
+	cur := d
+	if !equality.Semantic.DeepEqual(want.Labels, d.Labels) || !equality.Semantic.DeepEqual(want.Annotations, d.Annotations) ||
+		!equality.Semantic.DeepEqual(want.Spec, d.Spec) {
+		var err error
+		if cur, err = pods.Update(ctx, want, metav1.UpdateOptions{FieldManager: api.FieldManager}); err != nil {
+			return p.errorf("update", "updating delegate %s/%s: %w", d.Namespace, d.Name, err)
+		}
+	}
+	if !sameResources(resized, cur) {
+		next := cur.DeepCopy()
+		setResources(next, resized)
+		if _, err := pods.UpdateResize(ctx, next.Name, next, metav1.UpdateOptions{FieldManager: api.FieldManager}); err != nil {
+			return p.errorf("update", "resizing delegate %s/%s: %w", d.Namespace, d.Name, err)
+		}
 	}
 	return nil
+}
+
+// resourcesDigest is a digest of what pod's containers ask for
+// (AnnotationResources).
+func resourcesDigest(pod *corev1.Pod) string {
+	var all []corev1.ResourceRequirements
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			all = append(all, c.Resources)
+		}
+	}
+	raw, _ := json.Marshal(all)
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:8])
+}
+
+// setResources gives the containers of dst the resources of src's.
+func setResources(dst, src *corev1.Pod) {
+	for _, cs := range []struct{ dst, src []corev1.Container }{
+		{dst.Spec.Containers, src.Spec.Containers}, {dst.Spec.InitContainers, src.Spec.InitContainers},
+	} {
+		for i := range cs.dst {
+			if i < len(cs.src) {
+				cs.dst[i].Resources = *cs.src[i].Resources.DeepCopy()
+			}
+		}
+	}
+}
+
+// sameResources says whether the containers of a and b ask for the same
+// resources.
+func sameResources(a, b *corev1.Pod) bool {
+	for _, cs := range [][2][]corev1.Container{{a.Spec.Containers, b.Spec.Containers}, {a.Spec.InitContainers, b.Spec.InitContainers}} {
+		for i := range min(len(cs[0]), len(cs[1])) {
+			if !equality.Semantic.DeepEqual(cs[0][i].Resources, cs[1][i].Resources) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // delegateOwn are the delegate's annotations that are this level's, not the
 // parent pod's: an update keeps them as they are.
 var delegateOwn = []string{api.AnnotationOrigin, api.AnnotationPath, api.AnnotationParentPod, api.AnnotationOwnerKind,
-	api.AnnotationOwnerUID, api.AnnotationDomains, api.AnnotationIdentity, api.AnnotationHold, api.AnnotationReservedOn}
+	api.AnnotationOwnerUID, api.AnnotationDomains, api.AnnotationIdentity, api.AnnotationHold, api.AnnotationReservedOn, api.AnnotationResources}
 
 // updatedDelegate is d as the parent pod asks it to be now: what may change
 // on a running pod (labels, annotations, images, active deadline, added
-// tolerations) taken from pod, the rest d's own.
+// tolerations, the containers' resources: an in-place resize) taken from
+// pod, the rest d's own.
 func updatedDelegate(pod, d *corev1.Pod) *corev1.Pod {
 	want := d.DeepCopy()
 	want.Labels = maps.Clone(pod.Labels)
@@ -209,6 +271,14 @@ func updatedDelegate(pod, d *corev1.Pod) *corev1.Pod {
 		if i < len(pod.Spec.InitContainers) {
 			want.Spec.InitContainers[i].Image = pod.Spec.InitContainers[i].Image
 		}
+	}
+	// Resized at the parent since the delegate was made or last resized
+	// (its own resources may hold what this cluster's admission added).
+	// A delegate made before the digest was kept is compared as it is.
+	digest := resourcesDigest(pod)
+	if had, ok := d.Annotations[api.AnnotationResources]; (ok && had != digest) || (!ok && !sameResources(pod, d)) {
+		setResources(want, pod)
+		want.Annotations[api.AnnotationResources] = digest
 	}
 	want.Spec.ActiveDeadlineSeconds = pod.Spec.ActiveDeadlineSeconds
 	if len(pod.Spec.Tolerations) > len(want.Spec.Tolerations) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -98,4 +99,52 @@ func TestGetPodShowsADelegateBehind(t *testing.T) {
 	got, err = p.GetPod(t.Context(), "app", "web")
 	require.NoError(t, err)
 	require.True(t, same(changed, got), "carried down: %v", got.ObjectMeta)
+}
+
+// A parent pod resized in place is resized below, through the resize
+// subresource (its resources change no other way), and only then: a
+// delegate whose resources this cluster's admission changed (a
+// LimitRange's default limits) is not resized back while the parent pod
+// keeps its own.
+func TestResizedInPlace(t *testing.T) {
+	res := func(cpu string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}
+	}
+	parentPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "app", UID: "u1"},
+		Spec: corev1.PodSpec{NodeName: "leaf", Containers: []corev1.Container{{Name: "app", Image: "nginx", Resources: res("100m")}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	p, _ := runWithDelegate(t, parentPod, corev1.PodStatus{Phase: corev1.PodRunning})
+	child := p.cfg.Child.(*fake.Clientset)
+	// The delegate as it was made, then given a default limit here.
+	d := buildDelegate(parentPod, "web", &p.cfg, []string{"mid", "leaf"})
+	d.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+	_, err := child.CoreV1().Pods("app").Update(t.Context(), d, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, p.delegates.GetStore().Update(d))
+	resizes := func() int {
+		n := 0
+		for _, a := range child.Actions() {
+			if a.GetSubresource() == "resize" {
+				n++
+			}
+		}
+		return n
+	}
+
+	labelled := parentPod.DeepCopy()
+	labelled.Labels = map[string]string{"tier": "new"}
+	require.NoError(t, p.UpdatePod(t.Context(), labelled))
+	require.Zero(t, resizes(), "the parent pod was not resized")
+
+	resized := labelled.DeepCopy()
+	resized.Spec.Containers[0].Resources = res("200m")
+	require.NoError(t, p.UpdatePod(t.Context(), resized))
+	require.Equal(t, 1, resizes())
+	got, err := child.CoreV1().Pods("app").Get(t.Context(), "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, res("200m"), got.Spec.Containers[0].Resources)
+	require.Equal(t, resourcesDigest(resized), got.Annotations[api.AnnotationResources])
+	require.Equal(t, "new", got.Labels["tier"])
+	require.NoError(t, p.delegates.GetStore().Update(got))
+	require.False(t, delegateBehind(resized, got), "in step once resized")
 }
