@@ -111,7 +111,7 @@ func TestResizedInPlace(t *testing.T) {
 		return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}
 	}
 	parentPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "app", UID: "u1"},
-		Spec: corev1.PodSpec{NodeName: "leaf", Containers: []corev1.Container{{Name: "app", Image: "nginx", Resources: res("100m")}}},
+		Spec:   corev1.PodSpec{NodeName: "leaf", Containers: []corev1.Container{{Name: "app", Image: "nginx", Resources: res("100m")}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	p, _ := runWithDelegate(t, parentPod, corev1.PodStatus{Phase: corev1.PodRunning})
 	child := p.cfg.Child.(*fake.Clientset)
