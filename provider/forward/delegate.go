@@ -73,6 +73,9 @@ func buildDelegate(pod *corev1.Pod, name string, c *Config, path []string) *core
 		d.Annotations[api.AnnotationOwnerUID] = string(owner)
 	}
 	d.Spec.NodeName = ""
+	// A pod is made without ephemeral containers: those the parent pod
+	// has already are added after (UpdatePod).
+	d.Spec.EphemeralContainers = nil
 	unpinVirtualNode(d, c.ClusterName)
 	placeInDomains(d)
 	// The priority value is computed again here from priorityClassName;

@@ -165,26 +165,36 @@ func (p *Provider) updatePod(ctx context.Context, pod *corev1.Pod) error {
 		// there, not edited into one this cluster's scheduler never lets go.
 		return p.createPod(ctx, pod)
 	}
-	want := updatedDelegate(pod, d)
+	final := updatedDelegate(pod, d)
 	pods := p.cfg.Child.CoreV1().Pods(d.Namespace)
-	// Resources change through the resize subresource only (an in-place
-	// resize, the parent's own done the same way): everything else
-	// first, then the resources, each write only where it changes
-	// something.
-	resized := want.DeepCopy()
+	opts := metav1.UpdateOptions{FieldManager: api.FieldManager}
+	// Ephemeral containers (kubectl debug) and resources (an in-place
+	// resize) change through their subresources only, as the parent's
+	// did: everything else first, then each of those, each write only
+	// where it changes something.
+	want := final.DeepCopy()
 	setResources(want, d)
+	want.Spec.EphemeralContainers = d.Spec.EphemeralContainers
 	cur := d
 	if !equality.Semantic.DeepEqual(want.Labels, d.Labels) || !equality.Semantic.DeepEqual(want.Annotations, d.Annotations) ||
 		!equality.Semantic.DeepEqual(want.Spec, d.Spec) {
 		var err error
-		if cur, err = pods.Update(ctx, want, metav1.UpdateOptions{FieldManager: api.FieldManager}); err != nil {
+		if cur, err = pods.Update(ctx, want, opts); err != nil {
 			return p.errorf("update", "updating delegate %s/%s: %w", d.Namespace, d.Name, err)
 		}
 	}
-	if !sameResources(resized, cur) {
+	if !equality.Semantic.DeepEqual(final.Spec.EphemeralContainers, cur.Spec.EphemeralContainers) {
 		next := cur.DeepCopy()
-		setResources(next, resized)
-		if _, err := pods.UpdateResize(ctx, next.Name, next, metav1.UpdateOptions{FieldManager: api.FieldManager}); err != nil {
+		next.Spec.EphemeralContainers = final.Spec.EphemeralContainers
+		var err error
+		if cur, err = pods.UpdateEphemeralContainers(ctx, next.Name, next, opts); err != nil {
+			return p.errorf("update", "adding ephemeral containers to delegate %s/%s: %w", d.Namespace, d.Name, err)
+		}
+	}
+	if !sameResources(final, cur) {
+		next := cur.DeepCopy()
+		setResources(next, final)
+		if _, err := pods.UpdateResize(ctx, next.Name, next, opts); err != nil {
 			return p.errorf("update", "resizing delegate %s/%s: %w", d.Namespace, d.Name, err)
 		}
 	}
@@ -238,8 +248,8 @@ var delegateOwn = []string{api.AnnotationOrigin, api.AnnotationPath, api.Annotat
 
 // updatedDelegate is d as the parent pod asks it to be now: what may change
 // on a running pod (labels, annotations, images, active deadline, added
-// tolerations, the containers' resources: an in-place resize) taken from
-// pod, the rest d's own.
+// tolerations, ephemeral containers, the containers' resources: an
+// in-place resize) taken from pod, the rest d's own.
 func updatedDelegate(pod, d *corev1.Pod) *corev1.Pod {
 	want := d.DeepCopy()
 	want.Labels = maps.Clone(pod.Labels)
@@ -272,6 +282,7 @@ func updatedDelegate(pod, d *corev1.Pod) *corev1.Pod {
 			want.Spec.InitContainers[i].Image = pod.Spec.InitContainers[i].Image
 		}
 	}
+	want.Spec.EphemeralContainers = pod.Spec.EphemeralContainers
 	// Resized at the parent since the delegate was made or last resized
 	// (its own resources may hold what this cluster's admission added).
 	// A delegate made before the digest was kept is compared as it is.

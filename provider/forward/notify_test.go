@@ -148,3 +148,33 @@ func TestResizedInPlace(t *testing.T) {
 	require.NoError(t, p.delegates.GetStore().Update(got))
 	require.False(t, delegateBehind(resized, got), "in step once resized")
 }
+
+// An ephemeral container added to the parent pod (kubectl debug) is added
+// to its delegate through the ephemeralcontainers subresource, once.
+func TestEphemeralContainerAdded(t *testing.T) {
+	parentPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "app", UID: "u1"},
+		Spec:   corev1.PodSpec{NodeName: "leaf", Containers: []corev1.Container{{Name: "app", Image: "nginx"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	p, _ := runWithDelegate(t, parentPod, corev1.PodStatus{Phase: corev1.PodRunning})
+	child := p.cfg.Child.(*fake.Clientset)
+	d := buildDelegate(parentPod, "web", &p.cfg, []string{"mid", "leaf"})
+	_, err := child.CoreV1().Pods("app").Update(t.Context(), d, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, p.delegates.GetStore().Update(d))
+
+	debugged := parentPod.DeepCopy()
+	debugged.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+		Name: "debugger", Image: "busybox"}, TargetContainerName: "app"}}
+	require.True(t, delegateBehind(debugged, d), "virtual-kubelet is to call UpdatePod")
+	require.NoError(t, p.UpdatePod(t.Context(), debugged))
+	var added int
+	for _, a := range child.Actions() {
+		if a.GetSubresource() == "ephemeralcontainers" {
+			added++
+		}
+	}
+	require.Equal(t, 1, added)
+	d, err = child.CoreV1().Pods("app").Get(t.Context(), "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, debugged.Spec.EphemeralContainers, d.Spec.EphemeralContainers)
+}
