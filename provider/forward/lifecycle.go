@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -241,6 +242,10 @@ func sameResources(a, b *corev1.Pod) bool {
 	return true
 }
 
+// topologyLabelPrefix starts the labels an API server copies from a node
+// to the pods bound to it.
+const topologyLabelPrefix = "topology.kubernetes.io/"
+
 // delegateOwn are the delegate's annotations that are this level's, not the
 // parent pod's: an update keeps them as they are.
 var delegateOwn = []string{api.AnnotationOrigin, api.AnnotationPath, api.AnnotationParentPod, api.AnnotationOwnerKind,
@@ -258,6 +263,14 @@ func updatedDelegate(pod, d *corev1.Pod) *corev1.Pod {
 	}
 	if v, ok := d.Labels[api.LabelTargetUID]; ok {
 		want.Labels[api.LabelTargetUID] = v
+	}
+	// The topology labels this cluster's API server gave the delegate
+	// from its node when it was bound (PodTopologyLabels admission) are
+	// the delegate's, where the parent pod has none of its own.
+	for k, v := range d.Labels {
+		if _, parents := pod.Labels[k]; !parents && strings.HasPrefix(k, topologyLabelPrefix) {
+			want.Labels[k] = v
+		}
 	}
 	want.Annotations = maps.Clone(pod.Annotations)
 	if want.Annotations == nil {

@@ -178,3 +178,23 @@ func TestEphemeralContainerAdded(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, debugged.Spec.EphemeralContainers, d.Spec.EphemeralContainers)
 }
+
+// The topology labels this cluster's API server gives a delegate from its
+// node at binding (PodTopologyLabels) are the delegate's own: the parent
+// pod, which has its parent's node's, never takes them off, and the
+// delegate is in step (its status's observed generation is the parent's).
+func TestTopologyLabelsFromBindingStay(t *testing.T) {
+	parent := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "app", Generation: 1,
+		Labels: map[string]string{"app": "web", "topology.kubernetes.io/region": "east"}}}
+	d := parent.DeepCopy()
+	d.Labels["topology.kubernetes.io/zone"] = "east-1"
+	d.Labels[api.LabelTargetUID] = testTargetUID
+	d.Annotations = map[string]string{}
+	d.Status = corev1.PodStatus{Phase: corev1.PodRunning, ObservedGeneration: 1}
+	require.False(t, delegateBehind(parent, d))
+	require.EqualValues(t, 1, translateStatus(parent, d).ObservedGeneration)
+
+	relabelled := parent.DeepCopy()
+	relabelled.Labels["topology.kubernetes.io/zone"] = "mine"
+	require.Equal(t, "mine", updatedDelegate(relabelled, d).Labels["topology.kubernetes.io/zone"], "the parent's own label wins")
+}
