@@ -56,13 +56,15 @@ func TestObservedGenerationIsTheParents(t *testing.T) {
 }
 
 // A condition set on the parent pod that the delegate has not (an
-// eviction's DisruptionTarget at the parent) stays; the delegate's own
+// eviction's DisruptionTarget at the parent) stays, but a kubelet's (a
+// resize's, done below) goes with the delegate's; the delegate's own
 // conditions win over the parent's of the same type.
 func TestParentOnlyConditionsStay(t *testing.T) {
 	parent := &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
 		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
 		{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI"},
 		{Type: corev1.PodReady, Status: corev1.ConditionTrue},
+		{Type: corev1.PodResizeInProgress, Status: corev1.ConditionTrue},
 	}}}
 	d := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Conditions: []corev1.PodCondition{
 		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, Reason: "below"},
@@ -77,4 +79,5 @@ func TestParentOnlyConditionsStay(t *testing.T) {
 	require.Equal(t, corev1.ConditionFalse, got[corev1.PodReady].Status, "the delegate's")
 	require.Equal(t, "EvictionByEvictionAPI", got[corev1.DisruptionTarget].Reason, "the parent's, which the delegate has not")
 	require.Empty(t, got[corev1.PodScheduled].Reason, "the parent's own scheduling")
+	require.NotContains(t, got, corev1.PodResizeInProgress, "a resize the delegate no longer shows is over")
 }

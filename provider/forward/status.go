@@ -52,6 +52,15 @@ func asParent(parent, d *corev1.Pod) *corev1.Pod {
 // others set on it there that the delegate has not (DisruptionTarget from
 // an eviction at the parent, which a Job's pod failure policy reads), and
 // its QoS class.
+// kubeletConditions are the pod conditions a kubelet sets and takes off:
+// the parent pod has them as its delegate has them (a resize's, once done,
+// go), where a condition another writer set at the parent (DisruptionTarget
+// from an eviction there) stays.
+var kubeletConditions = map[corev1.PodConditionType]bool{
+	corev1.PodReady: true, corev1.ContainersReady: true, corev1.PodInitialized: true, corev1.PodReadyToStartContainers: true,
+	corev1.PodResizePending: true, corev1.PodResizeInProgress: true,
+}
+
 func translateStatus(parent, d *corev1.Pod) corev1.PodStatus {
 	st := *d.Status.DeepCopy()
 	st.QOSClass = parent.Status.QOSClass
@@ -67,7 +76,7 @@ func translateStatus(parent, d *corev1.Pod) corev1.PodStatus {
 	st.Conditions = conds
 	observedGenerations(&st, parent, d)
 	for _, c := range parent.Status.Conditions {
-		if c.Type == corev1.PodScheduled || !below[c.Type] {
+		if c.Type == corev1.PodScheduled || (!below[c.Type] && !kubeletConditions[c.Type]) {
 			st.Conditions = append(st.Conditions, c)
 		}
 	}
