@@ -112,6 +112,30 @@ func (h *Host) APIAddress() string {
 	return netip.AddrFrom4([4]byte{rng[0], rng[1], wan[2], wan[3]}).String()
 }
 
+// The node port range of the clusters' API servers (kube-apiserver's
+// default --service-node-port-range).
+const (
+	ServiceNodePortFirst = 30000
+	ServiceNodePortLast  = 32767
+)
+
+// StartProxyServingNodePorts is StartProxy with the proxy serving c's
+// Services' node ports at the address its children's virtual nodes
+// advertise (--service-node-ports), the range published to the WAN on its
+// host, as a cloud's load balancer publishes node ports.
+func (e *Environment) StartProxyServingNodePorts(ctx context.Context, c *Cluster, args ...string) (*Process, error) {
+	p, err := e.StartProxy(ctx, c, append(args, "--service-node-ports")...)
+	if err != nil || c.Host == nil {
+		return p, err
+	}
+	for _, proto := range []string{"tcp", "udp"} {
+		if err := c.Host.Open(proto, ServiceNodePortFirst, ServiceNodePortLast); err != nil {
+			return p, fmt.Errorf("publishing the node ports of %s: %w", c.Name, err)
+		}
+	}
+	return p, nil
+}
+
 // StartProxy starts a nestlet-proxy for c on free ports of its host's
 // address (of this machine's, in NetworkShared), with an admin kubeconfig
 // or the identity Config.Identities gives proxies,

@@ -187,18 +187,8 @@ func (pg *Playground) setup(ctx context.Context, o PlaygroundOptions, progress f
 		if !parents[c.Name] {
 			continue
 		}
-		// The proxy serves the cluster's Services' node ports at the
-		// address its children's virtual nodes advertise, published to
-		// the WAN (as a cloud's load balancer publishes a node port).
-		if _, err := pg.StartProxy(ctx, c, "--service-node-ports"); err != nil {
+		if _, err := pg.StartProxyServingNodePorts(ctx, c); err != nil {
 			return err
-		}
-		if c.Host != nil {
-			for _, proto := range []string{"tcp", "udp"} {
-				if err := c.Host.Open(proto, ServiceNodePortFirst, ServiceNodePortLast); err != nil {
-					return fmt.Errorf("publishing the node ports of %s: %w", c.Name, err)
-				}
-			}
 		}
 		progress("%s runs a nestlet-proxy, which serves its Services' node ports", c.Name)
 	}
@@ -360,10 +350,3 @@ func writeStandaloneKubeconfig(from, to, name string) error {
 	}
 	return nil
 }
-
-// The node port range of the clusters' API servers (kube-apiserver's
-// default --service-node-port-range).
-const (
-	ServiceNodePortFirst = 30000
-	ServiceNodePortLast  = 32767
-)

@@ -183,19 +183,7 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 	fc.PodSecurity = t.Spec.PodSecurity
 	fc.Limits = t.Spec.Limits
 	relay := peers.NewParentRelay(r.c.cfg.Clock)
-	switch {
-	case r.c.cfg.PodAPI == PodAPIOrigin:
-		fc.OriginAPI = &forward.OriginAPI{URL: id.ParentURL, CA: id.CAData}
-		if r.c.cfg.Peers != nil {
-			relay.Set(existing)
-			fc.OriginAPI.Relay = relay.Get
-		}
-	case r.c.cfg.PodAPI == PodAPIAuto && r.c.cfg.Peers != nil:
-		// The parent's API where its gateway relays it here: the pods
-		// of a tree with gateways call the cluster they were made in.
-		relay.Set(existing)
-		fc.OriginAPI = &forward.OriginAPI{URL: id.ParentURL, CA: id.CAData, Relay: relay.Get, RelayOnly: true}
-	}
+	fc.OriginAPI = r.originAPI(id, relay, existing)
 	pods, err := newForwarding(runCtx, nodeClient, fc)
 	r.started = true
 	if err != nil {
@@ -316,6 +304,27 @@ func (r *targetRun) forwardConfig(parent string, avoider forward.Avoider) forwar
 		// Never Ready, never run: nothing was forwarded for it yet.
 		New: t.Status.NodeName == "" && !r.started,
 	}
+}
+
+// originAPI is where the parent's pods call their API server from here
+// (--pod-api), nil for this cluster's: the parent's with origin, and with
+// auto where its gateway relays it here (the pods of a tree with gateways
+// call the cluster they were made in). relay learns from the virtual node
+// whether it does.
+func (r *targetRun) originAPI(id *join.Identity, relay *peers.ParentRelay, existing *corev1.Node) *forward.OriginAPI {
+	switch {
+	case r.c.cfg.PodAPI == PodAPIOrigin:
+		o := &forward.OriginAPI{URL: id.ParentURL, CA: id.CAData}
+		if r.c.cfg.Peers != nil {
+			relay.Set(existing)
+			o.Relay = relay.Get
+		}
+		return o
+	case r.c.cfg.PodAPI == PodAPIAuto && r.c.cfg.Peers != nil:
+		relay.Set(existing)
+		return &forward.OriginAPI{URL: id.ParentURL, CA: id.CAData, Relay: relay.Get, RelayOnly: true}
+	}
+	return nil
 }
 
 // hold keeps a started run going, renewing the node certificate in place,

@@ -10,6 +10,9 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/nestlet/nestlet/api"
 )
 
 // What a node sends into the tree. A pod's packets carry its pod IP, which
@@ -137,4 +140,32 @@ func ifname(s string) []byte {
 	b := make([]byte, unix.IFNAMSIZ)
 	copy(b, s)
 	return b
+}
+
+// ownPodCIDRs are the pod CIDRs of this cluster's own nodes (not its
+// children's virtual nodes).
+func (t *Peers) ownPodCIDRs() []netip.Prefix {
+	var out []netip.Prefix
+	if nodes, err := t.nodes.List(labels.Everything()); err == nil {
+		for _, n := range nodes {
+			if n.Labels[api.LabelCluster] == "" {
+				out = append(out, prefixes(nodePodCIDRs(n))...)
+			}
+		}
+	}
+	return out
+}
+
+// sourcesKept are the sources a packet into the tree keeps (nodesource.go):
+// every CIDR the peers are routed, and the API relays', this cluster's and
+// its parents'.
+func (t *Peers) sourcesKept(claimed map[netip.Prefix]bool) []netip.Prefix {
+	out := prefixes(t.apiPrefix())
+	for p := range claimed {
+		out = append(out, p)
+	}
+	for _, p := range t.parentAPI {
+		out = append(out, p)
+	}
+	return out
 }

@@ -28,7 +28,6 @@ import (
 	"github.com/google/nftables"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -386,34 +385,6 @@ func (t *Peers) carriedLocked(claimed map[netip.Prefix]bool) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-// ownPodCIDRs are the pod CIDRs of this cluster's own nodes (not its
-// children's virtual nodes).
-func (t *Peers) ownPodCIDRs() []netip.Prefix {
-	var out []netip.Prefix
-	if nodes, err := t.nodes.List(labels.Everything()); err == nil {
-		for _, n := range nodes {
-			if n.Labels[api.LabelCluster] == "" {
-				out = append(out, prefixes(nodePodCIDRs(n))...)
-			}
-		}
-	}
-	return out
-}
-
-// sourcesKept are the sources a packet into the tree keeps (nodesource.go):
-// every CIDR the peers are routed, and the API relays', this cluster's and
-// its parents'.
-func (t *Peers) sourcesKept(claimed map[netip.Prefix]bool) []netip.Prefix {
-	out := prefixes(t.apiPrefix())
-	for p := range claimed {
-		out = append(out, p)
-	}
-	for _, p := range t.parentAPI {
-		out = append(out, p)
-	}
-	return out
 }
 
 // refresh recomputes what this cluster carries (a node of its own came,

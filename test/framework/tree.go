@@ -112,11 +112,6 @@ func (te *TreeEnv) argsOf(tree Tree) (map[string][]string, error) {
 	for name, entries := range direct {
 		te.proxyArgs[name] = []string{"--direct-nodes=" + strings.Join(entries, ",")}
 	}
-	if tree.ServiceNodePorts {
-		for _, name := range tree.Proxies {
-			te.proxyArgs[name] = append(te.proxyArgs[name], "--service-node-ports")
-		}
-	}
 	return agents, nil
 }
 
@@ -177,15 +172,12 @@ func (te *TreeEnv) setup(ctx context.Context, tree Tree) error {
 		if c == nil {
 			return fmt.Errorf("proxy for unknown cluster %q", name)
 		}
-		if _, err := te.StartProxy(ctx, c, te.ProxyArgs(name)...); err != nil {
-			return err
+		start := te.StartProxy
+		if tree.ServiceNodePorts {
+			start = te.StartProxyServingNodePorts
 		}
-		if tree.ServiceNodePorts && c.Host != nil {
-			for _, proto := range []string{"tcp", "udp"} {
-				if err := c.Host.Open(proto, launcher.ServiceNodePortFirst, launcher.ServiceNodePortLast); err != nil {
-					return err
-				}
-			}
+		if _, err := start(ctx, c, te.ProxyArgs(name)...); err != nil {
+			return err
 		}
 	}
 	for _, r := range tree.Reachable {
