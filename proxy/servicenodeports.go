@@ -322,7 +322,7 @@ func (s *serviceNodePorts) backend(k portKey, client string) (string, error) {
 	}
 	ready := s.endpoints(t)
 	if len(ready) == 0 {
-		return "", fmt.Errorf("Service %s port %d: %w", t.service, t.port.Port, errNoEndpoint)
+		return "", fmt.Errorf("port %d of Service %s: %w", t.port.Port, t.service, errNoEndpoint)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
