@@ -20,6 +20,14 @@ func RSSBytes(p *launcher.Process) (int64, error) {
 	return vmRSS(fmt.Sprintf("/proc/%d/status", p.PID()))
 }
 
+// AnonRSSBytes returns the anonymous part of the process's resident set
+// (its heap, stacks and data; RssAnon in /proc/<pid>/status): RSS less the
+// pages of files it maps, its own binary's code first, which the page
+// cache holds and processes of the same binary share.
+func AnonRSSBytes(p *launcher.Process) (int64, error) {
+	return statusKB(fmt.Sprintf("/proc/%d/status", p.PID()), "RssAnon:")
+}
+
 // ContainerRSSBytes returns the resident set size of the main process of
 // container id on real node n, read from /proc as RSSBytes reads a host
 // process's: the same measure for a component run as a pod and as a host
@@ -50,7 +58,11 @@ func ContainerRSSBytes(ctx context.Context, n *launcher.RealNode, id string) (in
 func SelfRSSBytes() (int64, error) { return vmRSS("/proc/self/status") }
 
 // vmRSS reads VmRSS from a /proc/<pid>/status file, in bytes.
-func vmRSS(path string) (int64, error) {
+func vmRSS(path string) (int64, error) { return statusKB(path, "VmRSS:") }
+
+// statusKB reads the line key (in kB) of a /proc/<pid>/status file, in
+// bytes.
+func statusKB(path, key string) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
@@ -58,15 +70,15 @@ func vmRSS(path string) (int64, error) {
 	defer f.Close()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(s.Text(), key); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("parsing VmRSS in %s: %w", path, err)
+				return 0, fmt.Errorf("parsing %s in %s: %w", key, path, err)
 			}
 			return kb * 1024, nil
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in %s", path)
+	return 0, fmt.Errorf("no %s in %s", key, path)
 }
 
 // ShimsRSS returns how many containerd shims serve the containerd at socket

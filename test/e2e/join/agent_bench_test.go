@@ -22,7 +22,7 @@ func BenchmarkAgentIdle(b *testing.B) {
 	if agent == nil {
 		b.Fatal("no agent process for west")
 	}
-	idle := func() (rssMiB, cpuMilli float64) {
+	idle := func() (rssMiB, anonMiB, cpuMilli float64) {
 		cpu0, err := framework.CPUTime(agent)
 		if err != nil {
 			b.Fatal(err)
@@ -37,16 +37,25 @@ func BenchmarkAgentIdle(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		return float64(rss) / (1 << 20), float64(cpu1-cpu0) / float64(period) * 1000
+		anon, err := framework.AnonRSSBytes(agent)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return float64(rss) / (1 << 20), float64(anon) / (1 << 20), float64(cpu1-cpu0) / float64(period) * 1000
 	}
 	for b.Loop() {
-		rss1, cpu1 := idle()
+		// RSS holds the binary's code the agent ran, a page-cache file
+		// mapping shared by every process of that binary; the anonymous
+		// part is the agent's own memory.
+		rss1, anon1, cpu1 := idle()
 		b.ReportMetric(rss1, "agent-1-target-rss-MiB")
+		b.ReportMetric(anon1, "agent-1-target-anon-MiB")
 		b.ReportMetric(cpu1, "agent-1-target-cpu-millicores")
 		// Nine more Targets, kept while the agent idles.
 		benchTargets(b, "bench-idle", 9, func() {
-			rss10, cpu10 := idle()
+			rss10, anon10, cpu10 := idle()
 			b.ReportMetric(rss10, "agent-10-targets-rss-MiB")
+			b.ReportMetric(anon10, "agent-10-targets-anon-MiB")
 			b.ReportMetric(cpu10, "agent-10-targets-cpu-millicores")
 		})
 	}
