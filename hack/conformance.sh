@@ -27,6 +27,10 @@
 #   CONFORMANCE_DIR     where the tree, the reports and the logs go (default
 #                       ${XDG_CACHE_HOME:-~/.cache}/nestlet/conformance; kept after the run)
 #   CONFORMANCE_KEEP=1  leave the tree running after the run (nestctl playground down --dir ...)
+#
+#   hack/conformance.sh tools DIR   only steps 1 and 2: e2e.test, ginkgo and the images' OCI
+#                                   archives (DIR/images) into DIR, for make test's few specs
+#                                   (test/e2e/tree)
 set -o errexit -o nounset -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -67,6 +71,19 @@ build_agnhost() {
 build_ginkgo() {
   (cd "${MOD}" && CGO_ENABLED=0 go build -trimpath -o "$1" github.com/onsi/ginkgo/v2/ginkgo)
 }
+
+if [[ "${1:-}" == tools ]]; then
+  # make test's few specs: the tools and the images, linked into DIR.
+  out="$2"
+  tool e2e.test build_e2e
+  tool agnhost build_agnhost
+  tool ginkgo build_ginkgo
+  mkdir -p "${out}"
+  ln -sfn "${TOOLS}/e2e.test" "${out}/e2e.test"
+  ln -sfn "${TOOLS}/ginkgo" "${out}/ginkgo"
+  hack/conformance/images.sh "${TOOLS}/agnhost" "${out}/images"
+  exit 0
+fi
 
 hack/install-binaries.sh
 hack/build.sh

@@ -42,6 +42,18 @@ if ! hack/install-node-runtime.sh; then
   echo "the node runtime could not be installed (see above): the real-leaf tests (test/e2e/realleaf) will skip" >&2
 fi
 
+echo "== the conformance suite's tools and images (test/e2e/tree runs a few of its specs at the root)"
+# Built once at the pinned Kubernetes version and cached beside the other
+# binaries (the first time about as long as make conformance's build).
+# Where they cannot be built the test skips and says why; .ci/run makes
+# that a failure.
+conformance="${ROOT}/_output/conformance"
+if hack/conformance.sh tools "${conformance}"; then
+  export NESTLET_CONFORMANCE_TOOLS="${conformance}"
+else
+  echo "the conformance suite could not be built (see above): test/e2e/tree's conformance specs will skip" >&2
+fi
+
 echo "== integration and end-to-end tests (real control planes)"
 log="$(mktemp)"
 trap 'rm -f "${log}"' EXIT

@@ -90,5 +90,10 @@ func TestMain(m *testing.M) {
 		// The root's proxy serves its Services' node ports:
 		// TestNodePortAtTheRoot.
 		ServiceNodePorts: true,
+		// The root's children take pods as a cluster's nodes do: the
+		// upstream suite counts a node with a NoSchedule taint as one
+		// that takes none (TestConformanceAtTheRoot; every scheduler of
+		// the tree is Nestlet's, as in make conformance).
+		ClusterAgentArgs: map[string][]string{"root": {"--child-taint-effect=PreferNoSchedule"}},
 	}, func(te *framework.TreeEnv) { env, tree = te.Environment, te }))
 }
