@@ -26,7 +26,58 @@ type GatewayParent struct {
 	// of Routes holds the address); empty when the parent offers none.
 	// Pods made in the parent call it there (--pod-api=origin).
 	APIAddress string `json:"apiAddress,omitempty"`
+	// Directory lists the gateways of clusters outside the child's
+	// subtree that it may reach directly, without climbing the tree (a
+	// direct path: provider/peers/direct.go): the parent's other
+	// children's subtrees and what its own parents listed for it, each
+	// with no more routes than the tree already sends that way.
+	Directory []GatewayEntry `json:"directory,omitempty"`
 }
+
+// GatewayEntry is one cluster's gateway in a directory of direct paths:
+// a parent's list for a child (GatewayParent.Directory), or a child's
+// list of its subtree for a parent (AnnotationGatewaySubtree).
+type GatewayEntry struct {
+	// Cluster is the cluster's name (its virtual node's in its parent).
+	Cluster string `json:"cluster"`
+	// PublicKey is its gateway's WireGuard key (base64).
+	PublicKey string `json:"publicKey"`
+	// Endpoint is ip:port (UDP) where its parent's gateway sees its
+	// packets come from: its NAT's mapping, which a direct peer dials.
+	Endpoint string `json:"endpoint"`
+	// Routes are its own nodes' pod CIDRs (not its subtree's), as far as
+	// its parent grants them.
+	Routes []string `json:"routes"`
+}
+
+// DirectPath is what a cluster tells its parents of one of its direct
+// paths (AnnotationGatewayPaths), for `nestctl tree`.
+type DirectPath struct {
+	// Cluster is the other end.
+	Cluster string `json:"cluster"`
+	// State is DirectUp, DirectTrying or DirectFailed.
+	State string `json:"state"`
+	// Endpoint is where this cluster dials it.
+	Endpoint string `json:"endpoint,omitempty"`
+	// Reason says why the traffic goes through the tree, when it does.
+	Reason string `json:"reason,omitempty"`
+	// Since is when State began.
+	Since time.Time `json:"since"`
+}
+
+// The states of a DirectPath.
+const (
+	// DirectUp: the traffic between the two clusters takes the direct
+	// path.
+	DirectUp = "direct"
+	// DirectTrying: both ends dial each other; the traffic goes through
+	// the tree meanwhile.
+	DirectTrying = "trying"
+	// DirectFailed: no handshake came through (a NAT that maps each
+	// destination to another port, a firewall); the traffic goes through
+	// the tree, and the ends keep trying, slowly.
+	DirectFailed = "failed"
+)
 
 // PeerStats is what a child tells its parent of the peer link between
 // their gateways (AnnotationGatewayTunnelStats), as its gateway counts

@@ -89,6 +89,14 @@ const (
 	// AnnotationGatewayTunnelStats is set by a child on its virtual node
 	// beside AnnotationGatewayTunnel: JSON PeerStats.
 	AnnotationGatewayTunnelStats = "nestlet.io/gateway-tunnel-stats"
+	// AnnotationGatewaySubtree is set by a child on its virtual node:
+	// JSON []GatewayEntry, the gateways of its subtree that other
+	// clusters may dial directly (the parent keeps of each no more routes
+	// than it grants the child).
+	AnnotationGatewaySubtree = "nestlet.io/gateway-subtree"
+	// AnnotationGatewayPaths is set by a child on its virtual node: JSON
+	// []DirectPath, its direct paths and their state.
+	AnnotationGatewayPaths = "nestlet.io/gateway-paths"
 	// AnnotationTokenChildName is set by `nestctl token create
 	// --child-name` on the bootstrap token's Secret: the one node name the
 	// token may join as. AnnotationTokenAutoApprove ("true") lets the

@@ -1,9 +1,13 @@
 package launcher
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // What a host lets in and out: its firewall (NAT as a home router has it)
@@ -162,3 +166,40 @@ func (h *Host) publish(name, proto string, ports map[uint16]netip.AddrPort) erro
 func (h *Host) Unpublish(name string) error { return h.deleteTable(publishTable(name)) }
 
 func publishTable(name string) string { return "nestlet_publish_" + name }
+
+// SymmetricNAT puts (on) or takes away (off) a NAT in front of the host's
+// gateway that maps each of its flows to another random port
+// (symmetric, as carrier-grade NATs and some firewalls do): a peer that
+// dials the host where a third host saw it come from reaches nothing.
+// The gateway's flows start again under the new mapping (their
+// connection tracking entries are forgotten).
+func (h *Host) SymmetricNAT(on bool) error {
+	if on {
+		rules := fmt.Sprintf("table ip %s {\n\tchain postrouting {\n\t\ttype nat hook postrouting priority srcnat; policy accept;\n\t\toifname %q udp sport %d masquerade fully-random\n\t}\n}\n",
+			symmetricTable, hostWANIf, GatewayPort)
+		if err := inNetns(h.Netns, strings.NewReader(rules), "nft", "-f", "-"); err != nil {
+			return err
+		}
+	} else if err := h.deleteTable(symmetricTable); err != nil {
+		return err
+	}
+	return inNamespace(h.Netns, func() error {
+		var errs []error
+		for _, dir := range []netlink.ConntrackFilterType{netlink.ConntrackOrigSrcPort, netlink.ConntrackOrigDstPort} {
+			f := &netlink.ConntrackFilter{}
+			if err := f.AddProtocol(unix.IPPROTO_UDP); err != nil {
+				return err
+			}
+			if err := f.AddPort(dir, GatewayPort); err != nil {
+				return err
+			}
+			if _, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, f); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// symmetricTable is the nftables table (ip family) of SymmetricNAT.
+const symmetricTable = "nestlet_symmetric_nat"

@@ -52,6 +52,9 @@ type Child struct {
 	// "tunnel ...", the name it has had since before the word "peer".
 	Peer      string
 	PeerStats *api.PeerStats
+	// Paths are the child's direct paths to other clusters' gateways
+	// (not through the tree), as it last wrote them.
+	Paths []api.DirectPath
 }
 
 // now is the time `nestctl tree` reads handshake ages against.
@@ -130,6 +133,9 @@ func childOf(n *corev1.Node, pods int) Child {
 			c.PeerStats = &st
 		}
 	}
+	if raw, ok := api.ChildAnnotation(n, api.AnnotationGatewayPaths); ok {
+		_ = json.Unmarshal([]byte(raw), &c.Paths)
+	}
 	for _, cond := range n.Status.Conditions {
 		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
 			c.Ready = "Ready"
@@ -197,6 +203,9 @@ func (t *Tree) Render(w io.Writer) {
 		}
 		fmt.Fprintf(w, "%s%s%s  %s  depth %d  nodes %d  cpu %s/%s  memory %s/%s  pods %d  regions %s%s\n",
 			branch, c.Name, mark(c.Shared[c.Name]), c.Ready, c.Depth, c.Nodes, c.CPU[1].String(), c.CPU[0].String(), c.Memory[1].String(), c.Memory[0].String(), c.Pods, regions, share)
+		for _, p := range c.Paths {
+			fmt.Fprintf(w, "%s%s\n", indent, pathLine(p))
+		}
 		for j, cl := range c.Covered {
 			leaf := "├── "
 			if j == len(c.Covered)-1 {
@@ -221,6 +230,15 @@ func peerDetail(st *api.PeerStats) string {
 		handshake = "handshake " + duration.HumanDuration(now().Sub(*st.LastHandshake)) + " ago"
 	}
 	return fmt.Sprintf(" (%s, %s in, %s out)", handshake, units.BytesSize(float64(st.Received)), units.BytesSize(float64(st.Sent)))
+}
+
+// pathLine says where the traffic to the other end of a direct path goes.
+func pathLine(p api.DirectPath) string {
+	since := duration.HumanDuration(now().Sub(p.Since))
+	if p.State == api.DirectUp {
+		return fmt.Sprintf("⇢ %s: direct, to %s, for %s", p.Cluster, p.Endpoint, since)
+	}
+	return fmt.Sprintf("⇢ %s: through the tree, direct path %s for %s: %s", p.Cluster, p.State, since, p.Reason)
 }
 
 // mark flags a cluster that more than one child covers.

@@ -37,6 +37,12 @@ func TestTree(t *testing.T) {
 	stats, err := json.Marshal(api.PeerStats{LastHandshake: &at, Received: 3 << 20, Sent: 1536, At: at.Add(time.Second)})
 	require.NoError(t, err)
 	mid.Annotations[api.AnnotationGatewayTunnelStats] = string(stats)
+	paths, err := json.Marshal([]api.DirectPath{
+		{Cluster: "far", State: api.DirectUp, Endpoint: "10.250.0.9:51820", Since: at.Add(-time.Minute)},
+		{Cluster: "nat", State: api.DirectFailed, Endpoint: "10.250.0.8:40000", Reason: "no handshake", Since: at},
+	})
+	require.NoError(t, err)
+	mid.Annotations[api.AnnotationGatewayPaths] = string(paths)
 	now = func() time.Time { return at.Add(95 * time.Second) }
 	t.Cleanup(func() { now = time.Now })
 	client := fake.NewClientset(
@@ -54,6 +60,8 @@ func TestTree(t *testing.T) {
 	want := "root (1 nodes of its own, 2 children)\n" +
 		"├── east  NotReady  depth 1  nodes 2  cpu 0/8  memory 2Gi/8Gi  pods 0  regions east\n" +
 		"└── mid  Ready  depth 2  nodes 4  cpu 1500m/10  memory 4Gi/16Gi  pods 1  regions east,west  tunnel up (handshake 95s ago, 3MiB in, 1.5KiB out)\n" +
+		"    ⇢ far: direct, to 10.250.0.9:51820, for 2m35s\n" +
+		"    ⇢ nat: through the tree, direct path failed for 95s: no handshake\n" +
 		"    ├── leaf-a\n" +
 		"    └── leaf-b\n"
 	require.Equal(t, want, out.String())

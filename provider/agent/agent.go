@@ -245,6 +245,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		if node := a.cfg.Gateway.NodeName; node != "" {
 			gw.PublishRoutes(ctx, a.client, a.cfg.Namespace, node)
 		}
+		go gw.RunDirect(ctx, a.cfg.Clock)
 		if a.cfg.Metrics != nil {
 			if err := a.cfg.Metrics.Register(gw.Collector()); err != nil {
 				return err

@@ -277,6 +277,8 @@ func (r *targetRun) vnodeConfig(ctx context.Context, parent string, kapi *kubele
 		KubeletEndpoint: kapi.hostPort,
 		Reserves:        kapi.mode != KubeletAPIOff,
 		GatewayKey:      c.cfg.Peers.PublicKeyOrNone,
+		GatewaySubtree:  c.cfg.Peers.SubtreeAnnotation,
+		GatewayPaths:    c.cfg.Peers.PathsAnnotation,
 		ChildPodCIDRs:   c.cfg.ChildPodCIDRs,
 		Clock:           c.cfg.Clock,
 	}

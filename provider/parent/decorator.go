@@ -357,6 +357,8 @@ func (d *decorator) addresses(ctx context.Context, n *corev1.Node, annotations m
 	d.warnRefused(n, granted.refused)
 	patch := map[string]string{api.AnnotationPodCIDROverlap: overlap, api.AnnotationPodCIDRsRefused: granted.refused}
 	if key, _ := api.ChildAnnotation(n, api.AnnotationGatewayKey); d.peers != nil && key != "" {
+		subtree, _ := api.ChildAnnotation(n, api.AnnotationGatewaySubtree)
+		d.peers.SetChildSubtree(ctx, n.Name, subtree)
 		d.peers.SetChild(ctx, n.Name, key, granted.routedStrings())
 		patch[api.AnnotationGatewayParent] = d.peers.ParentAnnotation(n.Name)
 	}

@@ -29,7 +29,6 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 	corev1 "k8s.io/api/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/nestlet/nestlet/api"
@@ -68,6 +67,9 @@ type Config struct {
 	// peers for the route agents of the cluster's other nodes
 	// (noderoutes.go). Empty: not published.
 	NodeName string
+	// DirectPaths is how many direct paths to other clusters' gateways,
+	// not through the tree, this one tries at most (direct.go); 0: none.
+	DirectPaths int
 }
 
 // Peers holds this cluster's gateway and its peers: each child whose
@@ -112,6 +114,20 @@ type Peers struct {
 	// nodeSource, when set, translates the nodes' own packets into the
 	// tree (nodesource.go).
 	nodeSource *nodeSource
+
+	// Direct paths (direct.go). own is this cluster's subtree's pod
+	// CIDRs, as last told by a Target run; childSubtrees what each child
+	// lists of its subtree, childEndpoints where its packets come from;
+	// parentDirs what each parent lists for this cluster, by Target;
+	// direct the paths tried, by key; directView what was last told of
+	// them.
+	own            []netip.Prefix
+	childSubtrees  map[string][]api.GatewayEntry
+	childEndpoints map[string]netip.AddrPort
+	parentDirs     map[string][]api.GatewayEntry
+	directMax      int
+	direct         map[wgtypes.Key]*directPeer
+	directView     string
 }
 
 // Device is what Peers uses of a *gateway.Gateway (a fake in tests:
@@ -169,6 +185,7 @@ func Start(cfg *Config, nodes corelisters.NodeLister, restHost string) (*Peers, 
 		klog.Background().Info("Gateway runs", "interface", cfg.Interface, "implementation", impl)
 	}
 	t := New(gw, cfg.Endpoint, cfg.Keepalive, nodes)
+	t.directMax = cfg.DirectPaths
 	t.nodeSource = &nodeSource{iface: cfg.Interface, conn: func() (*nftables.Conn, error) { return nftables.New() }}
 	if apiAddr.IsValid() {
 		if t.api, err = startAPIRelay(apiAddr, restHost); err != nil {
@@ -189,7 +206,9 @@ const gatewayStartPatience = 20 * time.Second
 func New(gw Device, endpoint string, keepalive time.Duration, nodes corelisters.NodeLister) *Peers {
 	return &Peers{gw: gw, endpoint: endpoint, keepalive: keepalive, nodes: nodes,
 		children: map[string]gateway.Peer{}, parents: map[string]gateway.Peer{},
-		acked: map[string]string{}, keyListeners: map[string]func(){}, parentAPI: map[string]netip.Prefix{}}
+		acked: map[string]string{}, keyListeners: map[string]func(){}, parentAPI: map[string]netip.Prefix{},
+		childSubtrees: map[string][]api.GatewayEntry{}, childEndpoints: map[string]netip.AddrPort{},
+		parentDirs: map[string][]api.GatewayEntry{}, direct: map[wgtypes.Key]*directPeer{}}
 }
 
 // PublicKey is the gateway's key as published (base64).
@@ -242,6 +261,7 @@ func (t *Peers) SetChild(ctx context.Context, name, key string, cidrs []string) 
 	defer t.mu.Unlock()
 	old, had := t.children[name]
 	if peer == nil {
+		delete(t.childSubtrees, name)
 		if !had {
 			return
 		}
@@ -269,6 +289,15 @@ func (t *Peers) SetParent(ctx context.Context, target string, gp *api.GatewayPar
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.parentAPI, target)
+	delete(t.parentDirs, target)
+	if gp != nil {
+		if len(gp.Directory) > 0 {
+			t.parentDirs[target] = gp.Directory
+		}
+		if own != nil {
+			t.own = prefixes(own)
+		}
+	}
 	if gp != nil {
 		if ap, err := ParseAPIAddress(gp.APIAddress); gp.APIAddress != "" && err == nil {
 			t.parentAPI[target] = netip.PrefixFrom(ap.Addr(), ap.Addr().BitLen())
@@ -316,7 +345,7 @@ func parentPeer(gp *api.GatewayParent, own []string, keepalive time.Duration) (*
 // applyLocked configures the gateway's peers and routes, and tells the
 // children when what this cluster carries changed.
 func (t *Peers) applyLocked(ctx context.Context) {
-	peers, claimed := planPeers(t.children, t.parents)
+	peers, claimed := planPeers(t.children, t.directPeersLocked(), t.parents)
 	if err := t.gw.SetPeers(peers); err != nil {
 		klog.FromContext(ctx).Error(err, "Configuring the gateway's peers")
 	}
@@ -339,10 +368,10 @@ func (t *Peers) applyLocked(ctx context.Context) {
 }
 
 // planPeers returns the gateway's peers: every child with its CIDRs, then
-// every parent by Target name with what it carries that no peer before it
-// claimed; and every CIDR claimed. One cluster under two names (the same
-// key twice) is one peer.
-func planPeers(children, parents map[string]gateway.Peer) ([]gateway.Peer, map[netip.Prefix]bool) {
+// every direct peer (direct.go) in its order, then every parent by Target
+// name with what it carries that no peer before it claimed; and every CIDR
+// claimed. One cluster under two names (the same key twice) is one peer.
+func planPeers(children map[string]gateway.Peer, direct []gateway.Peer, parents map[string]gateway.Peer) ([]gateway.Peer, map[netip.Prefix]bool) {
 	var claimed []netip.Prefix
 	var peers []gateway.Peer
 	claim := func(p gateway.Peer) {
@@ -362,6 +391,9 @@ func planPeers(children, parents map[string]gateway.Peer) ([]gateway.Peer, map[n
 	}
 	for _, name := range sortedKeys(children) {
 		claim(children[name])
+	}
+	for _, p := range direct {
+		claim(p)
 	}
 	for _, name := range sortedKeys(parents) {
 		claim(parents[name])
@@ -405,9 +437,10 @@ func (t *Peers) ParentAnnotation(name string) string {
 	if p, ok := t.children[name]; ok {
 		peerKey = p.PublicKey.String()
 	}
+	dir := t.directoryForLocked(name)
 	t.mu.Unlock()
 	raw, _ := json.Marshal(api.GatewayParent{PublicKey: t.PublicKey(), Endpoint: t.endpoint, Routes: routes, PeerKey: peerKey,
-		APIAddress: t.apiAddressString()})
+		APIAddress: t.apiAddressString(), Directory: dir})
 	return string(raw)
 }
 
@@ -438,35 +471,4 @@ func (t *Peers) Close() {
 		t.api.close()
 	}
 	t.gw.Close()
-}
-
-// OwnNodeEvents refreshes what this cluster carries when a node of its own
-// (not a child's virtual node) comes, goes or changes its pod CIDRs.
-func (t *Peers) OwnNodeEvents(ctx context.Context) cache.ResourceEventHandler {
-	own := func(obj any) (*corev1.Node, bool) {
-		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = tomb.Obj
-		}
-		n, ok := obj.(*corev1.Node)
-		return n, ok && n.Labels[api.LabelCluster] == ""
-	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if _, ok := own(obj); ok {
-				t.refresh(ctx)
-			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := own(oldObj)
-			n, ok2 := own(newObj)
-			if ok1 && ok2 && !slices.Equal(nodePodCIDRs(o), nodePodCIDRs(n)) {
-				t.refresh(ctx)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if _, ok := own(obj); ok {
-				t.refresh(ctx)
-			}
-		},
-	}
 }

@@ -29,6 +29,7 @@ func TestPlanPeers(t *testing.T) {
 			"east-2": {PublicKey: c2, AllowedIPs: peerstest.Prefixes("10.2.0.0/24")},
 			"east-1": {PublicKey: c1, AllowedIPs: peerstest.Prefixes("10.1.0.0/24")},
 		},
+		nil,
 		map[string]gateway.Peer{
 			"b-backup": {PublicKey: p2, Endpoint: endpoint, Keepalive: time.Second, AllowedIPs: peerstest.Prefixes("10.3.0.0/24", "10.4.0.0/24", "10.5.0.0/24")},
 			"a-root":   {PublicKey: p1, Endpoint: endpoint, Keepalive: time.Second, AllowedIPs: peerstest.Prefixes("10.3.0.0/24", "10.4.0.0/24", "10.2.0.0/24")},
@@ -44,7 +45,7 @@ func TestPlanPeers(t *testing.T) {
 	// By address, not by prefix: a child's merged /23 takes both halves
 	// of it from the parent's routes, whatever their prefixes.
 	peers, _ = planPeers(
-		map[string]gateway.Peer{"east-2": {PublicKey: c2, AllowedIPs: peerstest.Prefixes("10.128.2.0/23")}},
+		map[string]gateway.Peer{"east-2": {PublicKey: c2, AllowedIPs: peerstest.Prefixes("10.128.2.0/23")}}, nil,
 		map[string]gateway.Peer{"root": {PublicKey: p1, AllowedIPs: peerstest.Prefixes("10.128.2.0/24", "10.128.8.0/24", "10.128.0.0/22")}})
 	require.Equal(t, peerstest.Prefixes("10.128.0.0/23", "10.128.8.0/24"), peers[1].AllowedIPs)
 
@@ -52,7 +53,7 @@ func TestPlanPeers(t *testing.T) {
 	peers, _ = planPeers(map[string]gateway.Peer{
 		"x": {PublicKey: c1, AllowedIPs: peerstest.Prefixes("10.1.0.0/24")},
 		"y": {PublicKey: c1, AllowedIPs: peerstest.Prefixes("10.1.0.0/24", "10.9.0.0/24")},
-	}, nil)
+	}, nil, nil)
 	require.Equal(t, []gateway.Peer{{PublicKey: c1, AllowedIPs: peerstest.Prefixes("10.1.0.0/24", "10.9.0.0/24")}}, peers)
 }
 

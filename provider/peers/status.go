@@ -35,6 +35,7 @@ func (t *Peers) peerNames() map[string]string {
 	for name, p := range t.parents {
 		out[p.PublicKey.String()] = "parent/" + name
 	}
+	t.directNamesLocked(out)
 	return out
 }
 
@@ -144,8 +145,8 @@ func peerStats(st *gateway.PeerStatus, now time.Time) api.PeerStats {
 
 // metrics exports each peer's state, read from the gateway when scraped.
 type metrics struct {
-	t                           *Peers
-	handshake, rxBytes, txBytes *prometheus.Desc
+	t                                   *Peers
+	handshake, rxBytes, txBytes, direct *prometheus.Desc
 }
 
 // Collector returns the Prometheus collector of the peers' state
@@ -156,6 +157,8 @@ func (t *Peers) Collector() prometheus.Collector {
 		handshake: prometheus.NewDesc("nestlet_gateway_last_handshake_timestamp_seconds", "Time of the last handshake with the peer (0: none yet).", labels, nil),
 		rxBytes:   prometheus.NewDesc("nestlet_gateway_received_bytes_total", "Bytes received from the peer.", labels, nil),
 		txBytes:   prometheus.NewDesc("nestlet_gateway_sent_bytes_total", "Bytes sent to the peer.", labels, nil),
+		direct: prometheus.NewDesc("nestlet_gateway_path_direct", "1 while the traffic to the cluster of a direct peer (peer=\"direct/<cluster>\") takes the direct path, 0 while it goes through the tree.",
+			[]string{"peer", "state"}, nil),
 	}
 }
 
@@ -163,6 +166,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.handshake
 	ch <- m.rxBytes
 	ch <- m.txBytes
+	ch <- m.direct
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
@@ -183,6 +187,13 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.handshake, prometheus.GaugeValue, at, name)
 		ch <- prometheus.MustNewConstMetric(m.rxBytes, prometheus.CounterValue, float64(p.RxBytes), name)
 		ch <- prometheus.MustNewConstMetric(m.txBytes, prometheus.CounterValue, float64(p.TxBytes), name)
+	}
+	for name, state := range m.t.directState() {
+		var up float64
+		if state == api.DirectUp {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(m.direct, prometheus.GaugeValue, up, name, state)
 	}
 }
 

@@ -43,6 +43,11 @@ type Config struct {
 	// published on the node (api.AnnotationGatewayKey); nil or empty
 	// without a gateway. PostStatus publishes a new one.
 	GatewayKey func() string
+	// GatewaySubtree and GatewayPaths return what the node publishes of
+	// the direct paths of this cluster's gateway: its subtree's gateways
+	// (api.AnnotationGatewaySubtree) and its own direct paths
+	// (api.AnnotationGatewayPaths); nil or empty: nothing.
+	GatewaySubtree, GatewayPaths func() string
 	// ParentName is the parent's cluster name, for split horizon; may be
 	// empty.
 	ParentName string
@@ -280,6 +285,13 @@ func (p *Provider) Node(r summary.Result) (*corev1.Node, error) {
 	if p.cfg.GatewayKey != nil {
 		if key := p.cfg.GatewayKey(); key != "" {
 			annotations[api.AnnotationGatewayKey] = key
+		}
+	}
+	for key, f := range map[string]func() string{api.AnnotationGatewaySubtree: p.cfg.GatewaySubtree, api.AnnotationGatewayPaths: p.cfg.GatewayPaths} {
+		if f != nil {
+			if v := f(); v != "" {
+				annotations[key] = v
+			}
 		}
 	}
 	if avoid := p.avoidAnnotation(); avoid != "" {

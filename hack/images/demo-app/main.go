@@ -20,6 +20,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -80,6 +81,27 @@ func main() {
 			}
 			n -= k
 		}
+	})
+	// One long TCP stream: a numbered line every 100 ms for s seconds,
+	// then "end N" (demo-app stream reads it and checks every line came).
+	mux.HandleFunc("/stream/{s}", func(w http.ResponseWriter, r *http.Request) {
+		secs, err := strconv.Atoi(r.PathValue("s"))
+		if err != nil || secs < 0 || secs > 3600 {
+			http.Error(w, "stream: seconds, at most 3600", http.StatusBadRequest)
+			return
+		}
+		flusher, _ := w.(http.Flusher)
+		n := secs * 10
+		for i := range n {
+			if _, err := fmt.Fprintf(w, "line %d\n", i); err != nil {
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		fmt.Fprintf(w, "end %d\n", n)
 	})
 	// CPU on demand, for autoscaling: each request spins a core for ms.
 	mux.HandleFunc("/burn/{ms}", func(w http.ResponseWriter, r *http.Request) {
@@ -197,6 +219,12 @@ func tool(cmd string, args []string) int {
 		}
 		fmt.Fprintln(os.Stderr, "usage: demo-app kube PATH [COUNT]")
 		return 2
+	case "stream":
+		if len(args) != 1 {
+			fmt.Fprintln(os.Stderr, "usage: demo-app stream URL (a server's /stream/SECONDS)")
+			return 2
+		}
+		return stream(args[0])
 	case "load":
 		if len(args) != 1 {
 			fmt.Fprintln(os.Stderr, "usage: demo-app load URL")
@@ -256,6 +284,42 @@ func get(url string) int {
 		return 1
 	}
 	return 0
+}
+
+// stream reads a server's /stream/SECONDS to its end on one connection
+// and says whether every line came, in order: 0 when they did.
+func stream(url string) int {
+	start := time.Now()
+	resp, err := http.Get(url)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = resp.Body.Close() }()
+	s := bufio.NewScanner(resp.Body)
+	next, longest, last := 0, time.Duration(0), time.Now()
+	for s.Scan() {
+		if gap := time.Since(last); gap > longest {
+			longest = gap
+		}
+		last = time.Now()
+		var n int
+		if _, err := fmt.Sscanf(s.Text(), "end %d", &n); err == nil {
+			if n != next {
+				fmt.Printf("stream: broken: %d lines of %d\n", next, n)
+				return 1
+			}
+			fmt.Printf("stream: intact: %d lines in %s on one connection, longest gap %s\n", n, time.Since(start).Round(time.Millisecond), longest.Round(time.Millisecond))
+			return 0
+		}
+		if s.Text() != fmt.Sprintf("line %d", next) {
+			fmt.Printf("stream: broken: line %d is %q\n", next, s.Text())
+			return 1
+		}
+		next++
+	}
+	fmt.Printf("stream: broken after %d lines: %v\n", next, s.Err())
+	return 1
 }
 
 // resolve prints the addresses name resolves to through the pod's

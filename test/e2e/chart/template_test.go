@@ -3,6 +3,7 @@ package chart
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -412,6 +413,7 @@ func TestAgentGateway(t *testing.T) {
 	require.Contains(t, c.Args, "--gateway")
 	require.Contains(t, c.Args, "--gateway-endpoint=203.0.113.10:51820")
 	require.Contains(t, c.Args, "--gateway-listen-port=51820")
+	require.Contains(t, c.Args, "--direct-paths=8")
 	require.NotContains(t, strings.Join(c.Args, " "), "--gateway-implementation", "auto is the agent's default")
 	require.Equal(t, []corev1.Capability{"NET_ADMIN"}, c.SecurityContext.Capabilities.Add)
 	require.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
@@ -464,6 +466,43 @@ func TestAgentGateway(t *testing.T) {
 	args := append(templateArgs(t), "--set", "agent.gateway.enabled=true", "--set", "agent.gateway.implementation=fast")
 	_, err = helm(t, nil, args...)
 	require.ErrorContains(t, err, `agent.gateway.implementation must be auto, kernel or userspace, not "fast"`)
+}
+
+// The monitoring objects: a ServiceMonitor over the agents' metrics and a
+// dashboard for Grafana's sidecar, neither by default.
+func TestMonitoring(t *testing.T) {
+	objs := objects(t, render(t))
+	for _, kind := range []string{"ServiceMonitor", "ConfigMap"} {
+		for _, o := range objs {
+			require.False(t, o.GetKind() == kind && (strings.HasSuffix(o.GetName(), "-metrics") || strings.HasSuffix(o.GetName(), "-dashboard")), "%s %s by default", kind, o.GetName())
+		}
+	}
+	args := append(templateArgs(t), "--set", "agent.metrics.enabled=true", "--set", "agent.metrics.serviceMonitor.enabled=true",
+		"--set", "agent.metrics.serviceMonitor.labels.release=monitoring", "--set", "grafana.dashboard.enabled=true")
+	out, err := helm(t, nil, args...)
+	require.NoError(t, err)
+	objs = objects(t, out)
+	sm := find(t, objs, "ServiceMonitor", "nestlet-agent-metrics")
+	require.Equal(t, "monitoring", sm.GetLabels()["release"])
+	svc := find(t, objs, "Service", "nestlet-agent-metrics")
+	selector, _, err := unstructured.NestedStringMap(svc.Object, "spec", "selector")
+	require.NoError(t, err)
+	require.NotEmpty(t, selector)
+	cm := find(t, objs, "ConfigMap", "nestlet-dashboard")
+	require.Equal(t, "1", cm.GetLabels()["grafana_dashboard"])
+	data, _, err := unstructured.NestedStringMap(cm.Object, "data")
+	require.NoError(t, err)
+	require.Len(t, data, 1)
+	for _, dashboard := range data {
+		var d struct{ Panels []any }
+		require.NoError(t, json.Unmarshal([]byte(dashboard), &d))
+		require.NotEmpty(t, d.Panels)
+		for _, metric := range []string{"nestlet_gateway_path_direct", "nestlet_gateway_received_bytes_total", "nestlet_forward_latency_seconds"} {
+			require.Contains(t, dashboard, metric)
+		}
+	}
+	_, err = helm(t, nil, append(templateArgs(t), "--set", "agent.metrics.serviceMonitor.enabled=true")...)
+	require.ErrorContains(t, err, "needs agent.metrics.enabled")
 }
 
 // Every flag the chart passes exists in the binary it runs: the chart and

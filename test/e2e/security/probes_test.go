@@ -13,6 +13,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -27,6 +28,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
+	"go4.org/netipx"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -326,10 +329,67 @@ func routeClaims(tb testing.TB, s *suite) error {
 			got = append(got, "the root tells west it carries "+r)
 		}
 	}
+	got = append(got, directoryClaims(tb, s, share, sum.PodCIDRs, legit)...)
 	if len(got) > 0 {
 		return errors.New(strings.Join(got, "; "))
 	}
 	return nil
+}
+
+// directoryClaims has east list, for the direct paths between clusters,
+// itself with all of IPv4 and a made-up cluster with west's range (legit
+// holds own, east's, then west's): the root tells west only east's
+// granted ranges, and nothing of the made-up one. It returns what went
+// wrong.
+func directoryClaims(tb testing.TB, s *suite, share []netip.Prefix, own, legit []string) []string {
+	ctx := tb.Context()
+	root := env.Cluster("root")
+	east, err := root.Client.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
+	require.NoError(tb, err)
+	key := east.Annotations[api.AnnotationGatewayKey]
+	require.NotEmpty(tb, key, "east publishes its gateway's key")
+	fake, err := wgtypes.GeneratePrivateKey()
+	require.NoError(tb, err)
+	// Its own first range in two halves: how the root's answer to this
+	// write is told from its answer to east's own earlier list.
+	first := netip.MustParsePrefix(own[0])
+	halves := []string{netip.PrefixFrom(first.Addr(), first.Bits()+1).String()}
+	halves = append(halves, netip.PrefixFrom(netipx.PrefixLastIP(first).Prev(), first.Bits()+1).Masked().String())
+	raw, err := json.Marshal([]api.GatewayEntry{
+		{PublicKey: key, Routes: append(append([]string{"0.0.0.0/1", "128.0.0.0/1"}, halves...), legit...)},
+		{Cluster: "made-up", PublicKey: fake.PublicKey().String(), Endpoint: "10.250.0.1:51820", Routes: legit[len(own):]},
+	})
+	require.NoError(tb, err)
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{api.AnnotationGatewaySubtree: string(raw)}}})
+	require.NoError(tb, err)
+	_, err = s.hostile.CoreV1().Nodes().Patch(ctx, "east", types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(tb, err, "a node may write its own annotations")
+	granted := podcidrs.SetOf(podcidrs.Strings(own), share).Prefixes()
+	var gp api.GatewayParent
+	framework.Eventually(tb, time.Minute, "the root tells west of east's gateway", func(ctx context.Context) (bool, string) {
+		west, err := root.Client.CoreV1().Nodes().Get(ctx, "west", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		gp = api.GatewayParent{}
+		raw := west.Annotations[api.AnnotationGatewayParent]
+		return json.Unmarshal([]byte(raw), &gp) == nil && slices.ContainsFunc(gp.Directory, func(e api.GatewayEntry) bool {
+			return e.PublicKey == key && slices.Contains(e.Routes, halves[1])
+		}), raw
+	})
+	var got []string
+	for _, e := range gp.Directory {
+		if e.PublicKey != key {
+			got = append(got, fmt.Sprintf("the root tells west of a gateway east made up: %+v", e))
+			continue
+		}
+		for _, r := range e.Routes {
+			if !framework.Covers(granted, r) {
+				got = append(got, "the root tells west that east's gateway carries "+r)
+			}
+		}
+	}
+	return got
 }
 
 // beyondQuota: the root's admin sets east's quota to what east claims

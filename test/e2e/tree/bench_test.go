@@ -26,12 +26,15 @@ const (
 
 // BenchmarkPodNetwork: HTTP between pods, from a client in east-1 to a
 // server beside it in east-1 (the baseline: the leaf's own bridge), to a
-// server in east-2, two tunnels away (east-1 -> east -> east-2), and to a
-// server in west-2, four tunnels away (east-1 -> east -> root -> west ->
-// west-2, each gateway a userspace WireGuard in its cluster's agent):
-// request latency p50/p99 on one kept-alive connection, and throughput of
-// 64 MiB downloads, alternated between the two servers; and the CPU the
-// five agents on the tunnel path spent per GiB carried.
+// server in east-2, two tunnels away through the tree (east-1 -> east ->
+// east-2), and to a server in west-2, four tunnels away (east-1 -> east ->
+// root -> west -> west-2, each gateway a userspace WireGuard in its
+// cluster's agent), east-1's direct paths cut meanwhile; then, healed, to
+// the same two servers over the direct paths (direct2, direct4: one
+// tunnel each), and how long the direct path to west-2 took to come back
+// after the heal: request latency p50/p99 on one kept-alive connection,
+// and throughput of 64 MiB downloads, alternated between the servers; and
+// the CPU the five agents of the tree's path spent per GiB carried.
 func BenchmarkPodNetwork(b *testing.B) {
 	framework.NeedRealNodes(b)
 	ctx := b.Context()
@@ -70,29 +73,56 @@ func BenchmarkPodNetwork(b *testing.B) {
 		}
 		return total
 	}
-	for b.Loop() {
-		for _, target := range []string{"leaf", "tunnel2", "tunnel4"} {
+	p50 := map[string]float64{}
+	measure := func(targets ...string) {
+		for _, target := range targets {
 			f := exec("latency", "http://"+ips[target]+":8080/latency", strconv.Itoa(latencyRequests))
+			p50[target] = num(f[0]) / 1000
 			b.ReportMetric(num(f[0])/1000, target+"-p50-ms")
 			b.ReportMetric(num(f[1])/1000, target+"-p99-ms")
 		}
-		bytes, seconds := map[string]float64{}, map[string]float64{}
-		var tunnelCPU time.Duration
+		bytes, seconds, cpu := map[string]float64{}, map[string]float64{}, map[string]time.Duration{}
 		for range fetchRounds {
-			for _, target := range []string{"leaf", "tunnel2", "tunnel4"} {
+			for _, target := range targets {
 				before := agentsCPU()
 				f := exec("fetch", fmt.Sprintf("http://%s:8080/bytes/%d", ips[target], fetchBytes))
-				if target == "tunnel4" {
-					tunnelCPU += agentsCPU() - before
-				}
+				cpu[target] += agentsCPU() - before
 				bytes[target] += num(f[0])
 				seconds[target] += num(f[1])
 			}
 		}
-		for _, target := range []string{"leaf", "tunnel2", "tunnel4"} {
+		for _, target := range targets {
 			b.ReportMetric(bytes[target]/seconds[target]/(1<<20), target+"-MiB/s")
+			if target == "tunnel4" || target == "direct4" {
+				b.ReportMetric(cpu[target].Seconds()/(bytes[target]/(1<<30)), target+"-agents-cpu-s/GiB")
+			}
 		}
-		b.ReportMetric(tunnelCPU.Seconds()/(bytes["tunnel4"]/(1<<30)), "tunnel4-agents-cpu-s/GiB")
+	}
+	east1 := env.Cluster("east-1").Host
+	others := []*launcher.Host{env.Cluster("east-2").Host, env.Cluster("west-2").Host}
+	ends := [][3]string{{"east", "east-1", "east-2"}, {"east", "east-1", "west-2"}}
+	for b.Loop() {
+		// Through the tree: east-1's direct paths cut.
+		for _, h := range others {
+			if err := east1.Cut(h); err != nil {
+				b.Fatal(err)
+			}
+		}
+		waitPaths(b, false, "through the tree while cut", ends)
+		measure("leaf", "tunnel2", "tunnel4")
+		// Healed: direct.
+		healed := time.Now()
+		for _, h := range others {
+			if err := east1.Heal(h); err != nil {
+				b.Fatal(err)
+			}
+		}
+		waitPaths(b, true, "direct once healed", ends[1:])
+		b.ReportMetric(time.Since(healed).Seconds(), "direct4-after-heal-s")
+		waitPaths(b, true, "direct once healed", ends[:1])
+		ips["direct2"], ips["direct4"] = ips["tunnel2"], ips["tunnel4"]
+		measure("direct2", "direct4")
+		b.ReportMetric(p50["direct4"]-p50["leaf"], "direct4-added-p50-ms")
 	}
 }
 

@@ -31,6 +31,14 @@ func BenchmarkTunnelHeal(b *testing.B) {
 	url := "http://" + ips["server"] + ":8080/heal"
 	link := tree.Link("west", "root")
 	defer func() { _ = link.Restore() }()
+	// Through the tree: the direct path between east-1 and west-2 cut
+	// meanwhile (it would carry the traffic past the cut).
+	east1, west2 := env.Cluster("east-1").Host, env.Cluster("west-2").Host
+	if err := east1.Cut(west2); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = east1.Heal(west2) }()
+	waitPath(b, false, "through the tree while cut")
 	for b.Loop() {
 		var took []time.Duration
 		for range healRounds {

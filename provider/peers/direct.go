@@ -1,0 +1,493 @@
+package peers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/provider/gateway"
+)
+
+// Direct paths. Traffic between two clusters of different branches climbs
+// to their common ancestor and back, through a WireGuard peer per level.
+// Every cluster is behind NAT, so neither can dial the other; but both
+// dial their parents, whose gateways see the address and port their NATs
+// map them to. That is what a direct peer needs:
+//
+//  1. Up: each cluster tells its parents its own entry (its key and its
+//     own nodes' pod CIDRs) and the entries of its subtree
+//     (api.AnnotationGatewaySubtree); a parent keeps of each entry no more
+//     routes than it grants that child, and gives the child's own entry
+//     the endpoint its gateway sees the child's packets come from.
+//  2. Down: each parent tells each child the gateways outside the child's
+//     subtree (api.GatewayParent.Directory): its other children's
+//     subtrees and what its own parents told it.
+//  3. Each cluster makes every entry its parents list (up to
+//     Config.DirectPaths) a peer dialled at that endpoint, without routes,
+//     with a keepalive each second. The other end does the same at the
+//     same time: each end's first packets open its own NAT's mapping for
+//     the other's, so the next ones pass (a NAT that keeps the source port
+//     per destination; one that picks another port per destination lets
+//     nothing through, and the path fails).
+//  4. Once packets come through (a handshake, and something received in
+//     the last directSilence), the entry's routes move from the parent's
+//     peer to the direct one; when nothing comes through for
+//     directSilence, they move back. Pod addresses do not change, only the
+//     peer the gateway sends them to, so connections survive both ways.
+//
+// A direct peer carries only the traffic between the two clusters' own
+// pods, not their subtrees': a gateway takes from a peer only the sources
+// it routes to it, so the answers must come the way the questions went.
+// Routes stay the tree's to grant: a direct peer is routed only what the
+// parents list for it, which each level filtered by what it grants, and
+// never what lies in this cluster's own subtree.
+
+const (
+	// directKeepalive is the direct peers' keepalive while tried or up:
+	// what each end receives at least once per interval, by which the
+	// other sees the path alive.
+	directKeepalive = time.Second
+	// directKeepaliveFailed is their keepalive once the path failed: the
+	// ends keep trying, slowly.
+	directKeepaliveFailed = 5 * time.Second
+	// directSilence is how long a direct path may bring nothing before
+	// its routes go back to the tree.
+	directSilence = 1750 * time.Millisecond
+	// directTrial is how long a direct path is tried before it is said
+	// to have failed.
+	directTrial = 20 * time.Second
+	// directPoll is how often the direct paths' counters are read;
+	// directIdlePoll how often the peers are, without a direct path
+	// (for the endpoints of the children, told to the parents).
+	directPoll     = 250 * time.Millisecond
+	directIdlePoll = 2 * time.Second
+	// maxDirectoryEntries bounds a directory (a parent's list for a
+	// child, a child's list of its subtree).
+	maxDirectoryEntries = 64
+)
+
+// directPeer is a candidate direct path and its state.
+type directPeer struct {
+	entry    api.GatewayEntry
+	key      wgtypes.Key
+	endpoint netip.AddrPort
+	routes   []netip.Prefix
+	state    string
+	reason   string
+	since    time.Time
+	// rx is the bytes received as last read; heard when they last grew.
+	rx    int64
+	heard time.Time
+}
+
+// peer is d as the gateway's peer: routed its entry's routes while up.
+func (d *directPeer) peer() gateway.Peer {
+	p := gateway.Peer{PublicKey: d.key, Endpoint: d.endpoint, Keepalive: directKeepalive}
+	switch d.state {
+	case api.DirectUp:
+		p.AllowedIPs = slices.Clone(d.routes)
+	case api.DirectFailed:
+		p.Keepalive = directKeepaliveFailed
+	}
+	return p
+}
+
+// SetDirectPaths bounds the direct paths this cluster tries (0: none).
+func (t *Peers) SetDirectPaths(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.directMax = n
+}
+
+// directPeersLocked returns the direct peers to configure, the most
+// specific first (a cluster's before its ancestors' that cover it).
+func (t *Peers) directPeersLocked() []gateway.Peer {
+	ds := make([]*directPeer, 0, len(t.direct))
+	for _, d := range t.direct {
+		ds = append(ds, d)
+	}
+	slices.SortFunc(ds, func(a, b *directPeer) int {
+		if c := addresses(a.routes) - addresses(b.routes); c != 0 {
+			if c < 0 {
+				return -1
+			}
+			return 1
+		}
+		return compareStrings(a.entry.Cluster, b.entry.Cluster)
+	})
+	out := make([]gateway.Peer, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, d.peer())
+	}
+	return out
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// addresses is how many addresses ps hold (saturated).
+func addresses(ps []netip.Prefix) float64 {
+	var n float64
+	for _, p := range ps {
+		n += float64(uint64(1) << min(63, p.Addr().BitLen()-p.Bits()))
+	}
+	return n
+}
+
+// subtreeEntriesLocked are the gateways of this cluster's subtree below
+// it, as its parents are told (api.AnnotationGatewaySubtree): what each
+// child lists (itself and its own subtree), within the routes the child is
+// granted, the child's own entry with the endpoint its packets come from
+// and its name here.
+func (t *Peers) subtreeEntriesLocked(except string) []api.GatewayEntry {
+	var out []api.GatewayEntry
+	for _, name := range sortedKeys(t.children) {
+		if name == except {
+			continue
+		}
+		p := t.children[name]
+		for _, e := range within(t.childSubtrees[name], p.AllowedIPs) {
+			if e.PublicKey == p.PublicKey.String() {
+				ep := t.childEndpoints[name]
+				if !ep.IsValid() {
+					continue
+				}
+				e.Cluster, e.Endpoint = name, ep.String()
+			}
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// selfEntryLocked is this cluster's own entry, as its parents are told
+// it: its key and its own nodes' pod CIDRs (not its subtree's: a direct
+// peer carries the traffic of the two clusters' own pods, so that the
+// answers take the same path as the questions, each gateway taking from a
+// peer only the sources it routes to it); its parent adds its name and
+// endpoint.
+func (t *Peers) selfEntryLocked() (api.GatewayEntry, bool) {
+	own := t.ownPodCIDRs()
+	return api.GatewayEntry{PublicKey: t.gw.PublicKey().String(), Routes: prefixStrings(own)}, len(own) > 0
+}
+
+// within keeps of entries the routes inside granted, and the entries with
+// some left.
+func within(entries []api.GatewayEntry, granted []netip.Prefix) []api.GatewayEntry {
+	var out []api.GatewayEntry
+	for _, e := range entries {
+		var kept []string
+		for _, r := range prefixes(e.Routes) {
+			if slices.ContainsFunc(granted, func(g netip.Prefix) bool { return g.Bits() <= r.Bits() && g.Contains(r.Addr()) }) {
+				kept = append(kept, r.String())
+			}
+		}
+		if len(kept) > 0 {
+			e.Routes = kept
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// directory keeps of entries the first of each key, none of the keys in
+// skip, at most maxDirectoryEntries.
+func directory(entries []api.GatewayEntry, skip map[string]bool) []api.GatewayEntry {
+	seen := map[string]bool{}
+	var out []api.GatewayEntry
+	for _, e := range entries {
+		if seen[e.PublicKey] || skip[e.PublicKey] || len(out) == maxDirectoryEntries {
+			continue
+		}
+		seen[e.PublicKey] = true
+		out = append(out, e)
+	}
+	return out
+}
+
+// SubtreeAnnotation is what this cluster tells its parents of the
+// gateways of its subtree (api.AnnotationGatewaySubtree; "" without
+// any), within api.MaxChildAnnotationBytes.
+func (t *Peers) SubtreeAnnotation() string {
+	if t == nil {
+		return ""
+	}
+	t.mu.Lock()
+	var entries []api.GatewayEntry
+	if self, ok := t.selfEntryLocked(); ok {
+		entries = append(entries, self)
+	}
+	entries = append(entries, directory(t.subtreeEntriesLocked(""), map[string]bool{t.gw.PublicKey().String(): true})...)
+	t.mu.Unlock()
+	return boundedJSON(entries)
+}
+
+// boundedJSON is entries in JSON, as many of them as fit in
+// api.MaxChildAnnotationBytes ("" for none).
+func boundedJSON[T any](entries []T) string {
+	for n := len(entries); n > 0; n-- {
+		raw, err := json.Marshal(entries[:n])
+		if err == nil && len(raw) <= api.MaxChildAnnotationBytes {
+			return string(raw)
+		}
+	}
+	return ""
+}
+
+// directoryForLocked is the directory told to the child of virtual node
+// name: the gateways outside its subtree.
+func (t *Peers) directoryForLocked(name string) []api.GatewayEntry {
+	skip := map[string]bool{t.gw.PublicKey().String(): true}
+	if p, ok := t.children[name]; ok {
+		skip[p.PublicKey.String()] = true
+	}
+	for _, e := range t.childSubtrees[name] {
+		skip[e.PublicKey] = true
+	}
+	entries := t.subtreeEntriesLocked(name)
+	for _, target := range sortedKeys(t.parentDirs) {
+		entries = append(entries, t.parentDirs[target]...)
+	}
+	return directory(entries, skip)
+}
+
+// directCandidatesLocked are the direct paths to try: what the parents
+// list, but this cluster, its own peers and its own subtree's routes, up
+// to directMax.
+func (t *Peers) directCandidatesLocked() map[wgtypes.Key]*directPeer {
+	out := map[wgtypes.Key]*directPeer{}
+	if t.directMax <= 0 {
+		return out
+	}
+	skip := map[wgtypes.Key]bool{t.gw.PublicKey(): true}
+	var own []netip.Prefix
+	for _, p := range t.children {
+		skip[p.PublicKey] = true
+		own = append(own, p.AllowedIPs...)
+	}
+	for _, p := range t.parents {
+		skip[p.PublicKey] = true
+	}
+	own = append(own, t.own...)
+	own = append(own, t.ownPodCIDRs()...)
+	for _, target := range sortedKeys(t.parentDirs) {
+		for _, e := range t.parentDirs[target] {
+			k, err := wgtypes.ParseKey(e.PublicKey)
+			if err != nil || skip[k] || out[k] != nil || len(out) == t.directMax {
+				continue
+			}
+			ep, err := netip.ParseAddrPort(e.Endpoint)
+			if err != nil {
+				continue
+			}
+			routes := subtract(prefixes(e.Routes), own)
+			if len(routes) == 0 {
+				continue
+			}
+			out[k] = &directPeer{entry: e, key: k, endpoint: ep, routes: routes}
+		}
+	}
+	return out
+}
+
+// RunDirect keeps the direct paths (and the endpoints of the children, as
+// the parents are told them) in step with what the gateway sees, until
+// ctx ends.
+func (t *Peers) RunDirect(ctx context.Context, clk clock.WithTicker) {
+	for {
+		wait := directIdlePoll
+		if st, err := t.gw.Status(); err == nil && t.stepDirect(ctx, clk.Now(), st) {
+			wait = directPoll
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-clk.After(wait):
+		}
+	}
+}
+
+// stepDirect is one reading of the gateway's peers st at now; it returns
+// whether any direct path is tried or up.
+func (t *Peers) stepDirect(ctx context.Context, now time.Time, st []gateway.PeerStatus) bool {
+	logger := klog.FromContext(ctx)
+	byKey := map[wgtypes.Key]*gateway.PeerStatus{}
+	for i := range st {
+		byKey[st[i].PublicKey] = &st[i]
+	}
+	t.mu.Lock()
+	for name, p := range t.children {
+		if s := byKey[p.PublicKey]; s != nil && s.Endpoint.IsValid() {
+			t.childEndpoints[name] = s.Endpoint
+		}
+	}
+	for name := range t.childEndpoints {
+		if _, ok := t.children[name]; !ok {
+			delete(t.childEndpoints, name)
+		}
+	}
+	reconfigure := false
+	want := t.directCandidatesLocked()
+	for k, d := range t.direct {
+		if w, ok := want[k]; !ok || w.endpoint != d.endpoint || !slices.Equal(w.routes, d.routes) {
+			if ok && (w.endpoint == d.endpoint || d.state == api.DirectUp) {
+				// New routes, or a new endpoint of a path that works
+				// (the other end's NAT mapped it anew, and WireGuard
+				// follows it as packets come): the state stays.
+				d.routes, d.entry, d.endpoint = w.routes, w.entry, w.endpoint
+				reconfigure = true
+				continue
+			}
+			delete(t.direct, k)
+			reconfigure = true
+		}
+	}
+	for k, w := range want {
+		if _, ok := t.direct[k]; !ok {
+			w.state, w.since, w.heard = api.DirectTrying, now, time.Time{}
+			w.reason = "dialling " + w.endpoint.String() + " while the other end dials this cluster"
+			t.direct[k] = w
+			reconfigure = true
+			logger.Info("Trying a direct path", "cluster", w.entry.Cluster, "endpoint", w.endpoint)
+		}
+	}
+	for k, d := range t.direct {
+		s := byKey[k]
+		if s != nil && s.RxBytes > d.rx {
+			d.rx, d.heard = s.RxBytes, now
+		}
+		alive := s != nil && !s.LastHandshake.IsZero() && now.Sub(s.LastHandshake) < handshakeFresh && !d.heard.IsZero() && now.Sub(d.heard) < directSilence
+		next, reason := d.state, d.reason
+		switch {
+		case alive:
+			next, reason = api.DirectUp, ""
+		case d.state == api.DirectUp:
+			next, reason = api.DirectTrying, fmt.Sprintf("nothing came through the direct path for %s: the traffic went back to the tree", directSilence)
+		case d.state == api.DirectTrying && now.Sub(d.since) > directTrial:
+			next = api.DirectFailed
+			reason = fmt.Sprintf("no handshake through %s within %s: a NAT between the two that maps each destination to another port (symmetric), or a firewall; the traffic goes through the tree", d.endpoint, directTrial)
+		}
+		if next != d.state {
+			logger.Info("Direct path", "cluster", d.entry.Cluster, "state", next, "was", d.state, "reason", reason)
+			if next == api.DirectUp || d.state == api.DirectUp || next == api.DirectFailed {
+				reconfigure = true
+			}
+			d.state, d.reason, d.since = next, reason, now
+		}
+	}
+	if reconfigure {
+		t.applyLocked(ctx)
+	}
+	// What the parents and the children are told, again when it changed.
+	view := t.directViewLocked()
+	changed, listeners := view != t.directView, []func(){}
+	if changed {
+		t.directView = view
+		for _, f := range t.keyListeners {
+			listeners = append(listeners, f)
+		}
+	}
+	notify, busy := t.changed, len(t.direct) > 0
+	t.mu.Unlock()
+	if changed {
+		for _, f := range listeners {
+			f()
+		}
+		if notify != nil {
+			notify()
+		}
+	}
+	return busy
+}
+
+// directViewLocked is what this cluster tells of its direct paths and
+// directories, as one string: when it changes, parents and children are
+// told again.
+func (t *Peers) directViewLocked() string {
+	self, _ := t.selfEntryLocked()
+	raw, _ := json.Marshal([]any{self, t.subtreeEntriesLocked(""), t.parentDirs, t.pathsLocked()})
+	return string(raw)
+}
+
+// pathsLocked are the direct paths as the parents are told them.
+func (t *Peers) pathsLocked() []api.DirectPath {
+	out := make([]api.DirectPath, 0, len(t.direct))
+	for _, d := range t.direct {
+		out = append(out, api.DirectPath{Cluster: d.entry.Cluster, State: d.state, Endpoint: d.endpoint.String(), Reason: d.reason, Since: d.since.UTC().Truncate(time.Second)})
+	}
+	slices.SortFunc(out, func(a, b api.DirectPath) int { return compareStrings(a.Cluster, b.Cluster) })
+	return out
+}
+
+// PathsAnnotation is what this cluster tells its parents of its direct
+// paths (api.AnnotationGatewayPaths; "" without any).
+func (t *Peers) PathsAnnotation() string {
+	if t == nil {
+		return ""
+	}
+	t.mu.Lock()
+	paths := t.pathsLocked()
+	t.mu.Unlock()
+	return boundedJSON(paths)
+}
+
+// directNamesLocked names the direct peers by key, for the metrics.
+func (t *Peers) directNamesLocked(out map[string]string) {
+	for k, d := range t.direct {
+		out[k.String()] = "direct/" + d.entry.Cluster
+	}
+}
+
+// directState is each direct peer's state by its metrics name.
+func (t *Peers) directState() map[string]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]string{}
+	for _, d := range t.direct {
+		out["direct/"+d.entry.Cluster] = d.state
+	}
+	return out
+}
+
+func prefixStrings(ps []netip.Prefix) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return out
+}
+
+// SetChildSubtree records what the child of virtual node name lists of
+// the gateways of its subtree (raw: api.AnnotationGatewaySubtree, ""
+// none). Only what lies in the routes it is granted is ever told on.
+func (t *Peers) SetChildSubtree(ctx context.Context, name, raw string) {
+	var entries []api.GatewayEntry
+	if raw != "" {
+		if err := json.Unmarshal([]byte(raw), &entries); err != nil {
+			klog.FromContext(ctx).Info("Ignoring a child's list of its subtree's gateways", "node", name, "err", err)
+			entries = nil
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(entries) == 0 {
+		delete(t.childSubtrees, name)
+		return
+	}
+	t.childSubtrees[name] = directory(entries, nil)
+}
