@@ -251,9 +251,24 @@ func TestParentCappedInAChild(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	framework.Eventually(t, 2*time.Minute, "west's earlier pods gone from west-1", func(ctx context.Context) (bool, string) {
+	// A CPU cap counts the CPU its pods there ask for: none may be left
+	// (a pod that asks none does not count).
+	framework.Eventually(t, 2*time.Minute, "west's earlier pods asking CPU gone from west-1", func(ctx context.Context) (bool, string) {
 		list, err := west.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=west-1"})
-		return err == nil && len(list.Items) == 0, fmt.Sprint(len(list.Items), err)
+		if err != nil {
+			return false, err.Error()
+		}
+		var left []string
+		for _, p := range list.Items {
+			var cpu resource.Quantity
+			for _, c := range p.Spec.Containers {
+				cpu.Add(c.Resources.Requests[corev1.ResourceCPU])
+			}
+			if !cpu.IsZero() && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				left = append(left, fmt.Sprintf("%s/%s (%s cpu, %s, deleting %v, path %v)", p.Namespace, p.Name, cpu.String(), p.Status.Phase, p.DeletionTimestamp != nil, api.PodPath(&p)))
+			}
+		}
+		return len(left) == 0, strings.Join(left, "; ")
 	})
 	editTargets(t, func(parent string, s *v1alpha1.TargetSpec) {
 		if parent == "west" {
