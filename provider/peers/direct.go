@@ -1,11 +1,13 @@
 package peers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
@@ -115,29 +117,13 @@ func (t *Peers) directPeersLocked() []gateway.Peer {
 		ds = append(ds, d)
 	}
 	slices.SortFunc(ds, func(a, b *directPeer) int {
-		if c := addresses(a.routes) - addresses(b.routes); c != 0 {
-			if c < 0 {
-				return -1
-			}
-			return 1
-		}
-		return compareStrings(a.entry.Cluster, b.entry.Cluster)
+		return cmp.Or(cmp.Compare(addresses(a.routes), addresses(b.routes)), strings.Compare(a.entry.Cluster, b.entry.Cluster))
 	})
 	out := make([]gateway.Peer, 0, len(ds))
 	for _, d := range ds {
 		out = append(out, d.peer())
 	}
 	return out
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // addresses is how many addresses ps hold (saturated).
@@ -393,34 +379,35 @@ func (t *Peers) stepDirect(ctx context.Context, now time.Time, st []gateway.Peer
 	if reconfigure {
 		t.applyLocked(ctx)
 	}
-	// What the parents and the children are told, again when it changed.
-	view := t.directViewLocked()
-	changed, listeners := view != t.directView, []func(){}
-	if changed {
-		t.directView = view
+	// What the parents are told (directories and paths) and the children
+	// (directories only), again when it changed: a path's state reaches
+	// the parents, not every child.
+	dir, paths := t.directoriesViewLocked(), boundedJSON(t.pathsLocked())
+	toParents := dir != t.directView || paths != t.pathsView
+	toChildren := dir != t.directView
+	t.directView, t.pathsView = dir, paths
+	var listeners []func()
+	if toParents {
 		for _, f := range t.keyListeners {
 			listeners = append(listeners, f)
 		}
 	}
 	notify, busy := t.changed, len(t.direct) > 0
 	t.mu.Unlock()
-	if changed {
-		for _, f := range listeners {
-			f()
-		}
-		if notify != nil {
-			notify()
-		}
+	for _, f := range listeners {
+		f()
+	}
+	if toChildren && notify != nil {
+		notify()
 	}
 	return busy
 }
 
-// directViewLocked is what this cluster tells of its direct paths and
-// directories, as one string: when it changes, parents and children are
-// told again.
-func (t *Peers) directViewLocked() string {
+// directoriesViewLocked is what this cluster's directories are made of,
+// as one string: when it changes, parents and children are told again.
+func (t *Peers) directoriesViewLocked() string {
 	self, _ := t.selfEntryLocked()
-	raw, _ := json.Marshal([]any{self, t.subtreeEntriesLocked(""), t.parentDirs, t.pathsLocked()})
+	raw, _ := json.Marshal([]any{self, t.subtreeEntriesLocked(""), t.parentDirs})
 	return string(raw)
 }
 
@@ -430,7 +417,7 @@ func (t *Peers) pathsLocked() []api.DirectPath {
 	for _, d := range t.direct {
 		out = append(out, api.DirectPath{Cluster: d.entry.Cluster, State: d.state, Endpoint: d.endpoint.String(), Reason: d.reason, Since: d.since.UTC().Truncate(time.Second)})
 	}
-	slices.SortFunc(out, func(a, b api.DirectPath) int { return compareStrings(a.Cluster, b.Cluster) })
+	slices.SortFunc(out, func(a, b api.DirectPath) int { return strings.Compare(a.Cluster, b.Cluster) })
 	return out
 }
 

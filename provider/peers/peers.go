@@ -119,8 +119,8 @@ type Peers struct {
 	// CIDRs, as last told by a Target run; childSubtrees what each child
 	// lists of its subtree, childEndpoints where its packets come from;
 	// parentDirs what each parent lists for this cluster, by Target;
-	// direct the paths tried, by key; directView what was last told of
-	// them.
+	// direct the paths tried, by key; directView and pathsView what was
+	// last told of the directories and of the paths.
 	own            []netip.Prefix
 	childSubtrees  map[string][]api.GatewayEntry
 	childEndpoints map[string]netip.AddrPort
@@ -128,6 +128,7 @@ type Peers struct {
 	directMax      int
 	direct         map[wgtypes.Key]*directPeer
 	directView     string
+	pathsView      string
 }
 
 // Device is what Peers uses of a *gateway.Gateway (a fake in tests:
