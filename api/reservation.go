@@ -33,6 +33,15 @@ const (
 	// The agent answering the parent waits for the last word.
 	TryingOtherNodes = "no place below, trying the other nodes: "
 
+	// NoAnswerYet starts the reason a node is refused to a pod for when
+	// its child could not be asked (its agent, tunnel or proxy down or
+	// still starting): not the child's word on the pod. The scheduler asks
+	// again after a short back-off, and an agent answering its parent
+	// with a message that holds it says so (Reservation.Retry), so that
+	// every level above asks again too instead of waiting for a summary
+	// to change.
+	NoAnswerYet = "no answer yet, asked again shortly: "
+
 	// AnnotationReserves is set to "true" on a virtual node whose agent
 	// answers reservations (it serves the kubelet API); the parent's
 	// scheduler binds pods to a virtual node without it first, as before
@@ -74,6 +83,11 @@ type Reservation struct {
 	// parent does not withdraw it, and asks again (RenewWaiting) for as
 	// long as its pod waits.
 	Waiting bool `json:"waiting,omitempty"`
+	// Retry is true, with Unschedulable, when the child's reason is not
+	// its last word: a cluster below could not be asked (NoAnswerYet).
+	// The parent refuses the node to the pod for a short back-off only,
+	// and asks again.
+	Retry bool `json:"retry,omitempty"`
 }
 
 // RenewWaiting is how often a parent asks again for a pod that waits in a

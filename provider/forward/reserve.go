@@ -183,6 +183,12 @@ func (p *Provider) Reserve(ctx context.Context, pod *corev1.Pod, maxWait time.Du
 			return api.Reservation{}, fmt.Errorf("the reservation of pod %s/%s in %s was withdrawn", pod.Namespace, pod.Name, p.cfg.ClusterName)
 		}
 		if _, msg, stuck := unschedulable(d); stuck && !strings.Contains(msg, api.TryingOtherNodes) {
+			if strings.Contains(msg, api.NoAnswerYet) {
+				// Not this cluster's last word: a cluster below did not
+				// answer. Withdrawn here; the parent asks again shortly.
+				p.withdrawHeld(d)
+				return api.Reservation{Unschedulable: msg, Retry: true}, nil
+			}
 			if p.cfg.WaitForRoom {
 				// Pending here, where this cluster's autoscaler sees it,
 				// for as long as the parent asks (collectHeld).

@@ -185,6 +185,31 @@ func TestReserveAnswersTheLastUnschedulable(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond, "the held delegate is withdrawn")
 }
 
+// A reason that holds api.NoAnswerYet (a cluster below could not be
+// asked) is answered as such, for the parent to ask again shortly rather
+// than refuse this cluster until its summary changes; with wait for room
+// too: the pod does not wait here for a cluster that did not answer.
+func TestReserveSaysWhenBelowDidNotAnswer(t *testing.T) {
+	p, child, _ := runProvider(t, func(c *Config) { c.WaitForRoom = true })
+	pod := unboundPod()
+	done := reserveInBackground(t, p, pod)
+	d := heldDelegate(t, p, pod)
+	cur, err := child.CoreV1().Pods(d.Namespace).Get(t.Context(), d.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	msg := "0/1 nodes are available: 1 mid-1: " + api.NoAnswerYet + "asking for a place (HTTP 503): not ready."
+	cur.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		Reason: corev1.PodReasonUnschedulable, Message: msg, LastTransitionTime: metav1.Now()}}
+	_, err = child.CoreV1().Pods(d.Namespace).UpdateStatus(t.Context(), cur, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	a := <-done
+	require.NoError(t, a.err)
+	require.Equal(t, api.Reservation{Unschedulable: msg, Retry: true}, a.res)
+	require.Eventually(t, func() bool {
+		_, err := child.CoreV1().Pods(d.Namespace).Get(t.Context(), d.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, 5*time.Second, 10*time.Millisecond, "the held delegate is withdrawn")
+}
+
 // Withdraw deletes a held delegate, of the right pod only; a pod whose
 // volumes this cluster makes at binding is not held; a bound pod is a bad
 // request.

@@ -252,7 +252,7 @@ func (pl *Reservation) run(ctx context.Context, pod *corev1.Pod, nodeName string
 		res, err := pl.reserve(ctx, pod, nodeName)
 		switch {
 		case err != nil:
-			reason := fmt.Sprintf("%s: %v", nodeName, err)
+			reason := fmt.Sprintf("%s: %s%v", nodeName, api.NoAnswerYet, err)
 			pl.mu.Lock()
 			if pl.refused[pod.UID] == nil {
 				pl.refused[pod.UID] = map[string]refusal{}
@@ -273,7 +273,9 @@ func (pl *Reservation) run(ctx context.Context, pod *corev1.Pod, nodeName string
 			if pl.refused[pod.UID] == nil {
 				pl.refused[pod.UID] = map[string]refusal{}
 			}
-			pl.refused[pod.UID][nodeName] = refusal{summary: summaryKey(node), reason: reason, waiting: res.Waiting, at: time.Now()}
+			// A child that could not ask below (Retry) is asked again
+			// after errorBackoff, as one that could not be asked.
+			pl.refused[pod.UID][nodeName] = refusal{summary: summaryKey(node), reason: reason, waiting: res.Waiting, failed: res.Retry, at: time.Now()}
 			if res.Waiting {
 				if r := pl.pending[pod.UID]; r != nil && r.node == nodeName {
 					r.keep = true
@@ -284,9 +286,14 @@ func (pl *Reservation) run(ctx context.Context, pod *corev1.Pod, nodeName string
 				pl.waitingIn[pod.UID][nodeName] = true
 			}
 			pl.mu.Unlock()
-			if res.Waiting {
+			switch {
+			case res.Waiting:
 				// Asked again while it waits, which keeps it there.
 				time.AfterFunc(api.RenewWaiting, func() {
+					pl.handle.Activate(logger, map[string]*corev1.Pod{pod.Namespace + "/" + pod.Name: pod})
+				})
+			case res.Retry:
+				time.AfterFunc(errorBackoff, func() {
 					pl.handle.Activate(logger, map[string]*corev1.Pod{pod.Namespace + "/" + pod.Name: pod})
 				})
 			}

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nestlet/nestlet/api"
@@ -269,6 +270,16 @@ func dumpComponentLogs() {
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "%s: listing %s: %v\n", c.Name, chartNamespace, err)
 			continue
+		}
+		fmt.Fprintf(os.Stderr, "==> %s: pods in %s <==\n%s\n", c.Name, chartNamespace, framework.DescribePods(pods.Items))
+		if all, err := c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); err == nil {
+			var notReady []corev1.Pod
+			for _, p := range all.Items {
+				if p.Namespace != chartNamespace && !podutil.IsPodReady(&p) {
+					notReady = append(notReady, p)
+				}
+			}
+			fmt.Fprintf(os.Stderr, "==> %s: pods not Ready in other namespaces <==\n%s\n", c.Name, framework.DescribePods(notReady))
 		}
 		for _, p := range pods.Items {
 			out, errOut, _ := framework.Kubectl(ctx, env, c, "", "-n", chartNamespace, "logs", p.Name, "--all-containers", "--tail=40")

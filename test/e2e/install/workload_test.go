@@ -84,12 +84,12 @@ func webDeployment(t testing.TB, ns, name string, replicas int32, opts ...func(*
 		if err != nil {
 			return false, err.Error()
 		}
-		if d.Status.ReadyReplicas != replicas {
-			return false, fmt.Sprintf("%d ready", d.Status.ReadyReplicas)
-		}
 		list, err := root.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.FormatLabels(sel)})
 		if err != nil {
 			return false, err.Error()
+		}
+		if d.Status.ReadyReplicas != replicas {
+			return false, fmt.Sprintf("%d ready; pods: %s", d.Status.ReadyReplicas, framework.DescribePods(list.Items))
 		}
 		pods = list.Items
 		return len(pods) == int(replicas), fmt.Sprintf("%d pods", len(pods))
