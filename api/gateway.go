@@ -63,6 +63,10 @@ type DirectPath struct {
 	Reason string `json:"reason,omitempty"`
 	// Since is when State began.
 	Since time.Time `json:"since"`
+	// RTTMicroseconds is the round trip on the direct path, timed at the
+	// handshake that brought it up (the agent's metrics have it live);
+	// absent when unknown.
+	RTTMicroseconds int64 `json:"rttMicroseconds,omitempty"`
 }
 
 // The states of a DirectPath.
@@ -90,6 +94,10 @@ type PeerStats struct {
 	// counts them, since its gateway started.
 	Received int64 `json:"received"`
 	Sent     int64 `json:"sent"`
+	// RTTMicroseconds is the round trip between the two gateways, timed
+	// at the last handshake; absent when unknown (WireGuard in the
+	// kernel, or no handshake yet).
+	RTTMicroseconds int64 `json:"rttMicroseconds,omitempty"`
 	// At is when the child read these.
 	At time.Time `json:"at"`
 }

@@ -55,11 +55,17 @@ else
 fi
 
 echo "== integration and end-to-end tests (real control planes)"
+# gotestsum prints what go test prints and keeps every event as JSON, from
+# which the slowest tests are listed at the end: make test must stay
+# within its time budget, and this says where the time goes.
+gotestsum="$(source hack/lib.sh && nestlet::go_tool gotestsum gotest.tools/gotestsum v1.13.0)"
 log="$(mktemp)"
 trap 'rm -f "${log}"' EXIT
 status=0
-go test -count=1 -vet=off -p 1 -timeout 60m "${real[@]}" 2>&1 | tee "${log}" || status=$?
+"${gotestsum}" --format standard-quiet --jsonfile "${log}" -- -count=1 -vet=off -p 1 -timeout 60m "${real[@]}" || status=$?
+echo "== the slowest tests (30 s or more)"
+"${gotestsum}" tool slowest --jsonfile "${log}" --threshold 30s || true
 if grep -q "SKIPPING the real-leaf tests" "${log}"; then
-  echo "== NOTE: the real-leaf tests were skipped: $(grep -m1 "SKIPPING the real-leaf tests" "${log}" | sed 's/^SKIPPING the real-leaf tests: //')" >&2
+  echo "== NOTE: the real-leaf tests were skipped: $(grep -o -m1 'SKIPPING the real-leaf tests: [^"\\]*' "${log}" | head -1 | sed 's/^SKIPPING the real-leaf tests: //')" >&2
 fi
 exit "${status}"

@@ -229,14 +229,22 @@ func peerDetail(st *api.PeerStats) string {
 	if st.LastHandshake != nil {
 		handshake = "handshake " + duration.HumanDuration(now().Sub(*st.LastHandshake)) + " ago"
 	}
-	return fmt.Sprintf(" (%s, %s in, %s out)", handshake, units.BytesSize(float64(st.Received)), units.BytesSize(float64(st.Sent)))
+	return fmt.Sprintf(" (%s%s, %s in, %s out)", handshake, roundTrip(st.RTTMicroseconds, ""), units.BytesSize(float64(st.Received)), units.BytesSize(float64(st.Sent)))
+}
+
+// roundTrip is ", round trip <ms>" and when, or "" when unknown.
+func roundTrip(us int64, when string) string {
+	if us <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", round trip %.3g ms%s", float64(us)/1000, when)
 }
 
 // pathLine says where the traffic to the other end of a direct path goes.
 func pathLine(p api.DirectPath) string {
 	since := duration.HumanDuration(now().Sub(p.Since))
 	if p.State == api.DirectUp {
-		return fmt.Sprintf("⇢ %s: direct, to %s, for %s", p.Cluster, p.Endpoint, since)
+		return fmt.Sprintf("⇢ %s: direct, to %s, for %s%s", p.Cluster, p.Endpoint, since, roundTrip(p.RTTMicroseconds, " when it came up"))
 	}
 	return fmt.Sprintf("⇢ %s: through the tree, direct path %s for %s: %s", p.Cluster, p.State, since, p.Reason)
 }

@@ -34,11 +34,11 @@ func TestTree(t *testing.T) {
 		Groups: []api.Group{group("east", "4", "3"), group("west", "6", "5500m")}})
 	mid.Annotations[api.AnnotationGatewayTunnel] = "up"
 	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	stats, err := json.Marshal(api.PeerStats{LastHandshake: &at, Received: 3 << 20, Sent: 1536, At: at.Add(time.Second)})
+	stats, err := json.Marshal(api.PeerStats{LastHandshake: &at, Received: 3 << 20, Sent: 1536, RTTMicroseconds: 412, At: at.Add(time.Second)})
 	require.NoError(t, err)
 	mid.Annotations[api.AnnotationGatewayTunnelStats] = string(stats)
 	paths, err := json.Marshal([]api.DirectPath{
-		{Cluster: "far", State: api.DirectUp, Endpoint: "10.250.0.9:51820", Since: at.Add(-time.Minute)},
+		{Cluster: "far", State: api.DirectUp, Endpoint: "10.250.0.9:51820", Since: at.Add(-time.Minute), RTTMicroseconds: 12345},
 		{Cluster: "nat", State: api.DirectFailed, Endpoint: "10.250.0.8:40000", Reason: "no handshake", Since: at},
 	})
 	require.NoError(t, err)
@@ -59,8 +59,8 @@ func TestTree(t *testing.T) {
 	tree.Render(&out)
 	want := "root (1 nodes of its own, 2 children)\n" +
 		"├── east  NotReady  depth 1  nodes 2  cpu 0/8  memory 2Gi/8Gi  pods 0  regions east\n" +
-		"└── mid  Ready  depth 2  nodes 4  cpu 1500m/10  memory 4Gi/16Gi  pods 1  regions east,west  tunnel up (handshake 95s ago, 3MiB in, 1.5KiB out)\n" +
-		"    ⇢ far: direct, to 10.250.0.9:51820, for 2m35s\n" +
+		"└── mid  Ready  depth 2  nodes 4  cpu 1500m/10  memory 4Gi/16Gi  pods 1  regions east,west  tunnel up (handshake 95s ago, round trip 0.412 ms, 3MiB in, 1.5KiB out)\n" +
+		"    ⇢ far: direct, to 10.250.0.9:51820, for 2m35s, round trip 12.3 ms when it came up\n" +
 		"    ⇢ nat: through the tree, direct path failed for 95s: no handshake\n" +
 		"    ├── leaf-a\n" +
 		"    └── leaf-b\n"

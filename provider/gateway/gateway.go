@@ -87,6 +87,10 @@ type PeerStatus struct {
 	LastHandshake    time.Time
 	RxBytes, TxBytes int64
 	AllowedIPs       []netip.Prefix
+	// RTT is the round trip to the peer measured at the last handshake
+	// (rttBind); 0 when unknown: before a handshake, or on the kernel's
+	// WireGuard.
+	RTT time.Duration
 }
 
 // Gateway is a running WireGuard interface.
@@ -96,6 +100,8 @@ type Gateway struct {
 	port int
 	dev  engine
 	link netlink.Link
+	// rtt times the handshakes of wireguard-go; nil on the kernel's.
+	rtt *rttBind
 	// impl is the implementation it runs on; fallback why not the
 	// kernel's, when auto chose wireguard-go.
 	impl, fallback string
@@ -138,7 +144,7 @@ func Start(o Options) (g *Gateway, err error) {
 		g.fallback = err.Error()
 		fallthrough
 	case ImplementationUserspace:
-		g.dev, err = startUserspace(o, mtu)
+		g.dev, g.rtt, err = startUserspace(o, mtu)
 		g.impl = ImplementationUserspace
 	default:
 		return nil, fmt.Errorf("WireGuard implementation %q: use %s, %s or %s", o.Implementation, ImplementationAuto, ImplementationKernel, ImplementationUserspace)
@@ -178,14 +184,14 @@ func Start(o Options) (g *Gateway, err error) {
 	return g, nil
 }
 
-// startUserspace runs wireguard-go on a TUN device.
-func startUserspace(o Options, mtu int) (*device.Device, error) {
+// startUserspace runs wireguard-go on a TUN device, its handshakes timed.
+func startUserspace(o Options, mtu int) (*device.Device, *rttBind, error) {
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNoTUN, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrNoTUN, err)
 	}
 	t, err := tun.CreateTUN(o.Interface, mtu)
 	if err != nil {
-		return nil, fmt.Errorf("create TUN %s: %w", o.Interface, err)
+		return nil, nil, fmt.Errorf("create TUN %s: %w", o.Interface, err)
 	}
 	logger := &device.Logger{Verbosef: device.DiscardLogf, Errorf: device.DiscardLogf}
 	if o.Logf != nil {
@@ -194,7 +200,8 @@ func startUserspace(o Options, mtu int) (*device.Device, error) {
 			logger.Verbosef = o.Logf
 		}
 	}
-	return device.NewDevice(t, conn.NewDefaultBind(), logger), nil
+	bind := newRTTBind(conn.NewDefaultBind())
+	return device.NewDevice(t, bind, logger), bind, nil
 }
 
 // Implementation is the WireGuard the gateway runs on
@@ -294,7 +301,16 @@ func (g *Gateway) Status() ([]PeerStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parsePeers(s)
+	peers, err := parsePeers(s)
+	if err != nil || g.rtt == nil {
+		return peers, err
+	}
+	for i := range peers {
+		if peers[i].Endpoint.IsValid() {
+			peers[i].RTT = g.rtt.RTT(peers[i].Endpoint.String())
+		}
+	}
+	return peers, nil
 }
 
 // Close removes the interface (and its routes with it) and stops the

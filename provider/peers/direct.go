@@ -88,6 +88,9 @@ type directPeer struct {
 	// rx is the bytes received as last read; heard when they last grew.
 	rx    int64
 	heard time.Time
+	// rtt is the round trip timed at the handshake that brought the path
+	// up (0 when unknown).
+	rtt time.Duration
 }
 
 // peer is d as the gateway's peer: routed its entry's routes while up.
@@ -374,6 +377,9 @@ func (t *Peers) stepDirect(ctx context.Context, now time.Time, st []gateway.Peer
 				reconfigure = true
 			}
 			d.state, d.reason, d.since = next, reason, now
+			if next == api.DirectUp && s != nil {
+				d.rtt = s.RTT
+			}
 		}
 	}
 	if reconfigure {
@@ -415,7 +421,11 @@ func (t *Peers) directoriesViewLocked() string {
 func (t *Peers) pathsLocked() []api.DirectPath {
 	out := make([]api.DirectPath, 0, len(t.direct))
 	for _, d := range t.direct {
-		out = append(out, api.DirectPath{Cluster: d.entry.Cluster, State: d.state, Endpoint: d.endpoint.String(), Reason: d.reason, Since: d.since.UTC().Truncate(time.Second)})
+		p := api.DirectPath{Cluster: d.entry.Cluster, State: d.state, Endpoint: d.endpoint.String(), Reason: d.reason, Since: d.since.UTC().Truncate(time.Second)}
+		if d.state == api.DirectUp {
+			p.RTTMicroseconds = d.rtt.Microseconds()
+		}
+		out = append(out, p)
 	}
 	slices.SortFunc(out, func(a, b api.DirectPath) int { return strings.Compare(a.Cluster, b.Cluster) })
 	return out

@@ -113,7 +113,8 @@ func (t *Peers) ReportParent(ctx context.Context, clk clock.WithTicker, target s
 			stats := peerStats(st, now)
 			state := states[cond.Reason]
 			moved := stats.Received != last.Received || stats.Sent != last.Sent
-			if state != published || (moved && now.Sub(last.At) >= statsEvery) {
+			timed := last.RTTMicroseconds == 0 && stats.RTTMicroseconds > 0 // the first round trip timed
+			if state != published || timed || (moved && now.Sub(last.At) >= statsEvery) {
 				if err := publish(ctx, state, &stats); err == nil {
 					published, last = state, stats
 				} else if ctx.Err() == nil {
@@ -136,6 +137,7 @@ func peerStats(st *gateway.PeerStatus, now time.Time) api.PeerStats {
 		return out
 	}
 	out.Received, out.Sent = st.RxBytes, st.TxBytes
+	out.RTTMicroseconds = st.RTT.Microseconds()
 	if !st.LastHandshake.IsZero() {
 		at := st.LastHandshake.UTC().Truncate(time.Second)
 		out.LastHandshake = &at
@@ -145,8 +147,8 @@ func peerStats(st *gateway.PeerStatus, now time.Time) api.PeerStats {
 
 // metrics exports each peer's state, read from the gateway when scraped.
 type metrics struct {
-	t                                   *Peers
-	handshake, rxBytes, txBytes, direct *prometheus.Desc
+	t                                        *Peers
+	handshake, rxBytes, txBytes, rtt, direct *prometheus.Desc
 }
 
 // Collector returns the Prometheus collector of the peers' state
@@ -157,6 +159,7 @@ func (t *Peers) Collector() prometheus.Collector {
 		handshake: prometheus.NewDesc("nestlet_gateway_last_handshake_timestamp_seconds", "Time of the last handshake with the peer (0: none yet).", labels, nil),
 		rxBytes:   prometheus.NewDesc("nestlet_gateway_received_bytes_total", "Bytes received from the peer.", labels, nil),
 		txBytes:   prometheus.NewDesc("nestlet_gateway_sent_bytes_total", "Bytes sent to the peer.", labels, nil),
+		rtt:       prometheus.NewDesc("nestlet_gateway_rtt_seconds", "Round trip to the peer's gateway, timed at the last handshake (absent when unknown: WireGuard in the kernel, or no handshake yet).", labels, nil),
 		direct: prometheus.NewDesc("nestlet_gateway_path_direct", "1 while the traffic to the cluster of a direct peer (peer=\"direct/<cluster>\") takes the direct path, 0 while it goes through the tree.",
 			[]string{"peer", "state"}, nil),
 	}
@@ -166,6 +169,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.handshake
 	ch <- m.rxBytes
 	ch <- m.txBytes
+	ch <- m.rtt
 	ch <- m.direct
 }
 
@@ -187,6 +191,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.handshake, prometheus.GaugeValue, at, name)
 		ch <- prometheus.MustNewConstMetric(m.rxBytes, prometheus.CounterValue, float64(p.RxBytes), name)
 		ch <- prometheus.MustNewConstMetric(m.txBytes, prometheus.CounterValue, float64(p.TxBytes), name)
+		if p.RTT > 0 {
+			ch <- prometheus.MustNewConstMetric(m.rtt, prometheus.GaugeValue, p.RTT.Seconds(), name)
+		}
 	}
 	for name, state := range m.t.directState() {
 		var up float64

@@ -497,7 +497,7 @@ func TestMonitoring(t *testing.T) {
 		var d struct{ Panels []any }
 		require.NoError(t, json.Unmarshal([]byte(dashboard), &d))
 		require.NotEmpty(t, d.Panels)
-		for _, metric := range []string{"nestlet_gateway_path_direct", "nestlet_gateway_received_bytes_total", "nestlet_forward_latency_seconds"} {
+		for _, metric := range []string{"nestlet_gateway_path_direct", "nestlet_gateway_rtt_seconds", "nestlet_gateway_received_bytes_total", "nestlet_forward_latency_seconds"} {
 			require.Contains(t, dashboard, metric)
 		}
 	}

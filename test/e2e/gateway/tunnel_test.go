@@ -209,6 +209,12 @@ func TestTunnelThroughNAT(t *testing.T) {
 	require.False(t, peers[0].LastHandshake.IsZero(), "no handshake")
 	require.Positive(t, peers[0].RxBytes)
 	require.Positive(t, peers[0].TxBytes)
+	require.Positive(t, peers[0].RTT, "the parent timed its answer to the child's handshake")
+	status, _ = reach("the child's status", child.Netns, "http://"+childAt+":8080/status")
+	require.NoError(t, json.Unmarshal([]byte(status), &peers))
+	require.Len(t, peers, 1)
+	require.Positive(t, peers[0].RTT, "the child timed its handshake")
+	t.Logf("round trip measured at the handshake: %s from the child", peers[0].RTT)
 
 	// A cut WAN: requests fail within the client's timeout, not hang.
 	require.NoError(t, child.Cut(parent))

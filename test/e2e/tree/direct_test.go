@@ -79,7 +79,15 @@ func TestDirectPaths(t *testing.T) {
 	waitPath(t, true, "direct")
 	framework.Eventually(t, time.Minute, "nestctl tree in east shows east-1's direct path to west-2", func(ctx context.Context) (bool, string) {
 		out, err := env.Cluster("east").Nestctl(ctx, "tree")
-		return err == nil && strings.Contains(out, "⇢ west-2: direct, to "+env.Cluster("west-2").Host.IP), fmt.Sprint(out, err)
+		line := ""
+		for l := range strings.Lines(out) {
+			if strings.Contains(l, "⇢ west-2: direct, to "+env.Cluster("west-2").Host.IP) {
+				line = l
+			}
+		}
+		// The round trip timed at the handshake that brought it up, and
+		// that of east-1's own tunnel with east.
+		return err == nil && strings.Contains(line, " ms when it came up") && strings.Contains(out, "round trip"), fmt.Sprint(out, err)
 	})
 	resp, err := http.Get(tree.MetricsURL["east-1"])
 	require.NoError(t, err)
@@ -87,6 +95,8 @@ func TestDirectPaths(t *testing.T) {
 	_ = resp.Body.Close()
 	require.NoError(t, err)
 	require.Contains(t, string(body), `nestlet_gateway_path_direct{peer="direct/west-2",state="direct"} 1`)
+	require.Contains(t, string(body), `nestlet_gateway_rtt_seconds{peer="direct/west-2"} `)
+	require.Regexp(t, `nestlet_gateway_rtt_seconds\{peer="parent/[^"]+"\} `, string(body))
 
 	// A server in west-2, a pod in east-1 to probe it from; the direct
 	// path cut, so that the stream starts through the tree.

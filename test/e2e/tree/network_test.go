@@ -27,8 +27,9 @@ import (
 	"github.com/nestlet/nestlet/test/framework"
 )
 
-// tunnelUpRE is a tunnel as `nestctl tree` shows it once up.
-var tunnelUpRE = regexp.MustCompile(`tunnel up \(handshake \S+ ago, [0-9.]+[KMG]?i?B in, [0-9.]+[KMG]?i?B out\)`)
+// tunnelUpRE is a tunnel as `nestctl tree` shows it once up, with the
+// round trip its userspace WireGuard timed.
+var tunnelUpRE = regexp.MustCompile(`tunnel up \(handshake \S+ ago, round trip [0-9.e+]+ ms, [0-9.]+[KMG]?i?B in, [0-9.]+[KMG]?i?B out\)`)
 
 // TestPodToPodAcrossTheTree: a pod in east-1 reaches a pod in west-2 by
 // its IP, and back, through the gateways' tunnels (east-1 -> east -> root
@@ -102,7 +103,7 @@ func TestPodToPodAcrossTheTree(t *testing.T) {
 		require.NoError(t, err, "%s's tunnel to %s: %+v", e[0], e[1], last)
 	}
 	for _, parent := range []string{"root", "east", "west"} {
-		framework.Eventually(t, time.Minute, "nestctl tree in "+parent+" shows every child's tunnel up, its last handshake and bytes", func(context.Context) (bool, string) {
+		framework.Eventually(t, time.Minute, "nestctl tree in "+parent+" shows every child's tunnel up, its last handshake, round trip and bytes", func(context.Context) (bool, string) {
 			out, err := env.Cluster(parent).Nestctl(ctx, "tree")
 			return err == nil && len(tunnelUpRE.FindAllString(out, -1)) == 2, fmt.Sprint(out, err)
 		})
