@@ -257,10 +257,16 @@ func (t *Peers) directoryForLocked(name string) []api.GatewayEntry {
 
 // directCandidatesLocked are the direct paths to try: what the parents
 // list, but this cluster, its own peers and its own subtree's routes, up
-// to directMax.
+// to directMax; none for a cluster with no pods of its own.
 func (t *Peers) directCandidatesLocked() map[wgtypes.Key]*directPeer {
 	out := map[wgtypes.Key]*directPeer{}
 	if t.directMax <= 0 {
+		return out
+	}
+	if _, listed := t.selfEntryLocked(); !listed {
+		// No pods of its own (a cluster of children only): nothing for a
+		// direct peer to carry, and no entry in any directory, so the
+		// other end would never dial back; it would only fail.
 		return out
 	}
 	skip := map[wgtypes.Key]bool{t.gw.PublicKey(): true}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -67,7 +69,7 @@ func TestDirectories(t *testing.T) {
 func TestDirectPathStates(t *testing.T) {
 	ctx := t.Context()
 	gw := peerstest.NewGateway()
-	p := New(gw, "", time.Second, noNodes())
+	p := New(gw, "", time.Second, nodesWithPodCIDR("10.1.0.0/24"))
 	p.SetDirectPaths(4)
 	parent, west2, self := peerstest.PublicKey(), peerstest.PublicKey(), gw.Key
 	ep := netip.MustParseAddrPort("10.250.0.9:51820")
@@ -127,6 +129,25 @@ func TestDirectPathStates(t *testing.T) {
 	require.Len(t, gw.Peers, 1)
 }
 
+// A cluster with no nodes of its own (only children) tries no direct
+// path: no directory lists it, so the other end would never dial back.
+func TestNoDirectPathWithoutPodsOfItsOwn(t *testing.T) {
+	ctx := t.Context()
+	gw := peerstest.NewGateway()
+	p := New(gw, "", time.Second, noNodes())
+	p.SetDirectPaths(4)
+	parent, west2 := peerstest.PublicKey(), peerstest.PublicKey()
+	p.SetParent(ctx, "root", &api.GatewayParent{PublicKey: parent.String(), Endpoint: "10.250.0.2:51820",
+		Routes: []string{"10.2.0.0/24"},
+		Directory: []api.GatewayEntry{
+			{Cluster: "west-2", PublicKey: west2.String(), Endpoint: "10.250.0.9:51820", Routes: []string{"10.2.0.0/24"}},
+		}}, []string{"10.1.0.0/23"})
+	p.stepDirect(ctx, time.Now(), nil)
+	require.Len(t, gw.Peers, 1, "the parent only")
+	require.Empty(t, p.PathsAnnotation())
+	require.Empty(t, p.SubtreeAnnotation(), "listed nowhere")
+}
+
 func noNodes() corelisters.NodeLister {
 	return corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
 }
@@ -140,4 +161,11 @@ func find(t *testing.T, peers []gateway.Peer, k wgtypes.Key) gateway.Peer {
 	}
 	t.Fatalf("no peer %s in %v", k, peers)
 	return gateway.Peer{}
+}
+
+// nodesWithPodCIDR lists one node of this cluster's own, with cidr.
+func nodesWithPodCIDR(cidr string) corelisters.NodeLister {
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	_ = idx.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Spec: corev1.NodeSpec{PodCIDR: cidr, PodCIDRs: []string{cidr}}})
+	return corelisters.NewNodeLister(idx)
 }

@@ -89,6 +89,12 @@ func TestDirectPaths(t *testing.T) {
 		// that of east-1's own tunnel with east.
 		return err == nil && strings.Contains(line, " ms when it came up") && strings.Contains(out, "round trip"), fmt.Sprint(out, err)
 	})
+	// east and west have no nodes of their own: no pods for a direct path
+	// to carry, listed in no directory, they try none (the root's tree
+	// shows their paths).
+	out, err := env.Cluster("root").Nestctl(ctx, "tree")
+	require.NoError(t, err)
+	require.NotContains(t, out, "⇢", "a cluster of children only tried a direct path")
 	resp, err := http.Get(tree.MetricsURL["east-1"])
 	require.NoError(t, err)
 	body, err := io.ReadAll(resp.Body)
@@ -155,7 +161,7 @@ func TestDirectPaths(t *testing.T) {
 		p, err := pathOf(ctx, "east", "east-1", "west-2")
 		return err == nil && p.State == api.DirectFailed && strings.Contains(p.Reason, "symmetric"), fmt.Sprintf("%+v %v", p, err)
 	})
-	out, err := env.Cluster("east").Nestctl(ctx, "tree")
+	out, err = env.Cluster("east").Nestctl(ctx, "tree")
 	require.NoError(t, err)
 	require.Contains(t, out, "⇢ west-2: through the tree, direct path failed")
 	probe, errOut, err := kubectl(ctx, "root", "", "-n", ns, "exec", "probe", "--", "/demo-app", "get", "http://"+server.Status.PodIP+":8080/through-the-tree")
