@@ -305,11 +305,15 @@ func (g *Gateway) Status() ([]PeerStatus, error) {
 	if err != nil || g.rtt == nil {
 		return peers, err
 	}
+	current := make(map[string]bool, len(peers))
 	for i := range peers {
 		if peers[i].Endpoint.IsValid() {
-			peers[i].RTT = g.rtt.RTT(peers[i].Endpoint.String())
+			ep := peers[i].Endpoint.String()
+			current[ep] = true
+			peers[i].RTT = g.rtt.RTT(ep)
 		}
 	}
+	g.rtt.keep(current)
 	return peers, nil
 }
 

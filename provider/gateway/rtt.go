@@ -142,3 +142,16 @@ func (b *rttBind) RTT(endpoint string) time.Duration {
 	defer b.mu.Unlock()
 	return b.rtt[endpoint]
 }
+
+// keep forgets the round trips of every endpoint but those in current (a
+// peer gone, or roamed to another address and port): the map stays as
+// small as the peers.
+func (b *rttBind) keep(current map[string]bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for ep := range b.rtt {
+		if !current[ep] {
+			delete(b.rtt, ep)
+		}
+	}
+}

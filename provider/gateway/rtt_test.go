@@ -88,4 +88,9 @@ func TestRTTBindTimesBothEndsOfAHandshake(t *testing.T) {
 	now = now.Add(handshakeInFlight + time.Second)
 	require.NoError(t, b.Send([][]byte{message(msgInitiation, sizeInitiation, 42, 0)}, parent))
 	require.EqualValues(t, 1, b.inFlight.Load(), "the lost initiation is dropped")
+
+	// The round trips of endpoints no peer has any more are forgotten.
+	b.keep(map[string]bool{child.DstToString(): true})
+	require.Zero(t, b.RTT(parent.DstToString()))
+	require.Equal(t, 4*time.Millisecond, b.RTT(child.DstToString()))
 }
