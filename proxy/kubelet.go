@@ -89,7 +89,8 @@ func (p *Proxy) nodeHandler(node string) http.Handler {
 // throughTunnel sends r through the tunnel of node; what says which node
 // it is, in the error when there is no such tunnel.
 func (p *Proxy) throughTunnel(w http.ResponseWriter, r *http.Request, node, what string) {
-	if node == "" || !p.tunnels.HasSession(node) {
+	key, ok := p.tunnelKey(node)
+	if node == "" || !ok {
 		http.Error(w, fmt.Sprintf("%s, which has no tunnel to this nestlet-proxy: check that the agent of that child cluster is running and its Target Ready", what), http.StatusBadGateway)
 		return
 	}
@@ -101,7 +102,7 @@ func (p *Proxy) throughTunnel(w http.ResponseWriter, r *http.Request, node, what
 			// The caller is checked here; its credentials go no further.
 			pr.Out.Header.Del("Authorization")
 		},
-		Transport:     &http.Transport{DialContext: p.tunnels.Dialer(node), DisableKeepAlives: true},
+		Transport:     &http.Transport{DialContext: p.tunnels.Dialer(key), DisableKeepAlives: true},
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			klog.FromContext(r.Context()).Info("Tunnel request failed", "node", node, "path", r.URL.Path, "err", err)

@@ -184,7 +184,7 @@ func (ps *peers) set(ids map[string]bool) {
 // heldElsewhere reports why a tunnel of name must wait: another replica
 // holds one (a child has one live tunnel, whichever replica it reached).
 func (p *Proxy) heldElsewhere(name string) error {
-	if p.cfg.Peers == nil || p.guard.holds(name) || !p.tunnels.HasSession(name) {
+	if _, anywhere := p.tunnelKey(name); p.cfg.Peers == nil || p.guard.holds(name) || !anywhere {
 		return nil
 	}
 	return fmt.Errorf("%w: node %q already has a live tunnel on another replica of this proxy; a second one is refused until that one closes", errTunnelConflict, name)

@@ -118,7 +118,7 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{cfg: cfg, auth: auth, guard: newTunnelGuard(cfg.Client, clock.RealClock{})}
-	p.tunnels = remotedialer.New(p.authorizeTunnel, remotedialer.DefaultErrorWriter)
+	p.tunnels = remotedialer.New(tunnelClientKey, remotedialer.DefaultErrorWriter)
 	if pc := cfg.Peers; pc != nil {
 		if pc.ID == "" || pc.Token == "" || pc.Namespace == "" || pc.Service == "" {
 			return nil, errors.New("proxy: peers need this replica's ID, the shared token, and the namespace and Service that list the replicas")

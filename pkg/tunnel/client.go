@@ -10,6 +10,7 @@ package tunnel
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -18,7 +19,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -38,9 +38,8 @@ type ClientConfig struct {
 	URL string
 	CA  []byte
 	// Certificate is the node's client certificate in the parent, or
-	// GetClientCertificate (which wins when set) returns the one to present
-	// at each connect: a renewed certificate is used from the next
-	// reconnect on, and the tunnel up meanwhile is kept.
+	// GetClientCertificate (which wins when set, called with nil) returns
+	// the one to present: a renewed one opens a successor tunnel (Run).
 	Certificate          tls.Certificate
 	GetClientCertificate func(*tls.CertificateRequestInfo) (*tls.Certificate, error)
 	// Handler serves the kubelet API requests that arrive through the
@@ -54,7 +53,10 @@ type ClientConfig struct {
 // Run holds a tunnel to the proxy until ctx ends, reconnecting with
 // exponential backoff (1s to 1m, reset after a tunnel that lasted a
 // minute). Connections in flight when a tunnel drops are closed, so their
-// streams end with an error at the caller.
+// streams end with an error at the caller. A renewed certificate
+// (GetClientCertificate) opens a second tunnel beside the first, with the
+// first key's handover (HandoverHeader); the first one is closed once its
+// connections ended, so that no stream is cut by a renewal.
 func Run(ctx context.Context, cfg ClientConfig) error {
 	if cfg.URL == "" || len(cfg.CA) == 0 || cfg.Handler == nil {
 		return errors.New("tunnel: URL, CA and Handler are required")
@@ -63,77 +65,39 @@ func Run(ctx context.Context, cfg ClientConfig) error {
 	if !pool.AppendCertsFromPEM(cfg.CA) {
 		return errors.New("tunnel: no certificate in the proxy CA bundle")
 	}
-	presented := &presentedCert{get: cfg.GetClientCertificate}
-	tlsCfg := &tls.Config{
-		RootCAs:      pool,
-		Certificates: []tls.Certificate{cfg.Certificate},
-		MinVersion:   tls.VersionTLS12,
-	}
-	if cfg.GetClientCertificate != nil {
-		tlsCfg.GetClientCertificate = presented.getClientCertificate
-	}
-	conns := &lastConn{}
-	dialer := &websocket.Dialer{HandshakeTimeout: 10 * time.Second, TLSClientConfig: tlsCfg, NetDialContext: conns.dialer(ctx)}
 	l := newPipeListener()
 	srv := &http.Server{Handler: cfg.Handler, ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	defer func() { _ = srv.Close() }()
+	r := &runner{cfg: cfg, pool: pool, listener: l, logger: klog.FromContext(ctx).WithValues("proxy", cfg.URL)}
+	// Tunnels draining end with ctx too: nothing Run started outlives it.
+	defer r.wg.Wait()
 
-	logger := klog.FromContext(ctx).WithValues("proxy", cfg.URL)
-	connected := func(up bool) {
-		if cfg.Connected != nil {
-			cfg.Connected(up)
-		}
-	}
-	// Any TCP address passes here and the pipe listener refuses all but
-	// Address: a connect this side refuses would end the whole session
-	// (every stream of the node) rather than that one connection.
-	allow := func(proto, _ string) bool { return proto == "tcp" }
 	newBackoff := func() wait.Backoff {
 		return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: time.Minute}
 	}
 	backoff := newBackoff()
 	for ctx.Err() == nil {
 		start := time.Now()
-		var renewed atomic.Bool
-		err := remotedialer.ConnectToProxyWithDialer(context.WithoutCancel(ctx), cfg.URL, nil, allow, dialer, l.dial, func(sessCtx context.Context, _ *remotedialer.Session) error {
-			logger.Info("Tunnel to the parent's proxy is up")
-			connected(true)
-			c := conns.get()
-			// sessCtx ends when the session does.
-			go func() {
-				select {
-				case <-ctx.Done():
-				case <-sessCtx.Done():
-				}
-				_ = c.Close()
-			}()
-			if cfg.GetClientCertificate != nil {
-				go func() {
-					if presented.waitRenewed(sessCtx) {
-						renewed.Store(true)
-						_ = c.Close()
-					}
-				}()
-			}
-			return nil
-		})
-		connected(false)
+		cur, err := r.connect(ctx, r.certificate(), nil)
+		if err == nil {
+			r.logger.Info("Tunnel to the parent's proxy is up")
+			r.connected(true)
+			err = r.hold(ctx, cur)
+			r.connected(false)
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		if renewed.Load() {
-			// The proxy closes a tunnel when its certificate expires and
-			// refuses a second one for the name meanwhile: reopen with
-			// the renewed certificate just before, at once.
-			logger.Info("Reopening the tunnel with the renewed certificate")
+		if errors.Is(err, errReopen) {
+			r.logger.Info("Reopening the tunnel with the renewed certificate")
 			continue
 		}
 		if time.Since(start) > time.Minute {
 			backoff = newBackoff()
 		}
 		delay := backoff.Step()
-		logger.Info("Tunnel to the parent's proxy is down; reconnecting", "err", err, "after", delay)
+		r.logger.Info("Tunnel to the parent's proxy is down; reconnecting", "err", err, "after", delay)
 		select {
 		case <-ctx.Done():
 		case <-time.After(delay):
@@ -142,25 +106,172 @@ func Run(ctx context.Context, cfg ClientConfig) error {
 	return nil
 }
 
-// lastConn is the connection of the current tunnel, to end it when Run's
-// context ends or for a renewed certificate: closing it, rather than
-// cancelling the session's context, is how remotedialer's client session
-// ends without racing its own start (Session.Close against Serve's
-// startPings).
-type lastConn struct {
-	mu   sync.Mutex
-	conn net.Conn
+// errReopen: the tunnel was closed to open another with a renewed
+// certificate (the proxy took no handover), at once.
+var errReopen = errors.New("reopening with the renewed certificate")
+
+// runner is Run's state.
+type runner struct {
+	cfg      ClientConfig
+	pool     *x509.CertPool
+	listener *pipeListener
+	logger   klog.Logger
+	wg       sync.WaitGroup // the sessions' goroutines
 }
 
-func (l *lastConn) get() net.Conn {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.conn
+func (r *runner) connected(up bool) {
+	if r.cfg.Connected != nil {
+		r.cfg.Connected(up)
+	}
 }
 
-// dialer dials TCP for the WebSocket, within ctx (remotedialer's own
-// context never ends: see Run), and keeps the connection.
-func (l *lastConn) dialer(ctx context.Context) func(context.Context, string, string) (net.Conn, error) {
+// certificate is the client certificate to present now.
+func (r *runner) certificate() *tls.Certificate {
+	if r.cfg.GetClientCertificate != nil {
+		if c, err := r.cfg.GetClientCertificate(nil); err == nil && c != nil && len(c.Certificate) > 0 {
+			return c
+		}
+	}
+	return &r.cfg.Certificate
+}
+
+// Timings of handovers (variables for tests): how often a renewed
+// certificate is looked for, how long the proxy refusing a handover waits
+// before it is asked again, and how long a predecessor must have carried
+// no connection before it is closed (a connection the proxy dialed just
+// before the handover is on its way).
+var (
+	renewCheckPeriod = time.Second
+	handoverRetry    = 5 * time.Second
+	drainQuiet       = 2 * time.Second
+)
+
+// hold keeps a tunnel up from cur until ctx ends (nil) or no tunnel is up
+// any more: each renewed certificate opens a successor, and the tunnel it
+// succeeds drains.
+func (r *runner) hold(ctx context.Context, cur *session) error {
+	tick := time.NewTicker(renewCheckPeriod)
+	defer tick.Stop()
+	var retryAt time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			cur.close()
+			<-cur.done
+			return nil
+		case <-cur.done:
+			return cur.err
+		case <-tick.C:
+		}
+		next := r.certificate()
+		if cur.leaf == nil || len(next.Certificate) == 0 || bytes.Equal(next.Certificate[0], cur.leaf.Raw) || time.Now().Before(retryAt) {
+			continue
+		}
+		handover, err := cur.handover(next)
+		var succ *session
+		if err == nil {
+			succ, err = r.connect(ctx, next, http.Header{HandoverHeader: []string{handover}})
+		}
+		if err == nil {
+			r.logger.Info("Tunnel handed over to the renewed certificate; the previous one closes once its connections ended")
+			r.wg.Go(cur.drain)
+			cur, retryAt = succ, time.Time{}
+			continue
+		}
+		if ctx.Err() != nil {
+			continue
+		}
+		lastTry := cur.leaf.NotAfter.Add(-max(cur.leaf.NotAfter.Sub(cur.leaf.NotBefore)/20, renewCheckPeriod))
+		if !time.Now().Before(lastTry) {
+			// The proxy keeps refusing (it predates handovers, or the
+			// successor reached another replica) and closes this tunnel
+			// at the expiry: reopen just before.
+			cur.close()
+			<-cur.done
+			return errReopen
+		}
+		retryAt = time.Now().Add(handoverRetry)
+		if retryAt.After(lastTry) {
+			retryAt = lastTry
+		}
+		r.logger.Info("The proxy took no handover to the renewed certificate; asking again", "err", err, "after", time.Until(retryAt).Round(time.Second))
+	}
+}
+
+// session is one tunnel.
+type session struct {
+	cert *tls.Certificate  // presented
+	leaf *x509.Certificate // cert's, nil if unparseable
+
+	mu      sync.Mutex
+	conn    net.Conn // the TCP connection under the WebSocket
+	streams int      // connections in flight
+	last    time.Time
+	changed chan struct{} // signalled when streams changes
+
+	up, done chan struct{}
+	err      error // once done
+}
+
+// connect opens a tunnel presenting cert, with headers, and returns it
+// once it is up.
+func (r *runner) connect(ctx context.Context, cert *tls.Certificate, headers http.Header) (*session, error) {
+	s := &session{cert: cert, changed: make(chan struct{}, 1), up: make(chan struct{}), done: make(chan struct{})}
+	s.leaf = cert.Leaf
+	if s.leaf == nil && len(cert.Certificate) > 0 {
+		s.leaf, _ = x509.ParseCertificate(cert.Certificate[0])
+	}
+	tlsCfg := &tls.Config{
+		RootCAs:              r.pool,
+		MinVersion:           tls.VersionTLS12,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil },
+	}
+	dialer := &websocket.Dialer{HandshakeTimeout: 10 * time.Second, TLSClientConfig: tlsCfg, NetDialContext: s.netDialer(ctx)}
+	// Any TCP address passes here and the pipe listener refuses all but
+	// Address: a connect this side refuses would end the whole session
+	// (every stream of the node) rather than that one connection.
+	allow := func(proto, _ string) bool { return proto == "tcp" }
+	r.wg.Go(func() {
+		defer close(s.done)
+		s.err = remotedialer.ConnectToProxyWithDialer(context.WithoutCancel(ctx), r.cfg.URL, headers, allow, dialer, s.localDialer(r.listener.dial), func(sessCtx context.Context, _ *remotedialer.Session) error {
+			close(s.up)
+			// sessCtx ends when the session does.
+			go func() {
+				select {
+				case <-ctx.Done():
+				case <-sessCtx.Done():
+				}
+				s.close()
+			}()
+			return nil
+		})
+		if s.err == nil {
+			s.err = errors.New("the proxy closed the tunnel")
+		}
+	})
+	select {
+	case <-s.up:
+		return s, nil
+	case <-s.done:
+		return nil, s.err
+	}
+}
+
+// close ends the session: closing its connection, rather than cancelling
+// the session's context, is how remotedialer's client session ends
+// without racing its own start (Session.Close against Serve's startPings).
+func (s *session) close() {
+	s.mu.Lock()
+	c := s.conn
+	s.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
+}
+
+// netDialer dials TCP for the WebSocket, within ctx (remotedialer's own
+// context never ends: see connect), and keeps the connection.
+func (s *session) netDialer(ctx context.Context) func(context.Context, string, string) (net.Conn, error) {
 	d := &net.Dialer{}
 	return func(dialCtx context.Context, network, addr string) (net.Conn, error) {
 		dialCtx, cancel := context.WithCancel(dialCtx)
@@ -169,12 +280,86 @@ func (l *lastConn) dialer(ctx context.Context) func(context.Context, string, str
 		defer stop()
 		c, err := d.DialContext(dialCtx, network, addr)
 		if err == nil {
-			l.mu.Lock()
-			l.conn = c
-			l.mu.Unlock()
+			s.mu.Lock()
+			s.conn = c
+			s.mu.Unlock()
 		}
 		return c, err
 	}
+}
+
+// localDialer counts the connections dial opens for the session.
+func (s *session) localDialer(dial remotedialer.Dialer) remotedialer.Dialer {
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		c, err := dial(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+		s.count(1)
+		return &countedConn{Conn: c, done: func() { s.count(-1) }}, nil
+	}
+}
+
+func (s *session) count(d int) {
+	s.mu.Lock()
+	s.streams += d
+	s.last = time.Now()
+	s.mu.Unlock()
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// handover signs next with the session's key, for HandoverHeader.
+func (s *session) handover(next *tls.Certificate) (string, error) {
+	key, ok := s.cert.PrivateKey.(crypto.Signer)
+	if !ok {
+		return "", fmt.Errorf("the tunnel's key (%T) cannot sign a handover", s.cert.PrivateKey)
+	}
+	return SignHandover(key, next.Certificate[0])
+}
+
+// drain closes the session once it carried no connection for drainQuiet
+// (the proxy keeps it past its certificate's expiry meanwhile, while the
+// successor's is valid).
+func (s *session) drain() {
+	s.mu.Lock()
+	s.last = time.Now()
+	s.mu.Unlock()
+	for {
+		s.mu.Lock()
+		n, last := s.streams, s.last
+		s.mu.Unlock()
+		var quiet <-chan time.Time
+		if n == 0 {
+			wait := drainQuiet - time.Since(last)
+			if wait <= 0 {
+				s.close()
+				return
+			}
+			quiet = time.After(wait)
+		}
+		select {
+		case <-s.changed:
+		case <-quiet:
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// countedConn calls done once, at its first Close.
+type countedConn struct {
+	net.Conn
+	once sync.Once
+	done func()
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.done)
+	return err
 }
 
 // pipeListener is a net.Listener whose connections come from dial (one end
@@ -231,62 +416,3 @@ type pipeAddr struct{}
 
 func (pipeAddr) Network() string { return "pipe" }
 func (pipeAddr) String() string  { return Address }
-
-// presentedCert remembers the client certificate presented at the last
-// connect, to reopen the tunnel with a renewed one before it expires.
-type presentedCert struct {
-	get func(*tls.CertificateRequestInfo) (*tls.Certificate, error)
-
-	mu   sync.Mutex
-	leaf *x509.Certificate
-}
-
-func (p *presentedCert) getClientCertificate(info *tls.CertificateRequestInfo) (*tls.Certificate, error) {
-	c, err := p.get(info)
-	if err != nil || c == nil {
-		return c, err
-	}
-	leaf := c.Leaf
-	if leaf == nil && len(c.Certificate) > 0 {
-		leaf, _ = x509.ParseCertificate(c.Certificate[0])
-	}
-	p.mu.Lock()
-	p.leaf = leaf
-	p.mu.Unlock()
-	return c, nil
-}
-
-// renewCheckPeriod is how often, near the presented certificate's expiry,
-// waitRenewed looks for a renewed one.
-var renewCheckPeriod = time.Second
-
-// waitRenewed returns true once the presented certificate is near its
-// expiry (its last 5%, at least renewCheckPeriod) and another one is
-// available; false when ctx ends first or the expiry passes.
-func (p *presentedCert) waitRenewed(ctx context.Context) bool {
-	p.mu.Lock()
-	leaf := p.leaf
-	p.mu.Unlock()
-	if leaf == nil {
-		return false
-	}
-	margin := max(leaf.NotAfter.Sub(leaf.NotBefore)/20, renewCheckPeriod)
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(time.Until(leaf.NotAfter.Add(-margin))):
-	}
-	tick := time.NewTicker(renewCheckPeriod)
-	defer tick.Stop()
-	for time.Now().Before(leaf.NotAfter) {
-		if c, err := p.get(nil); err == nil && c != nil && len(c.Certificate) > 0 && !bytes.Equal(c.Certificate[0], leaf.Raw) {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-tick.C:
-		}
-	}
-	return false
-}

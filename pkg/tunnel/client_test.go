@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -32,30 +33,52 @@ import (
 )
 
 // testProxy is the proxy's end of tunnels: a remotedialer server on TLS
-// that keys every tunnel presenting a client certificate "node-a".
+// that keys every tunnel presenting a client certificate "node-a" (or, for
+// a tunnel with a handover, "node-a" and the serial of its certificate).
 type testProxy struct {
 	tunnels *remotedialer.Server
 	url     string // wss://
 	ca      []byte // PEM of the serving certificate
+	// refuseHandovers: tunnels with a handover get 409, as from a proxy
+	// that predates them.
+	refuseHandovers bool
 
 	mu         sync.Mutex
 	transports []*http.Transport
 	serials    []string // of the client certificates, one per tunnel
+	handovers  []string // HandoverHeader, one per tunnel
 }
 
 func startProxy(t *testing.T) *testProxy {
 	t.Helper()
-	p := &testProxy{}
+	return startProxyWith(t, false)
+}
+
+func startProxyWith(t *testing.T, refuseHandovers bool) *testProxy {
+	t.Helper()
+	p := &testProxy{refuseHandovers: refuseHandovers}
 	p.tunnels = remotedialer.New(func(r *http.Request) (string, bool, error) {
 		if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 			return "", false, nil
 		}
+		serial := r.TLS.PeerCertificates[0].SerialNumber.String()
+		handover := r.Header.Get(HandoverHeader)
 		p.mu.Lock()
-		p.serials = append(p.serials, r.TLS.PeerCertificates[0].SerialNumber.String())
+		p.serials = append(p.serials, serial)
+		p.handovers = append(p.handovers, handover)
 		p.mu.Unlock()
+		if handover != "" {
+			return "node-a/" + serial, true, nil
+		}
 		return "node-a", true, nil
 	}, remotedialer.DefaultErrorWriter)
-	srv := httptest.NewUnstartedServer(p.tunnels)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.refuseHandovers && r.Header.Get(HandoverHeader) != "" {
+			http.Error(w, "no handovers here", http.StatusConflict)
+			return
+		}
+		p.tunnels.ServeHTTP(w, r)
+	}))
 	srv.TLS = &tls.Config{ClientAuth: tls.RequireAnyClientCert}
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	srv.StartTLS()
@@ -76,7 +99,13 @@ func (p *testProxy) presentedSerials() []string {
 // tunnel to address. Its connections stay open until closeConns.
 func (p *testProxy) client(t *testing.T, network, address string) *http.Client {
 	t.Helper()
-	dial := p.tunnels.Dialer("node-a")
+	return p.clientOf(t, "node-a", network, address)
+}
+
+// clientOf is client through the tunnel of key.
+func (p *testProxy) clientOf(t *testing.T, key, network, address string) *http.Client {
+	t.Helper()
+	dial := p.tunnels.Dialer(key)
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return dial(ctx, network, address)
@@ -446,11 +475,86 @@ func shortCert(t *testing.T, serial int64, life time.Duration) *tls.Certificate 
 	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
-// A tunnel opened with a certificate that gets renewed is reopened with
-// the renewed one before the first expires (the proxy closes it then), and
-// not before the end of the first one's life; without a renewal it is kept.
-func TestRunReopensWithRenewedCertificate(t *testing.T) {
+// A renewed certificate opens a second tunnel at once, with the first
+// key's handover; the first tunnel stays while a stream through it lasts,
+// which the handover does not cut, and closes once it carried nothing for
+// a moment. Connected does not flap.
+func TestRunHandsOverToRenewedCertificate(t *testing.T) {
+	defer func(d time.Duration) { drainQuiet = d }(drainQuiet)
+	drainQuiet = 200 * time.Millisecond
 	p := startProxy(t)
+	var current atomic.Pointer[tls.Certificate]
+	first := shortCert(t, 1, time.Hour)
+	current.Store(first)
+	var events connectedLog
+	release := make(chan struct{})
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "first line\n")
+		if r.URL.Query().Get("follow") != "true" {
+			return
+		}
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+			_, _ = io.WriteString(w, "second line\n")
+		case <-r.Context().Done():
+		}
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, ClientConfig{
+			URL: p.url, CA: p.ca, Handler: handler, Connected: events.record,
+			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return current.Load(), nil },
+		})
+	}()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	waitFor(t, "the first tunnel", func(context.Context) bool { return p.tunnels.HasSession("node-a") })
+
+	// A stream through the first tunnel, open across the handover.
+	resp, err := p.client(t, "tcp", Address).Get("http://" + Address + "/containerLogs/ns/pod/app?follow=true")
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	lines := bufio.NewReader(resp.Body)
+	line, err := lines.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "first line\n", line)
+
+	renewed := shortCert(t, 2, time.Hour)
+	current.Store(renewed)
+	waitFor(t, "a second tunnel with the renewed certificate", func(context.Context) bool { return p.tunnels.HasSession("node-a/2") })
+	p.mu.Lock()
+	require.Equal(t, []string{"1", "2"}, p.serials)
+	handover := p.handovers[1]
+	p.mu.Unlock()
+	firstLeaf, err := x509.ParseCertificate(first.Certificate[0])
+	require.NoError(t, err)
+	require.NoError(t, VerifyHandover(firstLeaf, renewed.Certificate[0], handover), "the handover is the first key's signature over the renewed certificate")
+	body, err := get(t.Context(), p.clientOf(t, "node-a/2", "tcp", Address), "http://"+Address+"/pods")
+	require.NoError(t, err, "the second tunnel serves")
+	assert.Equal(t, "first line\n", body)
+
+	time.Sleep(5 * drainQuiet)
+	assert.True(t, p.tunnels.HasSession("node-a"), "the first tunnel stays while the stream lasts")
+	close(release)
+	line, err = lines.ReadString('\n')
+	require.NoError(t, err, "the stream through the first tunnel is intact")
+	assert.Equal(t, "second line\n", line)
+	_ = resp.Body.Close()
+	p.closeConns(t)
+	waitFor(t, "the first tunnel to close once idle", func(context.Context) bool { return !p.tunnels.HasSession("node-a") })
+	assert.True(t, p.tunnels.HasSession("node-a/2"))
+	assert.Equal(t, []bool{true}, events.get(), "Connected does not flap at a handover")
+}
+
+// A proxy that takes no handover: the tunnel is reopened with the renewed
+// certificate just before the first expires (the proxy closes it then),
+// not long before.
+func TestRunReopensWithRenewedCertificate(t *testing.T) {
+	p := startProxyWith(t, true)
 	var current atomic.Pointer[tls.Certificate]
 	first := shortCert(t, 1, 4*time.Second)
 	current.Store(first)
@@ -473,10 +577,16 @@ func TestRunReopensWithRenewedCertificate(t *testing.T) {
 	leaf, err := x509.ParseCertificate(first.Certificate[0])
 	require.NoError(t, err)
 	waitFor(t, "a tunnel with the renewed certificate", func(context.Context) bool {
-		return slices.Equal(p.presentedSerials(), []string{"1", "2"})
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		n := len(p.handovers)
+		return n > 0 && p.serials[n-1] == "2" && p.handovers[n-1] == ""
 	})
 	reopened := time.Now()
 	assert.True(t, reopened.Before(leaf.NotAfter), "reopened %v before the first certificate's expiry %v", reopened, leaf.NotAfter)
 	assert.False(t, reopened.Before(leaf.NotAfter.Add(-2*time.Second)), "not reopened long before the first certificate's expiry (%v)", leaf.NotAfter.Sub(reopened))
 	waitFor(t, "Connected again", func(context.Context) bool { return slices.Equal(events.get(), []bool{true, false, true}) })
+	p.mu.Lock()
+	assert.Contains(t, p.handovers, "", "handovers were tried before")
+	p.mu.Unlock()
 }

@@ -68,7 +68,8 @@ func watchReadiness(ctx context.Context) func() []string {
 // Node certificates of two minutes are renewed in place: both children's
 // certificates are renewed while `kubectl logs -f` at the root streams
 // from a pod two levels down through both reverse tunnels, the stream
-// carries on (never dropped), and neither virtual node ever goes NotReady.
+// carries on (never dropped) past the first certificates' expiry, and
+// neither virtual node ever goes NotReady.
 func TestCertificatesRenewedWithoutDisruption(t *testing.T) {
 	ctx := t.Context()
 	ns := namespace(t)
@@ -139,6 +140,22 @@ func TestCertificatesRenewedWithoutDisruption(t *testing.T) {
 		}
 		return len(renewed) == 2, fmt.Sprintf("renewed: %v", renewed)
 	})
+	// The stream began on the tunnels of the first certificates: it
+	// goes on past their expiry (the proxies keep a tunnel that drains
+	// while its successor's certificate is valid).
+	expired := first["mid"]
+	if first["leaf"].After(expired) {
+		expired = first["leaf"]
+	}
+	expired = expired.Add(3 * time.Second)
+	t.Logf("waiting until the first certificates expired (%s)", time.Until(expired).Round(time.Second))
+	select {
+	case <-time.After(time.Until(expired)):
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	appendLog(t, "after the first certificates expired")
+	next("after the first certificates expired")
 	require.NoError(t, streamCtx.Err(), "the stream lasted")
 	stopWatch()
 	require.Empty(t, notReady(), "no virtual node went NotReady across the renewals")
