@@ -176,7 +176,7 @@ func (g *tunnelGuard) admitLocked(name string, cert *x509.Certificate, handover 
 				successor = true
 				continue
 			}
-			return admission{}, fmt.Errorf("%w: node %q already has a live tunnel with another certificate (serial %s) and the handover does not hold: %v", errTunnelConflict, name, h.serial, err)
+			return admission{}, fmt.Errorf("%w: node %q already has a live tunnel with another certificate (serial %s) and the handover does not hold: %w", errTunnelConflict, name, h.serial, err)
 		}
 		return admission{}, fmt.Errorf("%w: node %q already has a live tunnel with another certificate (serial %s, valid until %s); a second one is refused until that certificate expires or the node is revoked (nestctl revoke), or comes with a handover signed by that certificate's key",
 			errTunnelConflict, name, h.serial, h.notAfter.UTC().Format(time.RFC3339))

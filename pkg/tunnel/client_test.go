@@ -88,13 +88,6 @@ func startProxyWith(t *testing.T, refuseHandovers bool) *testProxy {
 	return p
 }
 
-// presentedSerials are the serials of the certificates tunnels presented.
-func (p *testProxy) presentedSerials() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.serials)
-}
-
 // client returns an HTTP client whose connections go through node-a's
 // tunnel to address. Its connections stay open until closeConns.
 func (p *testProxy) client(t *testing.T, network, address string) *http.Client {

@@ -244,6 +244,23 @@ func (pl *Reservation) Permit(_ context.Context, state fwk.CycleState, pod *core
 	return fwk.NewStatus(fwk.Wait), timeout
 }
 
+// refuseLocked records that node refused pod's reservation. Caller holds
+// pl.mu.
+func (pl *Reservation) refuseLocked(pod types.UID, node string, r refusal) {
+	if pl.refused[pod] == nil {
+		pl.refused[pod] = map[string]refusal{}
+	}
+	pl.refused[pod][node] = r
+}
+
+// activateAfter moves pod back to the active queue after d, to be
+// scheduled again.
+func (pl *Reservation) activateAfter(logger klog.Logger, pod *corev1.Pod, d time.Duration) {
+	time.AfterFunc(d, func() {
+		pl.handle.Activate(logger, map[string]*corev1.Pod{pod.Namespace + "/" + pod.Name: pod})
+	})
+}
+
 // run reserves below (virtual) and then allows the pod, or, held from
 // above, says where it is held and lets the release allow it.
 func (pl *Reservation) run(ctx context.Context, pod *corev1.Pod, nodeName string, virtual, held bool, node *corev1.Node) {
@@ -254,15 +271,10 @@ func (pl *Reservation) run(ctx context.Context, pod *corev1.Pod, nodeName string
 		case err != nil:
 			reason := fmt.Sprintf("%s: %s%v", nodeName, api.NoAnswerYet, err)
 			pl.mu.Lock()
-			if pl.refused[pod.UID] == nil {
-				pl.refused[pod.UID] = map[string]refusal{}
-			}
-			pl.refused[pod.UID][nodeName] = refusal{summary: summaryKey(node), reason: reason, failed: true, at: time.Now()}
+			pl.refuseLocked(pod.UID, nodeName, refusal{summary: summaryKey(node), reason: reason, failed: true, at: time.Now()})
 			pl.mu.Unlock()
 			pl.reject(pod.UID, reason)
-			time.AfterFunc(errorBackoff, func() {
-				pl.handle.Activate(logger, map[string]*corev1.Pod{pod.Namespace + "/" + pod.Name: pod})
-			})
+			pl.activateAfter(logger, pod, errorBackoff)
 			return
 		case res.Unschedulable != "":
 			reason := fmt.Sprintf("%s: %s", nodeName, res.Unschedulable)
@@ -270,12 +282,9 @@ func (pl *Reservation) run(ctx context.Context, pod *corev1.Pod, nodeName string
 				reason = fmt.Sprintf("%s: waits there for room: %s", nodeName, res.Unschedulable)
 			}
 			pl.mu.Lock()
-			if pl.refused[pod.UID] == nil {
-				pl.refused[pod.UID] = map[string]refusal{}
-			}
 			// A child that could not ask below (Retry) is asked again
 			// after errorBackoff, as one that could not be asked.
-			pl.refused[pod.UID][nodeName] = refusal{summary: summaryKey(node), reason: reason, waiting: res.Waiting, failed: res.Retry, at: time.Now()}
+			pl.refuseLocked(pod.UID, nodeName, refusal{summary: summaryKey(node), reason: reason, waiting: res.Waiting, failed: res.Retry, at: time.Now()})
 			if res.Waiting {
 				if r := pl.pending[pod.UID]; r != nil && r.node == nodeName {
 					r.keep = true
@@ -289,13 +298,9 @@ func (pl *Reservation) run(ctx context.Context, pod *corev1.Pod, nodeName string
 			switch {
 			case res.Waiting:
 				// Asked again while it waits, which keeps it there.
-				time.AfterFunc(api.RenewWaiting, func() {
-					pl.handle.Activate(logger, map[string]*corev1.Pod{pod.Namespace + "/" + pod.Name: pod})
-				})
+				pl.activateAfter(logger, pod, api.RenewWaiting)
 			case res.Retry:
-				time.AfterFunc(errorBackoff, func() {
-					pl.handle.Activate(logger, map[string]*corev1.Pod{pod.Namespace + "/" + pod.Name: pod})
-				})
+				pl.activateAfter(logger, pod, errorBackoff)
 			}
 			logger.V(2).Info("Child has no place for the pod", "reason", res.Unschedulable)
 			if held {
@@ -305,10 +310,7 @@ func (pl *Reservation) run(ctx context.Context, pod *corev1.Pod, nodeName string
 			// Tried again at once, not after a back-off: Filter now
 			// refuses this node with the child's reason, so the next
 			// cycle goes to another node or says why none fits.
-			go func() {
-				time.Sleep(50 * time.Millisecond)
-				pl.handle.Activate(logger, map[string]*corev1.Pod{pod.Namespace + "/" + pod.Name: pod})
-			}()
+			pl.activateAfter(logger, pod, 50*time.Millisecond)
 			return
 		case res.Held:
 			pl.mu.Lock()
