@@ -42,8 +42,10 @@ import (
 //  4. Once packets come through (a handshake, and something received in
 //     the last directSilence), the entry's routes move from the parent's
 //     peer to the direct one; when nothing comes through for
-//     directSilence, they move back. Pod addresses do not change, only the
-//     peer the gateway sends them to, so connections survive both ways.
+//     directSilence while this end sends data (directIdleSilence while
+//     it sends only keepalives), they move back. Pod addresses do not
+//     change, only the peer the gateway sends them to, so connections
+//     survive both ways.
 //
 // A direct peer carries only the traffic between the two clusters' own
 // pods, not their subtrees': a gateway takes from a peer only the sources
@@ -60,9 +62,16 @@ const (
 	// directKeepaliveFailed is their keepalive once the path failed: the
 	// ends keep trying, slowly.
 	directKeepaliveFailed = 5 * time.Second
-	// directSilence is how long a direct path may bring nothing before
-	// its routes go back to the tree.
-	directSilence = 1750 * time.Millisecond
+	// directSilence is how long a direct path that this cluster sends
+	// data into may bring nothing back before its routes go back to the
+	// tree; directIdleSilence how long one it sends only keepalives into
+	// may (a late keepalive on a busy machine is no reason to move idle
+	// routes, and data sent later finds the path's state within a poll).
+	directSilence     = 1750 * time.Millisecond
+	directIdleSilence = 5 * time.Second
+	// keepaliveBytes is what one keepalive adds to a peer's bytes sent
+	// (an empty transport message); any more in one poll is data.
+	keepaliveBytes = 32
 	// directTrial is how long a direct path is tried before it is said
 	// to have failed.
 	directTrial = 20 * time.Second
@@ -86,8 +95,10 @@ type directPeer struct {
 	reason   string
 	since    time.Time
 	// rx is the bytes received as last read; heard when they last grew.
-	rx    int64
-	heard time.Time
+	// tx is the bytes sent as last read; sent when they last grew by more
+	// than a keepalive.
+	rx, tx      int64
+	heard, sent time.Time
 	// rtt is the round trip timed at the handshake that brought the path
 	// up (0 when unknown).
 	rtt time.Duration
@@ -366,13 +377,23 @@ func (t *Peers) stepDirect(ctx context.Context, now time.Time, st []gateway.Peer
 		if s != nil && s.RxBytes > d.rx {
 			d.rx, d.heard = s.RxBytes, now
 		}
-		alive := s != nil && !s.LastHandshake.IsZero() && now.Sub(s.LastHandshake) < handshakeFresh && !d.heard.IsZero() && now.Sub(d.heard) < directSilence
+		if s != nil && s.TxBytes > d.tx {
+			if s.TxBytes-d.tx > keepaliveBytes {
+				d.sent = now
+			}
+			d.tx = s.TxBytes
+		}
+		silence := directSilence
+		if d.state == api.DirectUp && (d.sent.IsZero() || now.Sub(d.sent) > directSilence) {
+			silence = directIdleSilence
+		}
+		alive := s != nil && !s.LastHandshake.IsZero() && now.Sub(s.LastHandshake) < handshakeFresh && !d.heard.IsZero() && now.Sub(d.heard) < silence
 		next, reason := d.state, d.reason
 		switch {
 		case alive:
 			next, reason = api.DirectUp, ""
 		case d.state == api.DirectUp:
-			next, reason = api.DirectTrying, fmt.Sprintf("nothing came through the direct path for %s: the traffic went back to the tree", directSilence)
+			next, reason = api.DirectTrying, fmt.Sprintf("nothing came through the direct path for %s: the traffic went back to the tree", silence)
 		case d.state == api.DirectTrying && now.Sub(d.since) > directTrial:
 			next = api.DirectFailed
 			reason = fmt.Sprintf("no handshake through %s within %s: a NAT between the two that maps each destination to another port (symmetric), or a firewall; the traffic goes through the tree", d.endpoint, directTrial)

@@ -102,21 +102,40 @@ func TestDirectPathStates(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(p.PathsAnnotation()), &paths))
 	require.Equal(t, api.DirectUp, paths[0].State)
 
-	// Silence: back to the tree.
-	now = now.Add(directSilence + time.Millisecond)
-	p.stepDirect(ctx, now, status(148))
+	// Silence while only keepalives go out: a late keepalive is no
+	// reason to move the routes, up to directIdleSilence.
+	sending := func(rx, tx int64) []gateway.PeerStatus {
+		return []gateway.PeerStatus{{PublicKey: west2, Endpoint: ep, LastHandshake: now, RxBytes: rx, TxBytes: tx}}
+	}
+	now = now.Add(time.Second)
+	p.stepDirect(ctx, now, sending(148, keepaliveBytes))
+	now = now.Add(directSilence)
+	p.stepDirect(ctx, now, sending(148, 2*keepaliveBytes))
+	require.Equal(t, peerstest.Prefixes("10.2.0.0/24"), gw.Allowed(west2), "idle: still direct")
+	now = now.Add(directIdleSilence - directSilence)
+	p.stepDirect(ctx, now, sending(148, 3*keepaliveBytes))
+	require.Empty(t, gw.Allowed(west2), "idle and silent for too long: back to the tree")
+	now = now.Add(time.Second)
+	p.stepDirect(ctx, now, sending(180, 3*keepaliveBytes))
+	require.Equal(t, peerstest.Prefixes("10.2.0.0/24"), gw.Allowed(west2), "heard again: direct again")
+
+	// Silence while data goes out: back to the tree after directSilence.
+	now = now.Add(100 * time.Millisecond)
+	p.stepDirect(ctx, now, sending(180, 3*keepaliveBytes+1400))
+	now = now.Add(directSilence)
+	p.stepDirect(ctx, now, sending(180, 3*keepaliveBytes+2800))
 	require.Empty(t, gw.Allowed(west2))
 	require.Equal(t, peerstest.Prefixes("10.2.0.0/24", "10.3.0.0/24"), gw.Allowed(parent))
 	// Packets again: direct again.
 	now = now.Add(time.Second)
-	p.stepDirect(ctx, now, status(180))
+	p.stepDirect(ctx, now, sending(212, 3*keepaliveBytes+2800))
 	require.Equal(t, peerstest.Prefixes("10.2.0.0/24"), gw.Allowed(west2))
 
 	// Nothing more, for longer than a trial: failed, tried slowly.
-	now = now.Add(directSilence + time.Millisecond)
-	p.stepDirect(ctx, now, status(180))
+	now = now.Add(directIdleSilence + time.Millisecond)
+	p.stepDirect(ctx, now, status(212))
 	now = now.Add(directTrial + time.Second)
-	p.stepDirect(ctx, now, status(180))
+	p.stepDirect(ctx, now, status(212))
 	require.NoError(t, json.Unmarshal([]byte(p.PathsAnnotation()), &paths))
 	require.Equal(t, api.DirectFailed, paths[0].State, paths[0].Reason)
 	require.Contains(t, paths[0].Reason, "symmetric")
