@@ -147,3 +147,28 @@ func waitDelegates(t *testing.T, p *Provider, n int) {
 		return err == nil && len(l) == n
 	}, 10*time.Second, 10*time.Millisecond)
 }
+
+// A Target's first run (Config.New) lists no claims at its first pass:
+// none can exist yet. Once it made one, a pass lists them again.
+func TestNewTargetListsNoClaimsUntilItMadeOne(t *testing.T) {
+	child := fake.NewClientset()
+	parentPods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	p, err := New(Config{TargetName: "to-mid", TargetUID: testTargetUID, ClusterName: "leaf", ParentName: "mid", New: true,
+		Parent: fake.NewClientset(), ParentPods: corelisters.NewPodLister(parentPods), Child: child,
+		Recorder: record.NewFakeRecorder(20)})
+	require.NoError(t, err)
+	lists := func() int {
+		n := 0
+		for _, a := range child.Actions() {
+			if a.GetVerb() == "list" && a.GetResource().Resource == "persistentvolumeclaims" {
+				n++
+			}
+		}
+		return n
+	}
+	require.NoError(t, p.claims.collect(t.Context()))
+	require.Zero(t, lists(), "a new Target's first pass lists no claims")
+	p.claims.made.Add(1)
+	require.NoError(t, p.claims.collect(t.Context()))
+	require.Equal(t, 1, lists(), "once it made a claim, a pass lists them")
+}

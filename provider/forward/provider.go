@@ -78,8 +78,9 @@ type Config struct {
 	// owner of a bounced pod (optional).
 	Avoider Avoider
 	Metrics *Metrics
-	// New says no delegate and no copy of this Target can exist yet (its
-	// first run): the scan for unused copies at start is skipped.
+	// New says no delegate, copy or claim of this Target can exist yet
+	// (its first run): the scans for unused copies and claims at start
+	// are skipped.
 	New bool
 	// CopiesNamespace is the agent's namespace, where the ledger of the
 	// ConfigMaps and Secrets copied here is kept (copies_ledger.go); in
@@ -242,6 +243,11 @@ func New(cfg Config) (*Provider, error) {
 	p.events = newEventReflector(p)
 	p.ids = &identities{p: p, due: map[types.UID]time.Time{}}
 	p.claims = &claims{p: p}
+	if cfg.New {
+		// No claim of this Target can exist yet: none to look for
+		// until one is made.
+		p.claims.emptyAt.Store(1)
+	}
 	err := p.onDelegates(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { p.delegateChanged(obj) },
 		UpdateFunc: func(_, obj any) { p.delegateChanged(obj) },

@@ -20,7 +20,7 @@ import (
 // outage is how long the root's API server stays down: far longer than
 // its controller manager's grace period (20 s here) and the agents' lease
 // (40 s), and longer than their longest backoff (2 minutes).
-const outage = 150 * time.Second
+const outage = 125 * time.Second
 
 func agent(t testing.TB, cluster string) *launcher.Process {
 	t.Helper()
