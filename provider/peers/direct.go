@@ -3,7 +3,6 @@ package peers
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -116,6 +115,34 @@ func (d *directPeer) peer() gateway.Peer {
 	return p
 }
 
+// observe reads the gateway's status s of d's peer (nil: none) at now,
+// and returns the state the path is in and why.
+func (d *directPeer) observe(now time.Time, s *gateway.PeerStatus) (string, string) {
+	if s != nil && s.RxBytes > d.rx {
+		d.rx, d.heard = s.RxBytes, now
+	}
+	if s != nil && s.TxBytes > d.tx {
+		if s.TxBytes-d.tx > keepaliveBytes {
+			d.sent = now
+		}
+		d.tx = s.TxBytes
+	}
+	silence := directSilence
+	if d.state == api.DirectUp && (d.sent.IsZero() || now.Sub(d.sent) > directSilence) {
+		silence = directIdleSilence
+	}
+	alive := s != nil && !s.LastHandshake.IsZero() && now.Sub(s.LastHandshake) < handshakeFresh && !d.heard.IsZero() && now.Sub(d.heard) < silence
+	switch {
+	case alive:
+		return api.DirectUp, ""
+	case d.state == api.DirectUp:
+		return api.DirectTrying, fmt.Sprintf("nothing came through the direct path for %s: the traffic went back to the tree", silence)
+	case d.state == api.DirectTrying && now.Sub(d.since) > directTrial:
+		return api.DirectFailed, fmt.Sprintf("no handshake through %s within %s: a NAT between the two that maps each destination to another port (symmetric), or a firewall; the traffic goes through the tree", d.endpoint, directTrial)
+	}
+	return d.state, d.reason
+}
+
 // SetDirectPaths bounds the direct paths this cluster tries (0: none).
 func (t *Peers) SetDirectPaths(n int) {
 	t.mu.Lock()
@@ -147,123 +174,6 @@ func addresses(ps []netip.Prefix) float64 {
 		n += float64(uint64(1) << min(63, p.Addr().BitLen()-p.Bits()))
 	}
 	return n
-}
-
-// subtreeEntriesLocked are the gateways of this cluster's subtree below
-// it, as its parents are told (api.AnnotationGatewaySubtree): what each
-// child lists (itself and its own subtree), within the routes the child is
-// granted, the child's own entry with the endpoint its packets come from
-// and its name here.
-func (t *Peers) subtreeEntriesLocked(except string) []api.GatewayEntry {
-	var out []api.GatewayEntry
-	for _, name := range sortedKeys(t.children) {
-		if name == except {
-			continue
-		}
-		p := t.children[name]
-		for _, e := range within(t.childSubtrees[name], p.AllowedIPs) {
-			if e.PublicKey == p.PublicKey.String() {
-				ep := t.childEndpoints[name]
-				if !ep.IsValid() {
-					continue
-				}
-				e.Cluster, e.Endpoint = name, ep.String()
-			}
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// selfEntryLocked is this cluster's own entry, as its parents are told
-// it: its key and its own nodes' pod CIDRs (not its subtree's: a direct
-// peer carries the traffic of the two clusters' own pods, so that the
-// answers take the same path as the questions, each gateway taking from a
-// peer only the sources it routes to it); its parent adds its name and
-// endpoint.
-func (t *Peers) selfEntryLocked() (api.GatewayEntry, bool) {
-	own := t.ownPodCIDRs()
-	return api.GatewayEntry{PublicKey: t.gw.PublicKey().String(), Routes: prefixStrings(own)}, len(own) > 0
-}
-
-// within keeps of entries the routes inside granted, and the entries with
-// some left.
-func within(entries []api.GatewayEntry, granted []netip.Prefix) []api.GatewayEntry {
-	var out []api.GatewayEntry
-	for _, e := range entries {
-		var kept []string
-		for _, r := range prefixes(e.Routes) {
-			if slices.ContainsFunc(granted, func(g netip.Prefix) bool { return g.Bits() <= r.Bits() && g.Contains(r.Addr()) }) {
-				kept = append(kept, r.String())
-			}
-		}
-		if len(kept) > 0 {
-			e.Routes = kept
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// directory keeps of entries the first of each key, none of the keys in
-// skip, at most maxDirectoryEntries.
-func directory(entries []api.GatewayEntry, skip map[string]bool) []api.GatewayEntry {
-	seen := map[string]bool{}
-	var out []api.GatewayEntry
-	for _, e := range entries {
-		if seen[e.PublicKey] || skip[e.PublicKey] || len(out) == maxDirectoryEntries {
-			continue
-		}
-		seen[e.PublicKey] = true
-		out = append(out, e)
-	}
-	return out
-}
-
-// SubtreeAnnotation is what this cluster tells its parents of the
-// gateways of its subtree (api.AnnotationGatewaySubtree; "" without
-// any), within api.MaxChildAnnotationBytes.
-func (t *Peers) SubtreeAnnotation() string {
-	if t == nil {
-		return ""
-	}
-	t.mu.Lock()
-	var entries []api.GatewayEntry
-	if self, ok := t.selfEntryLocked(); ok {
-		entries = append(entries, self)
-	}
-	entries = append(entries, directory(t.subtreeEntriesLocked(""), map[string]bool{t.gw.PublicKey().String(): true})...)
-	t.mu.Unlock()
-	return boundedJSON(entries)
-}
-
-// boundedJSON is entries in JSON, as many of them as fit in
-// api.MaxChildAnnotationBytes ("" for none).
-func boundedJSON[T any](entries []T) string {
-	for n := len(entries); n > 0; n-- {
-		raw, err := json.Marshal(entries[:n])
-		if err == nil && len(raw) <= api.MaxChildAnnotationBytes {
-			return string(raw)
-		}
-	}
-	return ""
-}
-
-// directoryForLocked is the directory told to the child of virtual node
-// name: the gateways outside its subtree.
-func (t *Peers) directoryForLocked(name string) []api.GatewayEntry {
-	skip := map[string]bool{t.gw.PublicKey().String(): true}
-	if p, ok := t.children[name]; ok {
-		skip[p.PublicKey.String()] = true
-	}
-	for _, e := range t.childSubtrees[name] {
-		skip[e.PublicKey] = true
-	}
-	entries := t.subtreeEntriesLocked(name)
-	for _, target := range sortedKeys(t.parentDirs) {
-		entries = append(entries, t.parentDirs[target]...)
-	}
-	return directory(entries, skip)
 }
 
 // directCandidatesLocked are the direct paths to try: what the parents
@@ -374,30 +284,7 @@ func (t *Peers) stepDirect(ctx context.Context, now time.Time, st []gateway.Peer
 	}
 	for k, d := range t.direct {
 		s := byKey[k]
-		if s != nil && s.RxBytes > d.rx {
-			d.rx, d.heard = s.RxBytes, now
-		}
-		if s != nil && s.TxBytes > d.tx {
-			if s.TxBytes-d.tx > keepaliveBytes {
-				d.sent = now
-			}
-			d.tx = s.TxBytes
-		}
-		silence := directSilence
-		if d.state == api.DirectUp && (d.sent.IsZero() || now.Sub(d.sent) > directSilence) {
-			silence = directIdleSilence
-		}
-		alive := s != nil && !s.LastHandshake.IsZero() && now.Sub(s.LastHandshake) < handshakeFresh && !d.heard.IsZero() && now.Sub(d.heard) < silence
-		next, reason := d.state, d.reason
-		switch {
-		case alive:
-			next, reason = api.DirectUp, ""
-		case d.state == api.DirectUp:
-			next, reason = api.DirectTrying, fmt.Sprintf("nothing came through the direct path for %s: the traffic went back to the tree", silence)
-		case d.state == api.DirectTrying && now.Sub(d.since) > directTrial:
-			next = api.DirectFailed
-			reason = fmt.Sprintf("no handshake through %s within %s: a NAT between the two that maps each destination to another port (symmetric), or a firewall; the traffic goes through the tree", d.endpoint, directTrial)
-		}
+		next, reason := d.observe(now, s)
 		if next != d.state {
 			logger.Info("Direct path", "cluster", d.entry.Cluster, "state", next, "was", d.state, "reason", reason)
 			if next == api.DirectUp || d.state == api.DirectUp || next == api.DirectFailed {
@@ -434,14 +321,6 @@ func (t *Peers) stepDirect(ctx context.Context, now time.Time, st []gateway.Peer
 		notify()
 	}
 	return busy
-}
-
-// directoriesViewLocked is what this cluster's directories are made of,
-// as one string: when it changes, parents and children are told again.
-func (t *Peers) directoriesViewLocked() string {
-	self, _ := t.selfEntryLocked()
-	raw, _ := json.Marshal([]any{self, t.subtreeEntriesLocked(""), t.parentDirs})
-	return string(raw)
 }
 
 // pathsLocked are the direct paths as the parents are told them.
@@ -494,24 +373,4 @@ func prefixStrings(ps []netip.Prefix) []string {
 		out[i] = p.String()
 	}
 	return out
-}
-
-// SetChildSubtree records what the child of virtual node name lists of
-// the gateways of its subtree (raw: api.AnnotationGatewaySubtree, ""
-// none). Only what lies in the routes it is granted is ever told on.
-func (t *Peers) SetChildSubtree(ctx context.Context, name, raw string) {
-	var entries []api.GatewayEntry
-	if raw != "" {
-		if err := json.Unmarshal([]byte(raw), &entries); err != nil {
-			klog.FromContext(ctx).Info("Ignoring a child's list of its subtree's gateways", "node", name, "err", err)
-			entries = nil
-		}
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(entries) == 0 {
-		delete(t.childSubtrees, name)
-		return
-	}
-	t.childSubtrees[name] = directory(entries, nil)
 }
