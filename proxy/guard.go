@@ -54,11 +54,10 @@ type tunnelGuard struct {
 
 // heldTunnel is a live tunnel's certificate, client key and expiry timer.
 type heldTunnel struct {
-	cert     *x509.Certificate
-	serial   string
-	notAfter time.Time
-	expiry   clock.Timer
-	key      string
+	cert   *x509.Certificate
+	serial string // cert's
+	expiry clock.Timer
+	key    string
 	// seq orders the tunnels of a name by admission; superseded: a
 	// successor took over, and this one only drains.
 	seq        uint64
@@ -111,8 +110,8 @@ func (g *tunnelGuard) holds(name string) bool {
 }
 
 // keys are the client keys to dial name through, best first: the newest
-// tunnel this replica holds first, a superseded one last; both of name's
-// keys when it holds none (another replica may).
+// tunnel this replica holds first, superseded ones last; every key of
+// name when it holds none (another replica may).
 func (g *tunnelGuard) keys(name string) []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -167,7 +166,7 @@ func (g *tunnelGuard) admitLocked(name string, cert *x509.Certificate, handover 
 	}
 	successor := false
 	for _, h := range live {
-		if h.superseded || !now.Before(h.notAfter) {
+		if h.superseded || !now.Before(h.cert.NotAfter) {
 			continue
 		}
 		if handover != "" {
@@ -179,27 +178,33 @@ func (g *tunnelGuard) admitLocked(name string, cert *x509.Certificate, handover 
 			return admission{}, fmt.Errorf("%w: node %q already has a live tunnel with another certificate (serial %s) and the handover does not hold: %w", errTunnelConflict, name, h.serial, err)
 		}
 		return admission{}, fmt.Errorf("%w: node %q already has a live tunnel with another certificate (serial %s, valid until %s); a second one is refused until that certificate expires or the node is revoked (nestctl revoke), or comes with a handover signed by that certificate's key",
-			errTunnelConflict, name, h.serial, h.notAfter.UTC().Format(time.RFC3339))
+			errTunnelConflict, name, h.serial, h.cert.NotAfter.UTC().Format(time.RFC3339))
 	}
-	// A key no live tunnel has; with all taken (renewals while their
-	// predecessors drain), the oldest superseded one's, which then goes.
+	key, err := freeKey(name, live)
+	return admission{key: key, successor: successor}, err
+}
+
+// freeKey is the client key a new tunnel of name takes beside the live
+// ones: one none of them has or, with all taken (renewals while their
+// predecessors drain), the oldest superseded one's, which then goes.
+func freeKey(name string, live map[net.Conn]*heldTunnel) (string, error) {
+	taken := map[string]bool{}
 	var oldest *heldTunnel
-	for _, k := range tunnelKeys(name) {
-		taken := false
-		for _, h := range live {
-			taken = taken || h.key == k
-			if h.superseded && (oldest == nil || h.seq < oldest.seq) {
-				oldest = h
-			}
+	for _, h := range live {
+		taken[h.key] = true
+		if h.superseded && (oldest == nil || h.seq < oldest.seq) {
+			oldest = h
 		}
-		if !taken {
-			return admission{key: k, successor: successor}, nil
+	}
+	for _, k := range tunnelKeys(name) {
+		if !taken[k] {
+			return k, nil
 		}
 	}
 	if oldest == nil {
-		return admission{}, fmt.Errorf("%w: node %q has two live tunnels already", errTunnelConflict, name)
+		return "", fmt.Errorf("%w: node %q has %d live tunnels already", errTunnelConflict, name, len(live))
 	}
-	return admission{key: oldest.key, successor: successor}, nil
+	return oldest.key, nil
 }
 
 // track wraps rw so that the connection remotedialer hijacks from it is
@@ -236,7 +241,7 @@ func (g *tunnelGuard) track(rw http.ResponseWriter, name string, cert *x509.Cert
 			g.conns[name] = map[net.Conn]*heldTunnel{}
 		}
 		g.seq++
-		h := &heldTunnel{cert: cert, serial: serial, notAfter: cert.NotAfter, key: adm.key, seq: g.seq}
+		h := &heldTunnel{cert: cert, serial: serial, key: adm.key, seq: g.seq}
 		h.expiry = g.clock.AfterFunc(cert.NotAfter.Sub(g.clock.Now()), func() { go g.expire(name, c) })
 		g.conns[name][c] = h
 		klog.Background().Info("Opened a tunnel", "node", name, "serial", serial, "successor", adm.successor)
@@ -268,8 +273,8 @@ func (g *tunnelGuard) expire(name string, c net.Conn) {
 	if h.superseded {
 		var until time.Time
 		for _, o := range g.conns[name] {
-			if !o.superseded && o.notAfter.After(until) {
-				until = o.notAfter
+			if !o.superseded && o.cert.NotAfter.After(until) {
+				until = o.cert.NotAfter
 			}
 		}
 		if until.After(now) {
