@@ -81,7 +81,7 @@ func checkRequester(ctx context.Context, client kubernetes.Interface, csr *certi
 			// A token made before the name travelled in its groups.
 			token.ChildName = secret.Annotations[api.AnnotationTokenChildName]
 		}
-		return join.CheckNodeRequest(ctx, client, csr, token, join.RevocationsIn(client))
+		return join.CheckNodeRequest(ctx, join.LiveNodes(client), csr, token, join.RevocationsIn(client))
 	}
 	if user == join.NodeUser(cluster) {
 		return join.CheckRenewal(ctx, csr, join.RevocationsIn(client))

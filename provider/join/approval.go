@@ -52,12 +52,23 @@ func GrantOf(csr *certificatesv1.CertificateSigningRequest) (g TokenGrant, ok bo
 	return g, true
 }
 
+// NodeGetter finds a node of this cluster by name, or returns an error
+// that apierrors.IsNotFound recognises.
+type NodeGetter func(ctx context.Context, name string) (*corev1.Node, error)
+
+// LiveNodes reads nodes from the API server.
+func LiveNodes(client kubernetes.Interface) NodeGetter {
+	return func(ctx context.Context, name string) (*corev1.Node, error) {
+		return client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	}
+}
+
 // CheckNodeRequest decides whether csr, filed with the bootstrap token
 // whose grant is token, may get a node certificate: it must ask for
 // exactly a node identity (CheckNodeCSR), for the name the token was made
 // for, or, with a token made for no name, for a name no node of this
 // cluster holds, Ready or not, and not one of the API server's (ReservedName). `nestctl approve` and the approver both decide with it.
-func CheckNodeRequest(ctx context.Context, client kubernetes.Interface, csr *certificatesv1.CertificateSigningRequest, token TokenGrant, revoked Revocations) (Verdict, error) {
+func CheckNodeRequest(ctx context.Context, nodes NodeGetter, csr *certificatesv1.CertificateSigningRequest, token TokenGrant, revoked Revocations) (Verdict, error) {
 	node, err := CheckNodeCSR(csr.Spec.Request, csr.Spec.Usages)
 	if err != nil {
 		return Verdict{Message: fmt.Sprintf("not a node client certificate request: %v", err)}, nil
@@ -78,7 +89,7 @@ func CheckNodeRequest(ctx context.Context, client kubernetes.Interface, csr *cer
 	if what := ReservedName(node); what != "" {
 		return Verdict{Message: fmt.Sprintf("node name %q is %s: a bootstrap token made for no child (%s) cannot take it; name the child otherwise", node, what, id)}, nil
 	}
-	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	n, err := nodes(ctx, node)
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:

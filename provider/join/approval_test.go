@@ -78,7 +78,7 @@ func TestCheckNodeRequest(t *testing.T) {
 		{"an hour", lifetime(nodeCSRForTest(t, node("east")), ptr.To(int32(3600))), token("east"), true, "made for it"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			v, err := CheckNodeRequest(t.Context(), client, c.csr, c.token, RevocationsIn(client))
+			v, err := CheckNodeRequest(t.Context(), LiveNodes(client), c.csr, c.token, RevocationsIn(client))
 			require.NoError(t, err)
 			require.Equal(t, c.allowed, v.Allowed, v.Message)
 			require.Contains(t, v.Message, c.says)

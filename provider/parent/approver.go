@@ -140,7 +140,12 @@ func (ap *approver) sync(ctx context.Context, name string) error {
 	if !token.AutoApprove {
 		return nil // for `nestctl approve`
 	}
-	verdict, err := join.CheckNodeRequest(ctx, ap.client, csr, token, ap.revoked.Lookup)
+	// Nodes as the informer has them (synced before the approver runs):
+	// a node made a moment ago and not yet seen is another fresh join's,
+	// which a read of the API server could miss just as well; the agent
+	// whose registration then finds the name taken says so (NameTaken).
+	nodes := func(_ context.Context, name string) (*corev1.Node, error) { return ap.nodes.Get(name) }
+	verdict, err := join.CheckNodeRequest(ctx, nodes, csr, token, ap.revoked.Lookup)
 	if err != nil {
 		return err
 	}

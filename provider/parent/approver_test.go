@@ -53,6 +53,7 @@ func TestApprover(t *testing.T) {
 		"aaaaaa": {"system:bootstrappers", api.GroupTokenChildPrefix + "east", api.GroupTokenAutoApprove},
 		"bbbbbb": {"system:bootstrappers", api.GroupTokenChildPrefix + "east"},
 		"cccccc": {"system:bootstrappers", api.GroupTokenChildPrefix + "gone", api.GroupTokenAutoApprove},
+		"dddddd": {"system:bootstrappers", api.GroupTokenAutoApprove}, // made for no child
 	}
 	withGroups := func(c *certificatesv1.CertificateSigningRequest) *certificatesv1.CertificateSigningRequest {
 		c.Spec.Groups = tokens[strings.TrimPrefix(c.Spec.Username, "system:bootstrap:")]
@@ -68,6 +69,8 @@ func TestApprover(t *testing.T) {
 		csr("someone-elses-renewal", "east", "system:node:west"),
 		forAYear(csr("child-renewal-for-a-year", "child", "system:node:child")),
 		forAYear(csr("kubelet-renewal", "kubelet", "system:node:kubelet")),
+		withGroups(csr("any-child-fresh-name", "fresh", "system:bootstrap:dddddd")),
+		withGroups(csr("any-child-taken-name", "kubelet", "system:bootstrap:dddddd")),
 	}
 	client := fake.NewClientset(objs...)
 	rev := revoked.New(nil, nil)
@@ -82,7 +85,7 @@ func TestApprover(t *testing.T) {
 			require.NoError(t, ap.informer.GetIndexer().Add(c))
 		}
 	}
-	for _, name := range []string{"east", "impostor", "manual", "renewal", "gone-renewal", "gone-join", "someone-elses-renewal", "child-renewal-for-a-year", "kubelet-renewal"} {
+	for _, name := range []string{"east", "impostor", "manual", "renewal", "gone-renewal", "gone-join", "someone-elses-renewal", "child-renewal-for-a-year", "kubelet-renewal", "any-child-fresh-name", "any-child-taken-name"} {
 		require.NoError(t, ap.sync(t.Context(), name))
 	}
 	decision := func(name string) string { return csrDecision(t, client, name) }
@@ -95,6 +98,10 @@ func TestApprover(t *testing.T) {
 	require.Contains(t, decision("someone-elses-renewal"), `Denied: filed by system:node:west, not by node "east" itself`)
 	require.Contains(t, decision("child-renewal-for-a-year"), "Denied: the request asks for 8760h0m0s", "a child's certificate lives a day at most")
 	require.Contains(t, decision("kubelet-renewal"), "Approved: ", "a real kubelet's renewal is the signer's to bound")
+	// A token made for no child takes a name no node holds: the nodes
+	// are the informer's (the fake API server holds none).
+	require.Contains(t, decision("any-child-fresh-name"), "Approved: ")
+	require.Contains(t, decision("any-child-taken-name"), `Denied: node "kubelet" exists`)
 }
 
 // forAYear makes csr ask for a year.
