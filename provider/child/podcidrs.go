@@ -8,13 +8,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/api/v1alpha1"
-	"github.com/nestlet/nestlet/provider/vnode"
 )
 
 // Pod CIDR overlaps are found by the parent (provider/parent/podcidrs.go),
@@ -24,45 +21,31 @@ import (
 // child reads both back from its own node and reports them as
 // ConditionPodCIDRsDistinct and ConditionPodCIDRsGranted on its Target.
 
-// checkPodCIDRs keeps ConditionPodCIDRsDistinct and
-// ConditionPodCIDRsGranted of the Target in step with what the parent
-// found (see above), reading this cluster's virtual node (prov's, named
-// name) every few report periods, until ctx ends.
-func checkPodCIDRs(ctx context.Context, clk clock.WithTicker, nodeClient kubernetes.Interface, name string, prov *vnode.Provider, status *runStatus) {
-	every := max(3*reportFrequency(status.target), 15*time.Second)
+// checkPodCIDRs writes the pod CIDR conditions again every few report
+// periods, until ctx ends: this cluster's own pod CIDRs change without its
+// node in the parent (view writes what the parent says as each version of
+// the node comes).
+func checkPodCIDRs(ctx context.Context, clk clock.WithTicker, view *parentView) {
+	every := max(3*reportFrequency(view.status.target), 15*time.Second)
 	tick := clk.NewTicker(every)
 	defer tick.Stop()
-	// The Ready write of the run recorded the check as pending (or
-	// impossible): the parent's agent answers within a report or two.
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C():
 		}
-		if conds, err := podCIDRConditions(ctx, nodeClient, name, prov); err == nil {
-			status.set(ctx, conds...)
-		} else if ctx.Err() == nil {
-			klog.FromContext(ctx).V(2).Info("Reading the parent's pod CIDR check", "err", err)
-		}
+		view.write(ctx)
 	}
 }
 
-// podCIDRConditions reads what the parent found about prov's pod CIDRs
-// on virtual node name: whether they overlap another cluster's, and
-// whether it grants them.
-func podCIDRConditions(ctx context.Context, nodeClient kubernetes.Interface, name string, prov *vnode.Provider) ([]metav1.Condition, error) {
-	own, err := prov.PodCIDRs()
-	if err != nil {
-		return nil, err
-	}
+// podCIDRConditions is what the parent found of own, this cluster's pod
+// CIDRs, as it says on n, the virtual node: whether they overlap another
+// cluster's, and whether it grants them.
+func podCIDRConditions(own []string, n *corev1.Node) []metav1.Condition {
 	distinct := podCIDRPending(own)
 	if len(own) == 0 {
-		return []metav1.Condition{distinct}, nil
-	}
-	n, err := nodeClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
-	if err != nil {
-		return nil, err
+		return []metav1.Condition{distinct}
 	}
 	switch found, ok := n.Annotations[api.AnnotationPodCIDROverlap]; {
 	case !ok:
@@ -73,7 +56,7 @@ func podCIDRConditions(ctx context.Context, nodeClient kubernetes.Interface, nam
 		distinct.Status, distinct.Reason = metav1.ConditionFalse, v1alpha1.ReasonPodCIDROverlap
 		distinct.Message = fmt.Sprintf("pod CIDRs collide in the parent: %s. Pods in both places may get the same IP, so pod IPs and the endpoints of Services seen from the parent are ambiguous, and the parent routes a colliding range to the cluster that held it first only (condition %s says what it refuses this cluster); give every joined cluster its own pod CIDR (kube-controller-manager --cluster-cidr, or the CNI's IP pool)", found, v1alpha1.ConditionPodCIDRsGranted)
 	}
-	return []metav1.Condition{distinct, podCIDRsGranted(own, n)}, nil
+	return []metav1.Condition{distinct, podCIDRsGranted(own, n)}
 }
 
 // podCIDRsGranted is ConditionPodCIDRsGranted from what the parent says on

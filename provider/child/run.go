@@ -221,16 +221,11 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 	if own, err := prov.PodCIDRs(); err == nil {
 		r.status.setPodCIDRs(own)
 	}
-	go checkPodCIDRs(runCtx, r.c.cfg.Clock, nodeClient, t.Spec.ClusterName, prov, r.status)
-	// Each version of the node: the parent's build and protocols against
-	// ours (compatibility.go), written when they change; and the parent's gateway.
-	var lastCompat metav1.Condition
-	onNode := func(n *corev1.Node) {
-		if c := compatibility(n); c.Status != lastCompat.Status || c.Message != lastCompat.Message {
-			lastCompat = c
-			r.status.set(runCtx, c)
-		}
-	}
+	// Each version of the node: what the parent says of this cluster
+	// (parentview.go), and the parent's gateway.
+	view := newParentView(r.status, prov.PodCIDRs)
+	go checkPodCIDRs(runCtx, r.c.cfg.Clock, view)
+	onNode := func(n *corev1.Node) { view.observe(runCtx, n) }
 	if tun := r.c.cfg.Peers; tun != nil {
 		compat := onNode
 		onNode = func(n *corev1.Node) {
@@ -243,8 +238,18 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 		go tun.ReportParent(runCtx, r.c.cfg.Clock, t.Name, r.status.set, peers.PublishOnNode(nodeClient, t.Spec.ClusterName))
 	}
 	watchOwnNode(runCtx, nodeClient, t.Spec.ClusterName, r.c.cfg.Clock, prov.PostStatus, onNode)
-	r.status.setReady(ctx, metav1.ConditionTrue, v1alpha1.ReasonReporting,
-		fmt.Sprintf("virtual node %s is registered in the parent and reports every %s; %s", t.Spec.ClusterName, reportFrequency(t), kapi.describe()))
+	// Ready once the parent's agent has decorated the node (its verdicts
+	// then go with it, one write), or after decorationWait without.
+	select {
+	case <-view.decorated:
+	case <-r.c.cfg.Clock.After(decorationWait):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	view.withReady(func(conds ...metav1.Condition) {
+		r.status.setReady(ctx, metav1.ConditionTrue, v1alpha1.ReasonReporting,
+			fmt.Sprintf("virtual node %s is registered in the parent and reports every %s; %s", t.Spec.ClusterName, reportFrequency(t), kapi.describe()), conds...)
+	})
 
 	renewal := newRenewal(r.joiner, r.status, r.c.cfg.Clock, id, cert)
 	if tun := r.c.cfg.Peers; tun != nil {

@@ -19,6 +19,11 @@ import (
 // writes its outcome only, one status write instead of one per step.
 const progressDelay = 2 * time.Second
 
+// decorationWait bounds how long a run waits for the parent's agent to
+// decorate its node before it writes Ready without the parent's verdicts
+// (a parent whose agent is down, or older than the decorations).
+const decorationWait = 2 * time.Second
+
 // runStatus writes what one run of a Target has to say in the Target's
 // status: its join's progress, its outcome, its identity, its reports. It
 // writes through the agent's statusWriter, for the run's generation only.
@@ -67,10 +72,11 @@ func (s *runStatus) heldIdentity() bool {
 	return s.id != nil
 }
 
-// setIdentity records the identity the run holds.
+// setIdentity records the identity the run holds. The join's steps are
+// over: a step not written yet is not written (the outcome follows).
 func (s *runStatus) setIdentity(id *join.Identity) {
 	s.mu.Lock()
-	s.id = id
+	s.id, s.step = id, nil
 	s.mu.Unlock()
 }
 
@@ -110,12 +116,13 @@ var joinedReasons = map[string]bool{v1alpha1.ReasonNameTaken: true, v1alpha1.Rea
 // identity held (on success, and on failures that leave the identity
 // fine) or Joined=False; on success also the node name, the report time
 // (registering the node reported the summary) and a pending pod CIDR
-// check. One status write.
-func (s *runStatus) setReady(ctx context.Context, status metav1.ConditionStatus, reason, msg string) {
+// check (unless extra, other conditions to write with it, holds one).
+// One status write.
+func (s *runStatus) setReady(ctx context.Context, status metav1.ConditionStatus, reason, msg string, extra ...metav1.Condition) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.step = nil // not written now: this outcome supersedes it
-	conds := []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: status, Reason: reason, Message: msg}}
+	conds := append([]metav1.Condition{{Type: v1alpha1.ConditionReady, Status: status, Reason: reason, Message: msg}}, extra...)
 	var mutations []func(*v1alpha1.TargetStatus)
 	switch {
 	case s.id != nil && (status == metav1.ConditionTrue || joinedReasons[reason]):

@@ -1,0 +1,105 @@
+package child
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nestlet/nestlet/api"
+)
+
+// parentView is what the parent says of this cluster on its virtual node,
+// as conditions of the Target: whether the two builds meet (Compatible,
+// compatibility.go) and what it found of this cluster's pod CIDRs
+// (PodCIDRsDistinct, PodCIDRsGranted: podcidrs.go). It reads them from the
+// versions of the node the run's watch sees (watchOwnNode), once the
+// parent's agent has decorated it, and writes them when they change. The
+// run's Ready write carries the first of them: a join costs one status
+// write, not one per condition.
+type parentView struct {
+	status   *runStatus
+	podCIDRs func() ([]string, error)
+	// decorated is closed when the first decorated version is seen.
+	decorated chan struct{}
+
+	mu sync.Mutex
+	// node is the last decorated version seen.
+	node *corev1.Node
+	// live is set once the Ready write took the conditions: changes are
+	// written from then on.
+	live    bool
+	written []metav1.Condition
+}
+
+func newParentView(status *runStatus, podCIDRs func() ([]string, error)) *parentView {
+	return &parentView{status: status, podCIDRs: podCIDRs, decorated: make(chan struct{})}
+}
+
+// decoratedByParent reports whether the parent's agent has decorated n: it
+// records the taints it applied on every child's node, with its build and
+// its verdict on the node's pod CIDRs.
+func decoratedByParent(n *corev1.Node) bool {
+	_, ok := n.Annotations[api.AnnotationAppliedTaints]
+	return ok
+}
+
+// observe takes a version of the node (watchOwnNode's onNode).
+func (v *parentView) observe(ctx context.Context, n *corev1.Node) {
+	if !decoratedByParent(n) {
+		return
+	}
+	v.mu.Lock()
+	first := v.node == nil
+	v.node = n
+	v.mu.Unlock()
+	if first {
+		close(v.decorated)
+	}
+	v.write(ctx)
+}
+
+// write writes the conditions if they changed since the last write (this
+// cluster's pod CIDRs may change without the node), once live.
+func (v *parentView) write(ctx context.Context) {
+	v.mu.Lock()
+	defer v.mu.Unlock() // writes in order: an older view never lands last
+	if !v.live {
+		return
+	}
+	conds := v.conditions()
+	if len(conds) == 0 || slices.EqualFunc(conds, v.written, sameCondition) {
+		return
+	}
+	v.written = conds
+	v.status.set(ctx, conds...)
+}
+
+// withReady runs ready, the run's Ready write, with the view's conditions
+// (none before the parent decorated the node), and makes the view live.
+func (v *parentView) withReady(ready func(conds ...metav1.Condition)) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.live = true
+	v.written = v.conditions()
+	ready(v.written...)
+}
+
+// conditions are the view's conditions from the last decorated node, nil
+// before there is one. v.mu is held.
+func (v *parentView) conditions() []metav1.Condition {
+	if v.node == nil {
+		return nil
+	}
+	conds := []metav1.Condition{compatibility(v.node)}
+	if own, err := v.podCIDRs(); err == nil {
+		conds = append(conds, podCIDRConditions(own, v.node)...)
+	}
+	return conds
+}
+
+func sameCondition(a, b metav1.Condition) bool {
+	return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
+}
