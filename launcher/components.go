@@ -3,6 +3,8 @@ package launcher
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -14,6 +16,25 @@ import (
 
 	"github.com/nestlet/nestlet/api"
 )
+
+// AuditDirEnv, when set, names a directory where every API server writes
+// an audit log of every request (its metadata: who, what, the answer), as
+// <cluster>.log: to find out who makes which requests.
+const AuditDirEnv = "NESTLET_AUDIT_DIR"
+
+// auditArgs are the API server's flags for an audit log of cluster in
+// dir, whose policy it writes there.
+func auditArgs(dir, cluster string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	const metadata = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n"
+	if err := os.WriteFile(policy, []byte(metadata), 0o600); err != nil {
+		return nil, err
+	}
+	return []string{"--audit-policy-file=" + policy, "--audit-log-path=" + filepath.Join(dir, cluster+".log")}, nil
+}
 
 // startAPIServer starts the kube-apiserver on port and waits until it is ready.
 func (c *Cluster) startAPIServer(ctx context.Context, bins *Binaries, etcd *Etcd, pki *clusterPKI, port int, profiling bool) (*Process, error) {
@@ -31,43 +52,43 @@ func (c *Cluster) startAPIServer(ctx context.Context, bins *Binaries, etcd *Etcd
 	if advertise == "127.0.0.1" {
 		bind, reconciler = "127.0.0.1", "none"
 	}
-	apiserver, err := c.start("kube-apiserver", bins.KubeAPIServer,
-		"--etcd-servers="+etcd.URL,
-		"--etcd-prefix=/clusters/"+c.Name,
-		"--bind-address="+bind,
-		"--advertise-address="+advertise,
-		"--secure-port="+strconv.Itoa(port),
-		"--tls-cert-file="+pki.serving.CertPath,
-		"--tls-private-key-file="+pki.serving.KeyPath,
-		"--client-ca-file="+c.ca.CertPath,
-		"--kubelet-client-certificate="+pki.kubeletClient.CertPath,
-		"--kubelet-client-key="+pki.kubeletClient.KeyPath,
+	args := []string{
+		"--etcd-servers=" + etcd.URL,
+		"--etcd-prefix=/clusters/" + c.Name,
+		"--bind-address=" + bind,
+		"--advertise-address=" + advertise,
+		"--secure-port=" + strconv.Itoa(port),
+		"--tls-cert-file=" + pki.serving.CertPath,
+		"--tls-private-key-file=" + pki.serving.KeyPath,
+		"--client-ca-file=" + c.ca.CertPath,
+		"--kubelet-client-certificate=" + pki.kubeletClient.CertPath,
+		"--kubelet-client-key=" + pki.kubeletClient.KeyPath,
 		// Every kubelet endpoint is verified: real kubelets' and kwok's
 		// serving certificates, nestlet-proxy's (StartProxy) and direct
 		// agents' (kubelet-serving requests the parent's agent approves)
 		// are all issued by this CA.
-		"--kubelet-certificate-authority="+c.ca.CertPath,
+		"--kubelet-certificate-authority=" + c.ca.CertPath,
 		// Real nodes name themselves by a hostname no resolver knows.
 		"--kubelet-preferred-address-types=InternalIP,Hostname",
-		"--service-account-key-file="+pki.saPub,
-		"--service-account-signing-key-file="+pki.saKey,
+		"--service-account-key-file=" + pki.saPub,
+		"--service-account-signing-key-file=" + pki.saKey,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		// Its keys where every pod that holds its tokens reaches it: by
 		// the cluster's own name (a pod in this cluster through the
 		// kubernetes Service, one made here and running below through
 		// its host alias to the gateway's relay), not the host's address.
 		"--service-account-jwks-uri=https://kubernetes.default.svc.cluster.local/openid/v1/jwks",
-		"--service-cluster-ip-range="+ServiceCIDR,
+		"--service-cluster-ip-range=" + ServiceCIDR,
 		// The service range is routed nowhere on the control plane's host
 		// (no kube-proxy there): webhooks' Services are called at their
 		// endpoints' pod IPs, which the host routes to its real nodes.
 		"--enable-aggregator-routing=true",
 		// Aggregated APIs (metrics-server) are called with the front
 		// proxy's certificate and trust the user it names in headers.
-		"--proxy-client-cert-file="+pki.frontProxyClient.CertPath,
-		"--proxy-client-key-file="+pki.frontProxyClient.KeyPath,
-		"--requestheader-client-ca-file="+pki.frontProxyCA.CertPath,
-		"--requestheader-allowed-names="+frontProxyClientName,
+		"--proxy-client-cert-file=" + pki.frontProxyClient.CertPath,
+		"--proxy-client-key-file=" + pki.frontProxyClient.KeyPath,
+		"--requestheader-client-ca-file=" + pki.frontProxyCA.CertPath,
+		"--requestheader-allowed-names=" + frontProxyClientName,
 		"--requestheader-username-headers=X-Remote-User",
 		"--requestheader-group-headers=X-Remote-Group",
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
@@ -75,10 +96,18 @@ func (c *Cluster) startAPIServer(ctx context.Context, bins *Binaries, etcd *Etcd
 		"--enable-admission-plugins=NodeRestriction",
 		"--enable-bootstrap-token-auth=true",
 		"--allow-privileged=true",
-		"--endpoint-reconciler-type="+reconciler,
-		"--profiling="+strconv.FormatBool(profiling),
+		"--endpoint-reconciler-type=" + reconciler,
+		"--profiling=" + strconv.FormatBool(profiling),
 		"--v=1",
-	)
+	}
+	if dir := os.Getenv(AuditDirEnv); dir != "" {
+		audit, err := auditArgs(dir, c.Name)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, audit...)
+	}
+	apiserver, err := c.start("kube-apiserver", bins.KubeAPIServer, args...)
 	if err != nil {
 		return nil, err
 	}
