@@ -19,8 +19,10 @@ import (
 
 // outage is how long the root's API server stays down: far longer than
 // its controller manager's grace period (20 s here) and the agents' lease
-// (40 s), and longer than their longest backoff (2 minutes).
-const outage = 125 * time.Second
+// (40 s), and long enough for every client's retries to reach their
+// longest step (client-go's reflectors back off up to 30 s; the agents'
+// own backoffs step 1, 2, 4 ... 32 s by then).
+const outage = 65 * time.Second
 
 func agent(t testing.TB, cluster string) *launcher.Process {
 	t.Helper()
