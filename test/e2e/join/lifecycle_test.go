@@ -129,14 +129,15 @@ func hasTaint(n *corev1.Node, key string) bool {
 }
 
 // A child whose API server dies goes NotReady in the parent: once the
-// agent's outage tolerance (30 s, for restarts) is over its Ping fails, so
-// the lease is no longer renewed (LESSONS.md, item 3).
+// agent's outage tolerance (30 s by default, for restarts; 5 s here) is
+// over its Ping fails, so the lease is no longer renewed (LESSONS.md, item
+// 3).
 func TestDeadChildGoesNotReady(t *testing.T) {
 	ctx := t.Context()
 	require.NoError(t, env.AddClusters(ctx, launcher.ClusterOptions{Name: "doomed",
 		Nodes: []launcher.NodeOptions{node("doomed-1", "north", "north-a", "2", "4Gi")}}))
 	doomed := env.Cluster("doomed")
-	_, err := env.StartAgent(ctx, doomed)
+	_, err := env.StartAgent(ctx, doomed, "--apiserver-outage-tolerance=5s")
 	require.NoError(t, err)
 	_, err = launcher.Join(ctx, env.Cluster("root"), doomed, launcher.JoinOptions{})
 	require.NoError(t, err)
@@ -149,7 +150,7 @@ func TestDeadChildGoesNotReady(t *testing.T) {
 	}
 	start := time.Now()
 	waitNode(t, "root", "doomed", 3*time.Minute, func(n *corev1.Node) bool { return !launcher.NodeReady(n) })
-	t.Logf("root saw the dead child NotReady after %s (the agent's 30 s outage tolerance, then the node monitor grace period, 50 s)", time.Since(start).Round(time.Second))
+	t.Logf("root saw the dead child NotReady after %s (the agent's 5 s outage tolerance, then the node monitor grace period, 50 s)", time.Since(start).Round(time.Second))
 	// The parent's node lifecycle controller then taints it, so its pods
 	// are evicted and replaced elsewhere; the parent's agent keeps that taint.
 	waitNode(t, "root", "doomed", time.Minute, func(n *corev1.Node) bool { return hasTaint(n, corev1.TaintNodeUnreachable) })
