@@ -20,7 +20,8 @@ import (
 // run's Ready write carries the first of them: a join costs one status
 // write, not one per condition.
 type parentView struct {
-	status   *runStatus
+	// set writes conditions to the Target (runStatus.set).
+	set      func(context.Context, ...metav1.Condition)
 	podCIDRs func() ([]string, error)
 	// decorated is closed when the first decorated version is seen.
 	decorated chan struct{}
@@ -34,8 +35,8 @@ type parentView struct {
 	written []metav1.Condition
 }
 
-func newParentView(status *runStatus, podCIDRs func() ([]string, error)) *parentView {
-	return &parentView{status: status, podCIDRs: podCIDRs, decorated: make(chan struct{})}
+func newParentView(set func(context.Context, ...metav1.Condition), podCIDRs func() ([]string, error)) *parentView {
+	return &parentView{set: set, podCIDRs: podCIDRs, decorated: make(chan struct{})}
 }
 
 // decoratedByParent reports whether the parent's agent has decorated n: it
@@ -74,7 +75,7 @@ func (v *parentView) write(ctx context.Context) {
 		return
 	}
 	v.written = conds
-	v.status.set(ctx, conds...)
+	v.set(ctx, conds...)
 }
 
 // withReady runs ready, the run's Ready write, with the view's conditions

@@ -21,12 +21,11 @@ import (
 // child reads both back from its own node and reports them as
 // ConditionPodCIDRsDistinct and ConditionPodCIDRsGranted on its Target.
 
-// checkPodCIDRs writes the pod CIDR conditions again every few report
-// periods, until ctx ends: this cluster's own pod CIDRs change without its
+// checkPodCIDRs writes the pod CIDR conditions again every period (a few
+// report periods), until ctx ends: this cluster's own pod CIDRs change without its
 // node in the parent (view writes what the parent says as each version of
 // the node comes).
-func checkPodCIDRs(ctx context.Context, clk clock.WithTicker, view *parentView) {
-	every := max(3*reportFrequency(view.status.target), 15*time.Second)
+func checkPodCIDRs(ctx context.Context, clk clock.WithTicker, view *parentView, every time.Duration) {
 	tick := clk.NewTicker(every)
 	defer tick.Stop()
 	for {

@@ -223,8 +223,8 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 	}
 	// Each version of the node: what the parent says of this cluster
 	// (parentview.go), and the parent's gateway.
-	view := newParentView(r.status, prov.PodCIDRs)
-	go checkPodCIDRs(runCtx, r.c.cfg.Clock, view)
+	view := newParentView(r.status.set, prov.PodCIDRs)
+	go checkPodCIDRs(runCtx, r.c.cfg.Clock, view, max(3*reportFrequency(t), 15*time.Second))
 	onNode := func(n *corev1.Node) { view.observe(runCtx, n) }
 	if tun := r.c.cfg.Peers; tun != nil {
 		compat := onNode
