@@ -41,8 +41,9 @@ import (
 //  4. Once packets come through (a handshake, and something received in
 //     the last directSilence), the entry's routes move from the parent's
 //     peer to the direct one; when nothing comes through for
-//     directSilence while this end sends data (directIdleSilence while
-//     it sends only keepalives), they move back. Pod addresses do not
+//     directSilence after this end sent data (directIdleSilence when it
+//     had sent only keepalives for a while before the path went quiet),
+//     they move back. Pod addresses do not
 //     change, only the peer the gateway sends them to, so connections
 //     survive both ways.
 //
@@ -127,8 +128,12 @@ func (d *directPeer) observe(now time.Time, s *gateway.PeerStatus) (string, stri
 		}
 		d.tx = s.TxBytes
 	}
+	// Idle: only keepalives went out for directSilence before the last
+	// packet came (judged from the two, not from now: a path that
+	// carried data when it went silent stays judged so, however late
+	// the next reading comes).
 	silence := directSilence
-	if d.state == api.DirectUp && (d.sent.IsZero() || now.Sub(d.sent) > directSilence) {
+	if d.state == api.DirectUp && (d.sent.IsZero() || d.heard.Sub(d.sent) > directSilence) {
 		silence = directIdleSilence
 	}
 	alive := s != nil && !s.LastHandshake.IsZero() && now.Sub(s.LastHandshake) < handshakeFresh && !d.heard.IsZero() && now.Sub(d.heard) < silence

@@ -131,6 +131,22 @@ func TestDirectPathStates(t *testing.T) {
 	p.stepDirect(ctx, now, sending(212, 3*keepaliveBytes+2800))
 	require.Equal(t, peerstest.Prefixes("10.2.0.0/24"), gw.Allowed(west2))
 
+	// Data both ways, then nothing either way (the path cut under a
+	// stream: this end's answers stop with what they answer): back to
+	// the tree after directSilence, read late or not.
+	now = now.Add(250 * time.Millisecond)
+	p.stepDirect(ctx, now, sending(1600, 3*keepaliveBytes+4200))
+	require.Equal(t, peerstest.Prefixes("10.2.0.0/24"), gw.Allowed(west2))
+	now = now.Add(time.Second)
+	p.stepDirect(ctx, now, sending(1600, 3*keepaliveBytes+4200))
+	require.Equal(t, peerstest.Prefixes("10.2.0.0/24"), gw.Allowed(west2), "silent for less than directSilence")
+	now = now.Add(directSilence) // a late reading
+	p.stepDirect(ctx, now, sending(1600, 3*keepaliveBytes+4200))
+	require.Empty(t, gw.Allowed(west2), "a path that carried data when it went silent: back to the tree after directSilence, not directIdleSilence")
+	now = now.Add(time.Second)
+	p.stepDirect(ctx, now, sending(1700, 3*keepaliveBytes+4200))
+	require.Equal(t, peerstest.Prefixes("10.2.0.0/24"), gw.Allowed(west2))
+
 	// Nothing more, for longer than a trial: failed, tried slowly.
 	now = now.Add(directIdleSilence + time.Millisecond)
 	p.stepDirect(ctx, now, status(212))
