@@ -13,6 +13,7 @@ FROM golang:1.25 AS build
 WORKDIR /src
 # Modules first, so that a source change does not download them again.
 COPY go.mod go.sum ./
+COPY third_party/ third_party/
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o /out/ ./cmd/...

@@ -292,3 +292,5 @@ replace k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.35.4
 replace k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.35.4
 
 replace k8s.io/sample-controller => k8s.io/sample-controller v0.35.4
+
+replace github.com/rancher/remotedialer => ./third_party/remotedialer

@@ -26,6 +26,8 @@ echo "== unit tests"
 go test -count=1 -vet=off "${unit[@]}" ./test/framework/... ./test/benchtable/...
 # The image tools are a module of their own (hack/images).
 (cd hack/images && go test -count=1 ./...)
+# Upstream code carried with a patch (third_party/*/NESTLET.md).
+(cd third_party/remotedialer && go test -count=1 ./...)
 
 if [[ "${what}" == "unit" ]]; then
   exit 0

@@ -115,7 +115,8 @@ func CheckShippedDeps(pkgs []Package) []string {
 	return out
 }
 
-// Size limits of product code (tests, test/ and hack/ excepted).
+// Size limits of product code (tests, test/, hack/ and third_party/, which
+// keeps upstream's shape, excepted).
 const (
 	MaxFileLines = 500
 	MaxFuncLines = 100
@@ -124,7 +125,7 @@ const (
 // isProduct reports whether the module-relative Go file is product code.
 func isProduct(rel string) bool {
 	return !strings.HasSuffix(rel, "_test.go") && !strings.HasPrefix(rel, "zz_generated") &&
-		!strings.Contains(rel, "/zz_generated") && !under(rel, "test") && !under(rel, "hack")
+		!strings.Contains(rel, "/zz_generated") && !under(rel, "test") && !under(rel, "hack") && !under(rel, "third_party")
 }
 
 // CheckSizes returns one line per product file over MaxFileLines and per
