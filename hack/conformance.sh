@@ -27,6 +27,10 @@
 #   CONFORMANCE_DIR     where the tree, the reports and the logs go (default
 #                       ${XDG_CACHE_HOME:-~/.cache}/nestlet/conformance; kept after the run)
 #   CONFORMANCE_KEEP=1  leave the tree running after the run (nestctl playground down --dir ...)
+#   CONFORMANCE_SERIAL=1  the Serial specs instead (labels default to
+#                       `Conformance && Serial`: each spec alone in the cluster, so one at a
+#                       time, the root's run then the leaf's); writes docs/conformance-serial.md
+#                       and README's second conformance line
 #
 #   hack/conformance.sh tools DIR   only steps 1 and 2: e2e.test, ginkgo and the images' OCI
 #                                   archives (DIR/images) into DIR, for make test's few specs
@@ -37,9 +41,18 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
 source hack/lib.sh
 
-LABELS="${CONFORMANCE_LABELS:-Conformance && !Serial && !Disruptive}"
+SERIAL="${CONFORMANCE_SERIAL:-}"
+if [[ "${SERIAL}" == 1 ]]; then
+  LABELS="${CONFORMANCE_LABELS:-Conformance && Serial}"
+  PROCS=1
+  CONFORMANCE_TOGETHER=
+  page=conformance-serial name="conformance, Serial specs" marker=make-conformance-serial
+else
+  LABELS="${CONFORMANCE_LABELS:-Conformance && !Serial && !Disruptive}"
+  PROCS="${CONFORMANCE_PROCS:-4}"
+  page=conformance name=conformance marker=make-conformance
+fi
 FOCUS="${CONFORMANCE_FOCUS:-}"
-PROCS="${CONFORMANCE_PROCS:-4}"
 LEAF="${CONFORMANCE_LEAF:-east-1}"
 DIR="${CONFORMANCE_DIR:-$(dirname "$(nestlet::cache_dir)")/conformance}"
 BIN="${ROOT}/_output/bin"
@@ -155,7 +168,8 @@ fi
 date="$(date -u +%Y-%m-%d)"
 commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs' ':!README.md' || echo '+changes')"
 "${table}" -leaf "${DIR}/leaf.json" -root "${DIR}/root.json" -exceptions hack/conformance/exceptions.txt \
-  -summary docs/conformance.md -full "docs/conformance/${date}.md" -readme README.md \
+  -summary "docs/${page}.md" -full "docs/conformance/${date}${SERIAL:+-serial}.md" -readme README.md \
+  -name "${name}" -marker "${marker}" \
   -title "${date}, Kubernetes ${KUBE_VERSION}, commit ${commit}, leaf ${LEAF}, ${PROCS} specs at once at each side, root and leaf ${how}" \
   -selection "labels \`${LABELS}\`${FOCUS:+, focus \`${FOCUS}\`}"
-log "table: docs/conformance.md; reports and logs in ${DIR}"
+log "table: docs/${page}.md; reports and logs in ${DIR}"
