@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/nestlet/nestlet/api"
 )
@@ -27,8 +29,10 @@ type parentView struct {
 	decorated chan struct{}
 
 	mu sync.Mutex
-	// node is the last decorated version seen.
-	node *corev1.Node
+	// node is the last decorated version seen; labels the last version's
+	// labels, decorated or not.
+	node   *corev1.Node
+	labels map[string]string
 	// live is set once the Ready write took the conditions: changes are
 	// written from then on.
 	live    bool
@@ -49,6 +53,9 @@ func decoratedByParent(n *corev1.Node) bool {
 
 // observe takes a version of the node (watchOwnNode's onNode).
 func (v *parentView) observe(ctx context.Context, n *corev1.Node) {
+	v.mu.Lock()
+	v.labels = n.Labels
+	v.mu.Unlock()
 	if !decoratedByParent(n) {
 		return
 	}
@@ -103,4 +110,41 @@ func (v *parentView) conditions() []metav1.Condition {
 
 func sameCondition(a, b metav1.Condition) bool {
 	return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
+}
+
+// nodeLabels returns the labels of the last version of the node seen in
+// the parent (nil before the first); the map is not to be changed.
+func (v *parentView) nodeLabels() map[string]string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.labels
+}
+
+// carriedBelow reports whether some node of this cluster carries label
+// key, or a child's subtree does by its summary: when it cannot tell, it
+// says so (the requirement stays on the delegate).
+func carriedBelow(nodes corelisters.NodeLister) func(key string) bool {
+	return func(key string) bool {
+		list, err := nodes.List(labels.Everything())
+		if err != nil {
+			return true
+		}
+		for _, n := range list {
+			if _, ok := n.Labels[key]; ok {
+				return true
+			}
+			s, ok := api.ParseSummary(n)
+			if !ok {
+				continue
+			}
+			for _, g := range s.Groups {
+				_, labelled := g.Labels[key]
+				_, folded := g.Values[key]
+				if labelled || folded {
+					return true
+				}
+			}
+		}
+		return false
+	}
 }

@@ -176,7 +176,11 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 	kapi.mu.Lock()
 	kapi.advertised = prov.PostStatus
 	kapi.mu.Unlock()
+	// Each version of the node: what the parent says of this cluster
+	// (parentview.go), and the parent's gateway.
+	view := newParentView(r.status.set, prov.PodCIDRs)
 	fc := r.forwardConfig(parentName(id, t), prov)
+	fc.NodeLabels, fc.CarriedBelow = view.nodeLabels, carriedBelow(r.c.nodes)
 	fc.StorageClasses = t.Spec.StorageClasses
 	fc.WaitForRoom = t.Spec.WaitForRoom
 	fc.Namespaces = namespacePolicy(t, parentName(id, t), r.c.cfg.Namespace)
@@ -221,9 +225,6 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 	if own, err := prov.PodCIDRs(); err == nil {
 		r.status.setPodCIDRs(own)
 	}
-	// Each version of the node: what the parent says of this cluster
-	// (parentview.go), and the parent's gateway.
-	view := newParentView(r.status.set, prov.PodCIDRs)
 	go checkPodCIDRs(runCtx, r.c.cfg.Clock, view, max(3*reportFrequency(t), 15*time.Second))
 	onNode := func(n *corev1.Node) { view.observe(runCtx, n) }
 	if tun := r.c.cfg.Peers; tun != nil {

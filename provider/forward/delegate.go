@@ -77,6 +77,9 @@ func buildDelegate(pod *corev1.Pod, name string, c *Config, path []string) *core
 	// has already are added after (UpdatePod).
 	d.Spec.EphemeralContainers = nil
 	unpinVirtualNode(d, c.ClusterName)
+	if c.NodeLabels != nil {
+		dropParentOnlyLabels(d, c.NodeLabels(), c.CarriedBelow)
+	}
 	placeInDomains(d)
 	// The priority value is computed again here from priorityClassName;
 	// admission refuses a pod that brings its own.

@@ -38,6 +38,13 @@ type Config struct {
 	// parent's, first on the path of pods created there.
 	ClusterName string
 	ParentName  string
+	// NodeLabels, when set, returns the labels of this cluster's virtual
+	// node in the parent as last seen (nil before), and CarriedBelow
+	// whether some node of this cluster, or of a child's subtree, carries
+	// a label key: a pod's requirement on a label set on the virtual node
+	// alone is dropped from its delegate (nodelabels.go).
+	NodeLabels   func() map[string]string
+	CarriedBelow func(key string) bool
 	// HopLimit bounds forwarding (default DefaultHopLimit).
 	HopLimit int
 	// TrustedSchedulers are the schedulers whose pods are forwarded without
