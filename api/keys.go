@@ -236,6 +236,12 @@ const (
 	// labels and taints it comes back with, and a range a child holds is
 	// not given to another, across restarts.
 	ChildrenConfigMap = "nestlet-children"
+	// ChildrenKeyTaintEffect is the key of ChildrenConfigMap, which no
+	// node name can take, holding the effect the parent gives its
+	// children's provider taint: the admission policy nestlet-children
+	// lets DaemonSets' pods onto children's nodes only where it is
+	// PreferNoSchedule (TakesDaemonSets).
+	ChildrenKeyTaintEffect = ".taintEffect"
 	// ChildrenFlowSchema is the FlowSchema (and its priority level) of the
 	// children's node identities in a parent, a level below its real
 	// kubelets', one flow per child: the parent's agent keeps its subjects,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -120,6 +121,9 @@ func heldElsewhere(ctx context.Context, client kubernetes.Interface, child, agen
 	}
 	if err == nil {
 		for name, v := range kids.Data {
+			if strings.HasPrefix(name, ".") {
+				continue // a setting (api.ChildrenKeyTaintEffect), no child
+			}
 			if ps, perr := podcidrs.Parse(v); name != child && perr == nil {
 				held = append(held, ps...)
 			}

@@ -29,10 +29,12 @@ type parentView struct {
 	decorated chan struct{}
 
 	mu sync.Mutex
-	// node is the last decorated version seen; labels the last version's
-	// labels, decorated or not.
-	node   *corev1.Node
-	labels map[string]string
+	// node is the last decorated version seen; labels and taints the last
+	// version's, decorated or not.
+	node        *corev1.Node
+	labels      map[string]string
+	taints      []corev1.Taint
+	allocatable corev1.ResourceList
 	// live is set once the Ready write took the conditions: changes are
 	// written from then on.
 	live    bool
@@ -54,7 +56,7 @@ func decoratedByParent(n *corev1.Node) bool {
 // observe takes a version of the node (watchOwnNode's onNode).
 func (v *parentView) observe(ctx context.Context, n *corev1.Node) {
 	v.mu.Lock()
-	v.labels = n.Labels
+	v.labels, v.taints, v.allocatable = n.Labels, n.Spec.Taints, n.Status.Allocatable
 	v.mu.Unlock()
 	if !decoratedByParent(n) {
 		return
@@ -118,6 +120,40 @@ func (v *parentView) nodeLabels() map[string]string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.labels
+}
+
+// nodeTaints returns the taints of the last version of the node seen in
+// the parent (nil before the first); the slice is not to be changed.
+func (v *parentView) nodeTaints() []corev1.Taint {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.taints
+}
+
+// nodeAllocatable returns the allocatable of the last version of the node
+// seen in the parent (nil before the first); not to be changed.
+func (v *parentView) nodeAllocatable() corev1.ResourceList {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.allocatable
+}
+
+// resourceBelow reports whether some node of this cluster (a child's
+// virtual node holds its subtree's) has resource r; when it cannot tell,
+// it says so (the request stays on the delegate).
+func resourceBelow(nodes corelisters.NodeLister) func(r corev1.ResourceName) bool {
+	return func(r corev1.ResourceName) bool {
+		list, err := nodes.List(labels.Everything())
+		if err != nil {
+			return true
+		}
+		for _, n := range list {
+			if _, ok := n.Status.Allocatable[r]; ok {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // carriedBelow reports whether some node of this cluster carries label

@@ -180,7 +180,8 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 	// (parentview.go), and the parent's gateway.
 	view := newParentView(r.status.set, prov.PodCIDRs)
 	fc := r.forwardConfig(parentName(id, t), prov)
-	fc.NodeLabels, fc.CarriedBelow = view.nodeLabels, carriedBelow(r.c.nodes)
+	fc.NodeLabels, fc.CarriedBelow, fc.NodeTaints = view.nodeLabels, carriedBelow(r.c.nodes), view.nodeTaints
+	fc.NodeAllocatable, fc.ResourceBelow = view.nodeAllocatable, resourceBelow(r.c.nodes)
 	fc.StorageClasses = t.Spec.StorageClasses
 	fc.WaitForRoom = t.Spec.WaitForRoom
 	fc.Namespaces = namespacePolicy(t, parentName(id, t), r.c.cfg.Namespace)

@@ -26,15 +26,18 @@ var providerTaint = api.ProviderTaint()
 // for the tree reach it; the agent checks again what a kubelet would,
 // because anything can bind a pod (a client setting spec.nodeName, a
 // scheduler that ignores taints):
-//   - a DaemonSet's pod never: each cluster runs its own DaemonSets, and a
-//     DaemonSet tolerating every taint would otherwise run once per child
-//     on top of the children's own;
+//   - a DaemonSet's pod only where the parent relaxed the virtual node's
+//     taint to PreferNoSchedule (daemonSets; api.TakesDaemonSets: a
+//     cluster made only of clusters runs a DaemonSet once per child);
+//     elsewhere each cluster runs its own DaemonSets, and a DaemonSet
+//     tolerating every taint would otherwise run once per child on top of
+//     the children's own;
 //   - other pods when they tolerate the virtual nodes' taint (the scheduling
 //     webhook gives it to the pods of opted-in namespaces) or name one of
 //     the trusted schedulers, Nestlet's.
-func admit(pod *corev1.Pod, trusted []string) string {
-	if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "DaemonSet" && strings.HasPrefix(ref.APIVersion, "apps/") {
-		return fmt.Sprintf("pod of DaemonSet %s is not forwarded to a child cluster: each cluster runs its own DaemonSets (restrict the DaemonSet to real nodes, e.g. with a nodeAffinity on %s NotIn [%s])",
+func admit(pod *corev1.Pod, trusted []string, daemonSets bool) string {
+	if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "DaemonSet" && strings.HasPrefix(ref.APIVersion, "apps/") && !daemonSets {
+		return fmt.Sprintf("pod of DaemonSet %s is not forwarded to a child cluster: each cluster runs its own DaemonSets (restrict the DaemonSet to real nodes, e.g. with a nodeAffinity on %s NotIn [%s]; a parent made only of clusters runs DaemonSets once per child with --child-taint-effect=PreferNoSchedule)",
 			ref.Name, api.LabelNodeType, api.NodeTypeVirtualKubelet)
 	}
 	if slices.Contains(trusted, pod.Spec.SchedulerName) {
@@ -65,4 +68,10 @@ func firstOr(s []string, def string) string {
 		return def
 	}
 	return s[0]
+}
+
+// takesDaemonSets reports whether this cluster's virtual node takes
+// DaemonSets' pods (api.TakesDaemonSets), as its taints were last seen.
+func (p *Provider) takesDaemonSets() bool {
+	return p.cfg.NodeTaints != nil && api.TakesDaemonSets(p.cfg.NodeTaints())
 }

@@ -14,7 +14,7 @@ import (
 
 // Which pods bound to the virtual node are forwarded: those of a trusted
 // scheduler, those tolerating the virtual nodes' taint (exactly or through
-// a wildcard), never a DaemonSet's.
+// a wildcard), a DaemonSet's only where the parent relaxed the taint.
 func TestAdmit(t *testing.T) {
 	everything := []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 	exact := []corev1.Toleration{{Key: api.TaintKeyProvider, Operator: corev1.TolerationOpEqual, Value: api.TaintValueProvider, Effect: corev1.TaintEffectNoSchedule}}
@@ -26,6 +26,7 @@ func TestAdmit(t *testing.T) {
 		scheduler   string
 		tolerations []corev1.Toleration
 		owners      []metav1.OwnerReference
+		daemonSets  bool   // the parent relaxed the taint
 		refused     string // part of the message; "" when admitted
 	}{
 		{name: "trusted scheduler", scheduler: "nestlet-scheduler", owners: replicas},
@@ -35,11 +36,13 @@ func TestAdmit(t *testing.T) {
 		{name: "another taint tolerated", scheduler: "other", tolerations: otherKey, refused: `schedulerName "other"`},
 		{name: "DaemonSet tolerating everything", scheduler: "default-scheduler", tolerations: everything, owners: daemon, refused: "DaemonSet log-agent"},
 		{name: "DaemonSet of a trusted scheduler", scheduler: "nestlet-scheduler", owners: daemon, refused: "each cluster runs its own DaemonSets"},
+		{name: "DaemonSet, taint relaxed", scheduler: "nestlet-scheduler", owners: daemon, daemonSets: true},
+		{name: "DaemonSet, taint relaxed, bound by hand", scheduler: "default-scheduler", owners: daemon, daemonSets: true, refused: "neither tolerates"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", OwnerReferences: tc.owners},
 				Spec: corev1.PodSpec{SchedulerName: tc.scheduler, Tolerations: tc.tolerations}}
-			why := admit(pod, DefaultTrustedSchedulers)
+			why := admit(pod, DefaultTrustedSchedulers, tc.daemonSets)
 			if tc.refused == "" {
 				require.Empty(t, why)
 				return

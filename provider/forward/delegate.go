@@ -80,6 +80,9 @@ func buildDelegate(pod *corev1.Pod, name string, c *Config, path []string) *core
 	if c.NodeLabels != nil {
 		dropParentOnlyLabels(d, c.NodeLabels(), c.CarriedBelow)
 	}
+	if c.NodeAllocatable != nil {
+		dropParentOnlyResources(d, c.NodeAllocatable(), c.ResourceBelow)
+	}
 	placeInDomains(d)
 	// The priority value is computed again here from priorityClassName;
 	// admission refuses a pod that brings its own.

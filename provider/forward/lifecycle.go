@@ -43,7 +43,7 @@ func (p *Provider) createPod(ctx context.Context, pod *corev1.Pod) error {
 			return nil
 		}
 	}
-	if why := admit(pod, p.cfg.TrustedSchedulers); why != "" {
+	if why := admit(pod, p.cfg.TrustedSchedulers, p.takesDaemonSets()); why != "" {
 		p.fail(pod, nil, api.ReasonNotAdmitted, why)
 		return nil
 	}
@@ -302,6 +302,7 @@ func updatedDelegate(pod, d *corev1.Pod) *corev1.Pod {
 	digest := resourcesDigest(pod)
 	if had, ok := d.Annotations[api.AnnotationResources]; (ok && had != digest) || (!ok && !sameResources(pod, d)) {
 		setResources(want, pod)
+		keepExtendedResources(want, d)
 		want.Annotations[api.AnnotationResources] = digest
 	}
 	want.Spec.ActiveDeadlineSeconds = pod.Spec.ActiveDeadlineSeconds

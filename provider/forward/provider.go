@@ -45,6 +45,17 @@ type Config struct {
 	// alone is dropped from its delegate (nodelabels.go).
 	NodeLabels   func() map[string]string
 	CarriedBelow func(key string) bool
+	// NodeTaints, when set, returns the taints of this cluster's virtual
+	// node in the parent as last seen: DaemonSets' pods are forwarded only
+	// where the parent relaxed the provider taint (api.TakesDaemonSets).
+	NodeTaints func() []corev1.Taint
+	// NodeAllocatable, when set, returns the allocatable of this
+	// cluster's virtual node in the parent as last seen (nil before), and
+	// ResourceBelow whether some node of this cluster has a resource: an
+	// extended resource advertised on the virtual node alone is dropped
+	// from the delegates' requests (noderesources.go).
+	NodeAllocatable func() corev1.ResourceList
+	ResourceBelow   func(r corev1.ResourceName) bool
 	// HopLimit bounds forwarding (default DefaultHopLimit).
 	HopLimit int
 	// TrustedSchedulers are the schedulers whose pods are forwarded without

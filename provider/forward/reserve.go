@@ -139,7 +139,7 @@ func (p *Provider) Reserve(ctx context.Context, pod *corev1.Pod, maxWait time.Du
 	if !Reservable(pod) {
 		return api.Reservation{}, nil
 	}
-	if why := admit(pod, p.cfg.TrustedSchedulers); why != "" {
+	if why := admit(pod, p.cfg.TrustedSchedulers, p.takesDaemonSets()); why != "" {
 		return api.Reservation{Unschedulable: why}, nil
 	}
 	if why := p.admitHere(pod); why != "" {

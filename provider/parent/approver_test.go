@@ -78,7 +78,7 @@ func TestApprover(t *testing.T) {
 	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, nil)
 	require.NoError(t, nodes.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "child", Labels: map[string]string{api.LabelCluster: "child"}}}))
 	require.NoError(t, nodes.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "kubelet"}}))
-	ap, err := newApprover(client, rev, corelisters.NewNodeLister(nodes), newChildren(nil, ""))
+	ap, err := newApprover(client, rev, corelisters.NewNodeLister(nodes), newChildren(nil, "", ""))
 	require.NoError(t, err)
 	for _, o := range objs {
 		if c, ok := o.(*certificatesv1.CertificateSigningRequest); ok {
@@ -174,7 +174,7 @@ func TestApproverServing(t *testing.T) {
 	}
 	rev := revoked.New(nil, nil)
 	rev.Set(map[string]string{"gone": "2026-11-25T12:00:00Z, nestctl revoke"})
-	ap, err := newApprover(client, rev, corelisters.NewNodeLister(nodes), newChildren(nil, ""))
+	ap, err := newApprover(client, rev, corelisters.NewNodeLister(nodes), newChildren(nil, "", ""))
 	require.NoError(t, err)
 	ap.own = func() []reserved {
 		return []reserved{{what: "Service CIDRs", set: podcidrs.SetOf(podcidrs.Strings([]string{"10.96.0.0/12"}))}}

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +34,9 @@ import (
 type children struct {
 	client    kubernetes.Interface
 	namespace string
+	// effect is the children's provider taint effect, recorded beside
+	// them for the admission policy (api.ChildrenKeyTaintEffect).
+	effect corev1.TaintEffect
 
 	mu sync.Mutex
 	// shares holds every known child, with its share of the pool (none:
@@ -46,8 +50,8 @@ type children struct {
 	dirty  chan struct{}
 }
 
-func newChildren(client kubernetes.Interface, namespace string) *children {
-	return &children{client: client, namespace: namespace, shares: map[string][]netip.Prefix{}, freed: map[string]bool{},
+func newChildren(client kubernetes.Interface, namespace string, effect corev1.TaintEffect) *children {
+	return &children{client: client, namespace: namespace, effect: effect, shares: map[string][]netip.Prefix{}, freed: map[string]bool{},
 		loaded: make(chan struct{}), dirty: make(chan struct{}, 1)}
 }
 
@@ -94,7 +98,13 @@ func (c *children) isLoaded() bool {
 // held.
 func (c *children) mergeLocked(cm *corev1.ConfigMap) {
 	c.rv, c.exists = cm.ResourceVersion, true
+	if cm.Data[api.ChildrenKeyTaintEffect] != string(c.effect) {
+		c.kickLocked() // record this agent's effect
+	}
 	for name, v := range cm.Data {
+		if strings.HasPrefix(name, ".") {
+			continue // not a child (no node name starts with a dot)
+		}
 		var theirs []netip.Prefix
 		if v != "" {
 			theirs, _ = podcidrs.Parse(v)
@@ -225,9 +235,12 @@ func (c *children) run(ctx context.Context) {
 func (c *children) save(ctx context.Context) error {
 	cms := c.client.CoreV1().ConfigMaps(c.namespace)
 	c.mu.Lock()
-	data := make(map[string]string, len(c.shares))
+	data := make(map[string]string, len(c.shares)+1)
 	for name, share := range c.shares {
 		data[name] = podcidrs.Format(share)
+	}
+	if c.effect != "" {
+		data[api.ChildrenKeyTaintEffect] = string(c.effect)
 	}
 	rv, exists := c.rv, c.exists
 	c.mu.Unlock()

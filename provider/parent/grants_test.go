@@ -28,7 +28,7 @@ import (
 
 // loadedChildren is a record of children read (and kept in memory only).
 func loadedChildren(t *testing.T) *children {
-	kids := newChildren(nil, "")
+	kids := newChildren(nil, "", "")
 	require.NoError(t, kids.load(context.Background()))
 	return kids
 }
@@ -37,7 +37,7 @@ func loadedChildren(t *testing.T) *children {
 // a share of pool, with no grant of an admin: nodes are its nodes, gw its
 // gateway (or nil).
 func poolGrants(nodes corelisters.NodeLister, gw *peers.Peers, pool ...string) *grants {
-	kids := newChildren(nil, "")
+	kids := newChildren(nil, "", "")
 	_ = kids.load(context.Background())
 	return newGrants(podcidrs.NewGrants(nil, nil), podcidrs.Strings(pool), 0, kids, ownAddresses(nodes, kids, newServiceCIDRs(nil), gw))
 }
@@ -216,7 +216,7 @@ func TestGrantsThroughAnother(t *testing.T) {
 
 // Nothing is decided before the record of the children is read.
 func TestGrantsWaitForTheRecord(t *testing.T) {
-	kids := newChildren(nil, "")
+	kids := newChildren(nil, "", "")
 	g := newGrants(podcidrs.NewGrants(nil, nil), podcidrs.Strings([]string{"10.128.0.0/9"}), 16, kids, func() []reserved { return nil })
 	_, err := g.decide("east", nil, none)
 	require.ErrorIs(t, err, errNotLoaded)
@@ -231,13 +231,13 @@ func TestGrantsWaitForTheRecord(t *testing.T) {
 func TestChildrenRecord(t *testing.T) {
 	client := fake.NewClientset()
 	ctx := t.Context()
-	a := newChildren(client, "nestlet-system")
+	a := newChildren(client, "nestlet-system", "")
 	require.NoError(t, a.load(ctx))
 	a.setShare("west", podcidrs.Strings([]string{"10.128.3.0/24"}))
 	a.add("north")
 	require.NoError(t, a.save(ctx))
 
-	b := newChildren(client, "nestlet-system")
+	b := newChildren(client, "nestlet-system", "")
 	require.NoError(t, b.load(ctx))
 	assert.Equal(t, "10.128.3.0/24", podcidrs.Format(b.share("west")))
 	assert.True(t, b.known("north"))
@@ -259,7 +259,7 @@ func TestChildrenRecord(t *testing.T) {
 	require.Error(t, b.save(ctx), "a conflict")
 	assert.Equal(t, "10.128.4.0/24", podcidrs.Format(b.share("east")), "read again, merged")
 	require.NoError(t, b.save(ctx))
-	c := newChildren(client, "nestlet-system")
+	c := newChildren(client, "nestlet-system", "")
 	require.NoError(t, c.load(ctx))
 	assert.Equal(t, map[string][]netip.Prefix{
 		"west": podcidrs.Strings([]string{"10.128.3.0/24"}), "north": nil,
@@ -274,12 +274,40 @@ func TestChildrenRecord(t *testing.T) {
 	assert.Contains(t, cm.Data, "west")
 }
 
+// The record holds the children's taint effect under a key no node name
+// takes, for the admission policy, and the key is never read back as a
+// child; an agent with another effect writes its own.
+func TestChildrenRecordTaintEffect(t *testing.T) {
+	client := fake.NewClientset()
+	ctx := t.Context()
+	a := newChildren(client, "nestlet-system", corev1.TaintEffectPreferNoSchedule)
+	require.NoError(t, a.load(ctx))
+	a.add("west")
+	require.NoError(t, a.save(ctx))
+	cm, err := client.CoreV1().ConfigMaps("nestlet-system").Get(ctx, api.ChildrenConfigMap, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"west": "", api.ChildrenKeyTaintEffect: "PreferNoSchedule"}, cm.Data)
+
+	b := newChildren(client, "nestlet-system", corev1.TaintEffectNoSchedule)
+	require.NoError(t, b.load(ctx))
+	assert.Equal(t, map[string][]netip.Prefix{"west": nil}, b.all(), "the key is no child")
+	select {
+	case <-b.dirty:
+	default:
+		t.Fatal("another effect than the record's: not marked to be saved")
+	}
+	require.NoError(t, b.save(ctx))
+	cm, err = client.CoreV1().ConfigMaps("nestlet-system").Get(ctx, api.ChildrenConfigMap, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "NoSchedule", cm.Data[api.ChildrenKeyTaintEffect])
+}
+
 // The children's FlowSchema names each known child's node identity once
 // the record is saved, is left alone where the cluster has none, and gets
 // its subjects back after something (an upgrade of the chart) reset them.
 func TestChildrenFlowSchema(t *testing.T) {
 	ctx := t.Context()
-	a := newChildren(fake.NewClientset(), "nestlet-system")
+	a := newChildren(fake.NewClientset(), "nestlet-system", "")
 	require.NoError(t, a.load(ctx))
 	a.add("west")
 	require.NoError(t, a.save(ctx), "no FlowSchema: nothing to keep")
@@ -296,7 +324,7 @@ func TestChildrenFlowSchema(t *testing.T) {
 		}
 		return out
 	}
-	b := newChildren(client, "nestlet-system")
+	b := newChildren(client, "nestlet-system", "")
 	require.NoError(t, b.load(ctx))
 	b.resyncFlow(ctx)
 	assert.Equal(t, []string{"User:" + placeholder}, subjects(), "no child yet")

@@ -89,7 +89,7 @@ func New(cfg Config) (*Parent, error) {
 	if !slices.Contains(api.ChildTaintEffects, cfg.ChildTaintEffect) {
 		return nil, fmt.Errorf("child taint effect %q: want one of %v", cfg.ChildTaintEffect, api.ChildTaintEffects)
 	}
-	kids := newChildren(cfg.Client, cfg.Namespace)
+	kids := newChildren(cfg.Client, cfg.Namespace, cfg.ChildTaintEffect)
 	dc, err := newDecorator(cfg.Client, cfg.Nodes, cfg.Clock, cfg.Peers, kids, cfg.ChildTaintEffect)
 	if err != nil {
 		return nil, err

@@ -4,7 +4,9 @@
 // NodeAffinity and TaintToleration filters judge it; a virtual node is judged
 // by the groups of its summary, so a child spanning east and west fits pods
 // for either. The virtual-node taint counts as tolerated for every pod not
-// owned by a DaemonSet; DaemonSet pods never fit a virtual node.
+// owned by a DaemonSet; DaemonSet pods fit a virtual node only where its
+// parent relaxed that taint to PreferNoSchedule (api.TakesDaemonSets: a
+// cluster made only of clusters runs a DaemonSet once per child).
 package summaryaffinity
 
 import (
@@ -16,6 +18,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/scheduler-plugins/internal/virtualnode"
 )
 
@@ -96,9 +99,9 @@ func filterReal(pod *corev1.Pod, node *corev1.Node, affinity nodeaffinity.Requir
 }
 
 func (pl *SummaryAffinity) filterVirtual(pod *corev1.Pod, node *corev1.Node) *fwk.Status {
-	if virtualnode.IsDaemonSetPod(pod) {
+	if virtualnode.IsDaemonSetPod(pod) && !api.TakesDaemonSets(node.Spec.Taints) {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
-			fmt.Sprintf("%s: DaemonSet pods do not go to virtual nodes (each cluster runs its own)", node.Name))
+			fmt.Sprintf("%s: DaemonSet pods do not go to virtual nodes (each cluster runs its own) but where the parent's agent has --child-taint-effect=PreferNoSchedule", node.Name))
 	}
 	// Taints of the node itself (a Target's taints, unreachable...), but
 	// the virtual-node taint.

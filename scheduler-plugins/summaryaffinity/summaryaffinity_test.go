@@ -82,6 +82,17 @@ func virtualNode(t *testing.T, groups []api.Group, extraTaints ...corev1.Taint) 
 	return w.Obj()
 }
 
+// relaxed gives n's provider taint the effect PreferNoSchedule, as a
+// parent with --child-taint-effect=PreferNoSchedule does.
+func relaxed(n *corev1.Node) *corev1.Node {
+	for i := range n.Spec.Taints {
+		if n.Spec.Taints[i].Key == api.TaintKeyProvider {
+			n.Spec.Taints[i].Effect = corev1.TaintEffectPreferNoSchedule
+		}
+	}
+	return n
+}
+
 func daemonSetPod() *st.PodWrapper {
 	w := st.MakePod().Name("ds-pod").Namespace("kube-system")
 	w.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds", UID: "ds-uid", Controller: ptr.To(true)}}
@@ -183,6 +194,9 @@ func TestFilterVirtualNode(t *testing.T) {
 			wantCode: fwk.UnschedulableAndUnresolvable, wantMessage: []string{"vn-child", "DaemonSet"}},
 		{name: "DaemonSet pod tolerating everything", pod: daemonSetPod().Tolerations([]corev1.Toleration{{Operator: corev1.TolerationOpExists}}).Obj(),
 			node: virtualNode(t, eastWest), wantCode: fwk.UnschedulableAndUnresolvable, wantMessage: []string{"DaemonSet"}},
+		{name: "DaemonSet pod, taint relaxed by the parent", pod: daemonSetPod().Obj(), node: relaxed(virtualNode(t, eastWest))},
+		{name: "DaemonSet pod, taint relaxed, no group matches", pod: daemonSetPod().NodeSelector(map[string]string{regionKey: "north"}).Obj(),
+			node: relaxed(virtualNode(t, eastWest)), wantCode: fwk.UnschedulableAndUnresolvable, wantMessage: []string{"no group matches region=north"}},
 		{name: "pod owned by a ReplicaSet", pod: func() *corev1.Pod {
 			p := st.MakePod().Obj()
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "rs-uid", Controller: ptr.To(true)}}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/nestlet/nestlet/api"
 	"github.com/nestlet/nestlet/scheduler-plugins/internal/virtualnode"
 )
 
@@ -29,6 +30,7 @@ func (pl *Watermark) fitsSummary(pod *corev1.Pod, req corev1.ResourceList, nodeI
 	if len(groups) == 0 {
 		return nil
 	}
+	req = withoutNodeOwn(req, node, s)
 	var largest corev1.ResourceList
 	fitsOne := false
 	free := map[corev1.ResourceName]int64{}
@@ -68,6 +70,38 @@ func (pl *Watermark) fitsSummary(pod *corev1.Pod, req corev1.ResourceList, nodeI
 		}
 	}
 	return nil
+}
+
+// withoutNodeOwn returns req without the extended resources that are the
+// virtual node's own rather than its subtree's: advertised on the node (an
+// admin's PATCH of its status capacity) and held by no group of its
+// summary. The built-in NodeResourcesFit counts those against the node;
+// the child drops them from the delegate (provider/forward).
+func withoutNodeOwn(req corev1.ResourceList, node *corev1.Node, s *api.Summary) corev1.ResourceList {
+	var out corev1.ResourceList
+	for r := range req {
+		if _, on := node.Status.Allocatable[r]; !on || !api.IsExtendedResource(r) {
+			continue
+		}
+		held := false
+		for _, g := range s.Groups {
+			if _, ok := g.Allocatable[r]; ok {
+				held = true
+				break
+			}
+		}
+		if held {
+			continue
+		}
+		if out == nil {
+			out = req.DeepCopy()
+		}
+		delete(out, r)
+	}
+	if out == nil {
+		return req
+	}
+	return out
 }
 
 // recentUse is what the pods of one generation of a node's contents bound

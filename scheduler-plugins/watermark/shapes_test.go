@@ -207,6 +207,29 @@ func TestFilterShapes(t *testing.T) {
 	}
 }
 
+// An extended resource an admin advertised on the virtual node itself, which
+// no group of its summary holds, is the node's: NodeResourcesFit counts it,
+// the shapes do not; one the groups hold is judged by the shapes.
+func TestFilterNodeOwnResource(t *testing.T) {
+	pl := newPlugin(t, nil)
+	shape := shapeOf("8", "32Gi", "110")
+	shape["nvidia.com/gpu"] = resource.MustParse("1")
+	gpus := regionGroup("east", []corev1.ResourceList{shape})
+	node := virtualNode(t, "256", summaryOf(gpus))
+	node.Status.Allocatable["example.com/licence"] = resource.MustParse("5")
+	node.Status.Allocatable["nvidia.com/gpu"] = resource.MustParse("1")
+	pod := func(r corev1.ResourceName, n string) *corev1.Pod {
+		return inEast(st.MakePod().Name("p").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "1", r: n}))
+	}
+	got := filter(pl, pod("example.com/licence", "2"), nodeInfo(node))
+	require.True(t, got.IsSuccess(), got.Message())
+	got = filter(pl, pod("nvidia.com/gpu", "2"), nodeInfo(node))
+	require.Equal(t, fwk.Unschedulable, got.Code())
+	require.Contains(t, got.Message(), "largest free shape 1 nvidia.com/gpu < 2 nvidia.com/gpu")
+	got = filter(pl, pod("example.com/other", "1"), nodeInfo(node))
+	require.Equal(t, fwk.Unschedulable, got.Code(), "advertised nowhere: the shapes judge it")
+}
+
 func TestScheduledAt(t *testing.T) {
 	at := summaryTime.Add(time.Minute)
 	tests := []struct {

@@ -3,11 +3,13 @@ package forward
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -43,4 +45,60 @@ func TestLabelOnVirtualNode(t *testing.T) {
 	for _, p := range delegates(t, "west", ns) {
 		require.NotContains(t, p.Spec.NodeSelector, key, "the delegate %s keeps the root's node label", p.Name)
 	}
+}
+
+// An extended resource advertised on a virtual node at the root (a PATCH
+// of its status capacity, as an admin does for a node, and as the
+// conformance suite's preemption specs do) is the node's as in one
+// cluster: the root's scheduler counts it there (three pods asking one
+// each of three run, the fourth stays Pending for want of it), the agent's
+// status writes keep it, and the delegates are made without the request,
+// which no node below could meet.
+func TestResourceOnVirtualNode(t *testing.T) {
+	ctx := t.Context()
+	ns := framework.KeptNamespace(t, env.Cluster("root").Client, "t")
+	nodes := env.Cluster("root").Client.CoreV1().Nodes()
+	res := corev1.ResourceName("e2e.nestlet.io/licence-" + ns)
+	patch := func(value any) {
+		body := fmt.Sprintf(`{"status":{"capacity":{%q:%s},"allocatable":{%q:%s}}}`, res, value, res, value)
+		_, err := nodes.PatchStatus(context.WithoutCancel(ctx), "west", []byte(body))
+		require.NoError(t, err)
+	}
+	patch(`"3"`)
+	t.Cleanup(func() { patch("null") })
+
+	d := deployment(ns, "licensed", 4, "west")
+	one := corev1.ResourceList{res: resource.MustParse("1")}
+	d.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: one, Limits: one}
+	_, err := env.Cluster("root").Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{})
+	require.NoError(t, err)
+	all := waitPods(t, "root", ns, "app=licensed", 2*time.Minute, func(ps []corev1.Pod) bool {
+		pending := 0
+		for _, p := range ps {
+			if c := podScheduled(p); p.Spec.NodeName == "" && c != nil && strings.Contains(c.Message, "Insufficient "+string(res)) {
+				pending++
+			}
+		}
+		return countRunning(ps) == 3 && pending == 1
+	})
+	for _, p := range all {
+		if p.Spec.NodeName != "" {
+			require.Equal(t, "west", p.Spec.NodeName, "%s runs on the node holding the resource", p.Name)
+		}
+	}
+	for _, p := range delegates(t, "west", ns) {
+		require.NotContains(t, p.Spec.Containers[0].Resources.Requests, res, "the delegate %s asks for the root's node's resource", p.Name)
+	}
+	n, err := nodes.Get(ctx, "west", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Contains(t, n.Status.Allocatable, res, "the agent's status writes kept the admin's resource")
+}
+
+func podScheduled(p corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodScheduled {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
 }

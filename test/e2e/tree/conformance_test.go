@@ -28,8 +28,10 @@ const ConformanceToolsEnv = "NESTLET_CONFORMANCE_TOOLS"
 // a ClusterIP read at the root working below, the pod's API identity, a
 // label change reaching a running container, a node's own packets to a
 // pod of another cluster, node ports at the root, an in-place resize, an
-// ephemeral container, the pod's observed generation. `make conformance`
-// runs them all (docs/conformance.md).
+// ephemeral container, the pod's observed generation, a DaemonSet at a
+// root made only of clusters (one pod per child, a node's label in its
+// selector). `make conformance` runs them all (docs/conformance.md,
+// docs/conformance-serial.md).
 var conformanceSpecs = []string{
 	`[sig-network] Services should serve a basic endpoint from pods`,
 	`[sig-auth] ServiceAccounts should mount an API token into pods`,
@@ -39,6 +41,8 @@ var conformanceSpecs = []string{
 	`[sig-node] Pod InPlace Resize Container resize pod via the replace endpoint`,
 	`[sig-node] Ephemeral Containers [NodeConformance] will start an ephemeral container in an existing pod`,
 	`[sig-node] Pods Extended (pod generation) Pod Generation pod generation should start at 1 and increment per update`,
+	`[sig-apps] Daemon set [Serial] should run and stop simple daemon`,
+	`[sig-apps] Daemon set [Serial] should run and stop complex daemon`,
 }
 
 // TestConformanceAtTheRoot runs conformanceSpecs with the upstream suite
