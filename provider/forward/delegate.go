@@ -125,33 +125,11 @@ func placeInDomains(d *corev1.Pod) {
 // `kubectl debug node` pin to a node by name would otherwise fit nowhere
 // below.
 func unpinVirtualNode(d *corev1.Pod, nodeName string) {
-	if d.Spec.NodeSelector[corev1.LabelHostname] == nodeName {
-		delete(d.Spec.NodeSelector, corev1.LabelHostname)
-		if len(d.Spec.NodeSelector) == 0 {
-			d.Spec.NodeSelector = nil
+	dropNodeRequirements(d, func(r corev1.NodeSelectorRequirement, field bool) bool {
+		key := corev1.LabelHostname
+		if field {
+			key = metav1.ObjectNameField
 		}
-	}
-	aff := d.Spec.Affinity
-	if aff == nil || aff.NodeAffinity == nil || aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		return
-	}
-	pinned := func(r corev1.NodeSelectorRequirement, key string) bool {
 		return r.Key == key && r.Operator == corev1.NodeSelectorOpIn && slices.Contains(r.Values, nodeName)
-	}
-	terms := aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
-	for i := range terms {
-		before := len(terms[i].MatchExpressions) + len(terms[i].MatchFields)
-		terms[i].MatchExpressions = slices.DeleteFunc(terms[i].MatchExpressions, func(r corev1.NodeSelectorRequirement) bool {
-			return pinned(r, corev1.LabelHostname)
-		})
-		terms[i].MatchFields = slices.DeleteFunc(terms[i].MatchFields, func(r corev1.NodeSelectorRequirement) bool {
-			return pinned(r, metav1.ObjectNameField)
-		})
-		if before > 0 && len(terms[i].MatchExpressions)+len(terms[i].MatchFields) == 0 {
-			// The term was the pin alone, which holds: the pod's
-			// requirement is met (terms are ORed).
-			aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = nil
-			return
-		}
-	}
+	})
 }

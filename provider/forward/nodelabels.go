@@ -30,8 +30,17 @@ func dropParentOnlyLabels(d *corev1.Pod, labels map[string]string, carried func(
 		sel, err := nodeaffinity.NewNodeSelector(&corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{r}}}})
 		return err == nil && sel.Match(node)
 	}
+	dropNodeRequirements(d, func(r corev1.NodeSelectorRequirement, field bool) bool { return !field && parentOnly(r) })
+}
+
+// dropNodeRequirements removes from d's nodeSelector (each entry as the
+// requirement key In [value]) and from the terms of its required node
+// affinity (field: a matchFields one) the requirements drop says the
+// virtual node itself meets. A term left empty was met by those alone, and
+// so is the pod's required affinity (terms are ORed): it goes.
+func dropNodeRequirements(d *corev1.Pod, drop func(r corev1.NodeSelectorRequirement, field bool) bool) {
 	for _, k := range slices.Sorted(maps.Keys(d.Spec.NodeSelector)) {
-		if v := d.Spec.NodeSelector[k]; parentOnly(corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpIn, Values: []string{v}}) {
+		if drop(corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpIn, Values: []string{d.Spec.NodeSelector[k]}}, false) {
 			delete(d.Spec.NodeSelector, k)
 		}
 	}
@@ -45,10 +54,9 @@ func dropParentOnlyLabels(d *corev1.Pod, labels map[string]string, carried func(
 	terms := aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 	for i := range terms {
 		before := len(terms[i].MatchExpressions) + len(terms[i].MatchFields)
-		terms[i].MatchExpressions = slices.DeleteFunc(terms[i].MatchExpressions, parentOnly)
+		terms[i].MatchExpressions = slices.DeleteFunc(terms[i].MatchExpressions, func(r corev1.NodeSelectorRequirement) bool { return drop(r, false) })
+		terms[i].MatchFields = slices.DeleteFunc(terms[i].MatchFields, func(r corev1.NodeSelectorRequirement) bool { return drop(r, true) })
 		if before > 0 && len(terms[i].MatchExpressions)+len(terms[i].MatchFields) == 0 {
-			// The term held on the virtual node alone: the pod's
-			// requirement is met (terms are ORed).
 			aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = nil
 			return
 		}
