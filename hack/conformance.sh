@@ -41,6 +41,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
 source hack/lib.sh
 
+# The commit the run builds and runs, read before it starts: a commit made
+# during a run of most of an hour is not the one that ran.
+commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs' ':!README.md' || echo '+changes')"
 SERIAL="${CONFORMANCE_SERIAL:-}"
 if [[ "${SERIAL}" == 1 ]]; then
   LABELS="${CONFORMANCE_LABELS:-Conformance && Serial}"
@@ -166,7 +169,6 @@ else
 fi
 
 date="$(date -u +%Y-%m-%d)"
-commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs' ':!README.md' || echo '+changes')"
 "${table}" -leaf "${DIR}/leaf.json" -root "${DIR}/root.json" -exceptions hack/conformance/exceptions.txt \
   -summary "docs/${page}.md" -full "docs/conformance/${date}${SERIAL:+-serial}.md" -readme README.md \
   -name "${name}" -marker "${marker}" \
