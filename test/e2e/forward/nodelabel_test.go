@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
 	"github.com/nestlet/nestlet/test/framework"
 )
@@ -75,7 +76,7 @@ func TestResourceOnVirtualNode(t *testing.T) {
 	all := waitPods(t, "root", ns, "app=licensed", 2*time.Minute, func(ps []corev1.Pod) bool {
 		pending := 0
 		for _, p := range ps {
-			if c := podScheduled(p); p.Spec.NodeName == "" && c != nil && strings.Contains(c.Message, "Insufficient "+string(res)) {
+			if _, c := podutil.GetPodCondition(&p.Status, corev1.PodScheduled); p.Spec.NodeName == "" && c != nil && strings.Contains(c.Message, "Insufficient "+string(res)) {
 				pending++
 			}
 		}
@@ -92,13 +93,4 @@ func TestResourceOnVirtualNode(t *testing.T) {
 	n, err := nodes.Get(ctx, "west", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Contains(t, n.Status.Allocatable, res, "the agent's status writes kept the admin's resource")
-}
-
-func podScheduled(p corev1.Pod) *corev1.PodCondition {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == corev1.PodScheduled {
-			return &p.Status.Conditions[i]
-		}
-	}
-	return nil
 }

@@ -3,7 +3,6 @@ package forward
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -119,16 +118,9 @@ func TestDaemonSetStaysOffVirtualNodes(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		evs, err := root.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=tolerant,reason=FailedCreate"})
-		if err != nil {
-			return false, err.Error()
-		}
-		refused := false
-		for _, ev := range evs.Items {
-			refused = refused || strings.Contains(ev.Message, "no DaemonSet's pod runs on a child cluster's virtual node")
-		}
+		refused, why := framework.DaemonSetRefused(ctx, root.Client, ns, "tolerant")
 		return refused && d.Status.DesiredNumberScheduled == 3 && d.Status.CurrentNumberScheduled == 1,
-			fmt.Sprintf("refused %t, desired %d, scheduled %d", refused, d.Status.DesiredNumberScheduled, d.Status.CurrentNumberScheduled)
+			fmt.Sprintf("refused %t (%s), desired %d, scheduled %d", refused, why, d.Status.DesiredNumberScheduled, d.Status.CurrentNumberScheduled)
 	})
 	for _, p := range pods(t, "root", ns, "") {
 		require.NotContains(t, []string{"east", "west"}, p.Spec.NodeName, "pod %s landed on a virtual node", p.Name)

@@ -123,15 +123,7 @@ func TestAgentRefusesUntoleratedPods(t *testing.T) {
 		for _, e := range events.Items {
 			refused[e.InvolvedObject.Name] = e.Message
 		}
-		failed, err := root.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
-			"involvedObject.name": "everywhere", "reason": "FailedCreate"}.AsSelector().String()})
-		if err != nil {
-			return false, err.Error()
-		}
-		daemon := false
-		for _, e := range failed.Items {
-			daemon = daemon || strings.Contains(e.Message, "no DaemonSet's pod runs on a child cluster's virtual node")
-		}
+		daemon, _ := framework.DaemonSetRefused(ctx, root.Client, ns, "everywhere")
 		return daemon && refused["bound-by-hand"] != "", fmt.Sprintf("DaemonSet refused by the policy: %t; the agent's refusals: %v", daemon, refused)
 	})
 	require.Contains(t, refused["bound-by-hand"], "neither tolerates the virtual nodes' taint")

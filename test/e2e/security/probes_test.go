@@ -662,12 +662,7 @@ func daemonSetOnChild(tb testing.TB, s *suite) error {
 	})
 	// The DaemonSet controller tries, and is refused.
 	framework.Eventually(tb, time.Minute, "the DaemonSet controller is refused its pods", func(ctx context.Context) (bool, string) {
-		evs, err := s.root.Client.CoreV1().Events(s.ns).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
-			"involvedObject.name": name, "reason": "FailedCreate"}.AsSelector().String()})
-		if err != nil || len(evs.Items) == 0 {
-			return false, fmt.Sprintf("no FailedCreate event yet (%v)", err)
-		}
-		return strings.Contains(evs.Items[0].Message, "DaemonSet's pod runs on a child cluster's virtual node"), evs.Items[0].Message
+		return framework.DaemonSetRefused(ctx, s.root.Client, s.ns, name)
 	})
 	pods, err := s.root.Client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
 	require.NoError(tb, err)

@@ -2,8 +2,6 @@ package tree
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +9,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	"github.com/nestlet/nestlet/test/framework"
@@ -40,12 +37,7 @@ func TestSystemDaemonSetStaysOffTheChildren(t *testing.T) {
 		_ = root.AppsV1().DaemonSets(metav1.NamespaceSystem).Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	framework.Eventually(t, time.Minute, "the DaemonSet controller is refused its pods for the children's nodes", func(ctx context.Context) (bool, string) {
-		evs, err := root.CoreV1().Events(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
-			"involvedObject.name": name, "reason": "FailedCreate"}.AsSelector().String()})
-		if err != nil || len(evs.Items) == 0 {
-			return false, fmt.Sprintf("no FailedCreate event yet (%v)", err)
-		}
-		return strings.Contains(evs.Items[0].Message, "no DaemonSet's pod runs on a child cluster's virtual node"), evs.Items[0].Message
+		return framework.DaemonSetRefused(ctx, root, metav1.NamespaceSystem, name)
 	})
 	pods, err := root.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
 	require.NoError(t, err)
