@@ -156,3 +156,41 @@ func installPolicy(ctx context.Context, client kubernetes.Interface, p *admissio
 	}
 	return nil
 }
+
+// UninstallChildren deletes what InstallChildren made (the chart's own,
+// made by hand): a cluster whose agent the launcher ran is then as before,
+// and the chart installed there next owns them. Those already gone are
+// skipped.
+func UninstallChildren(ctx context.Context, client kubernetes.Interface) error {
+	p, _, err := Children("")
+	if err != nil {
+		return err
+	}
+	kp, _, err := ChildrenKubelet()
+	if err != nil {
+		return err
+	}
+	pl, fs, err := ChildrenFlow()
+	if err != nil {
+		return err
+	}
+	gone := func(what, name string, err error) error {
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting %s %s: %w", what, name, err)
+		}
+		return nil
+	}
+	admission := client.AdmissionregistrationV1()
+	for _, name := range []string{p.Name, kp.Name} {
+		if err := gone("admission policy binding", name, admission.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})); err != nil {
+			return err
+		}
+		if err := gone("admission policy", name, admission.ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{})); err != nil {
+			return err
+		}
+	}
+	if err := gone("FlowSchema", fs.Name, client.FlowcontrolV1().FlowSchemas().Delete(ctx, fs.Name, metav1.DeleteOptions{})); err != nil {
+		return err
+	}
+	return gone("priority level", pl.Name, client.FlowcontrolV1().PriorityLevelConfigurations().Delete(ctx, pl.Name, metav1.DeleteOptions{}))
+}

@@ -32,3 +32,24 @@ func TestInstallChildren(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "system:node:east", fs.Spec.Rules[0].Subjects[0].User.Name)
 }
+
+// What InstallChildren made, UninstallChildren deletes, twice without error.
+func TestUninstallChildren(t *testing.T) {
+	client := fake.NewClientset()
+	ctx := t.Context()
+	require.NoError(t, InstallChildren(ctx, client, "nestlet-system"))
+	require.NoError(t, UninstallChildren(ctx, client))
+	require.NoError(t, UninstallChildren(ctx, client), "a second time: nothing left to delete")
+	vaps, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, vaps.Items)
+	bindings, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, bindings.Items)
+	schemas, err := client.FlowcontrolV1().FlowSchemas().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, schemas.Items)
+	levels, err := client.FlowcontrolV1().PriorityLevelConfigurations().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, levels.Items)
+}

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/charts/nestlet/policies"
 	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/scheduler-plugins/profile"
 	"github.com/nestlet/nestlet/test/framework"
@@ -219,11 +220,14 @@ func processAgentRSS(b *testing.B, leaf, parent *launcher.Cluster) float64 {
 	ctx := b.Context()
 	p, err := env.StartAgent(ctx, leaf)
 	require.NoError(b, err)
-	defer p.Stop(10 * time.Second)
-	// StartAgent made the nestlet StorageClass as the chart does; the
-	// chart, installed again afterwards, makes its own.
+	// StartAgent made the nestlet StorageClass, the children's admission
+	// policies and their FlowSchema as the chart does; the chart,
+	// installed again afterwards, makes its own (helm refuses to take
+	// over what it did not make).
 	defer func() {
+		p.Stop(10 * time.Second)
 		_ = leaf.Client.StorageV1().StorageClasses().Delete(context.Background(), api.StorageClassName, metav1.DeleteOptions{})
+		require.NoError(b, policies.UninstallChildren(context.Background(), leaf.Client))
 	}()
 	_, err = launcher.Join(ctx, parent, leaf, launcher.JoinOptions{})
 	require.NoError(b, err, "east-1 joining east with a host-process agent")
