@@ -273,6 +273,15 @@ func (ids *identities) own(ctx context.Context, pod, d *corev1.Pod) error {
 	return err
 }
 
+// identityIssuedHere reports whether this level issues the tokens of
+// parent pod for its delegate d. A level below the one that issued the
+// identity sees the annotation copied down with the rest of the delegate,
+// naming the Secret of the level above (copied down too); its parent pod
+// has no token of its own to request.
+func identityIssuedHere(d, parent *corev1.Pod) bool {
+	return d.Annotations[api.AnnotationIdentity] == identitySecretName(parent) && len(tokenSources(parent)) > 0
+}
+
 // identityKey is the identity Secret of pod, as the copies name objects.
 func identityKey(pod *corev1.Pod) depKey {
 	return depKey{kindSecret, pod.Namespace, identitySecretName(pod)}
@@ -351,11 +360,7 @@ func (ids *identities) refresh(ctx context.Context) {
 		if err != nil || parent.UID != originUID(d) || parent.DeletionTimestamp != nil {
 			continue
 		}
-		// A level below the one that issued the identity sees the
-		// annotation copied down with the rest of the delegate, naming the
-		// Secret of the level above (copied down too); its parent pod has
-		// no token of its own to request.
-		if d.Annotations[api.AnnotationIdentity] != identitySecretName(parent) || len(tokenSources(parent)) == 0 {
+		if !identityIssuedHere(d, parent) {
 			continue
 		}
 		ids.mu.Lock()

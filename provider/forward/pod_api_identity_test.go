@@ -335,3 +335,45 @@ func TestWithParentIdentity(t *testing.T) {
 		})
 	}
 }
+
+// The same through a reservation: the held delegate, released once the
+// parent pod is bound here, issues nothing either; the Secret of the level
+// above is copied down as any other the pod reads.
+func TestPodIdentityIssuedAboveIsLeftAloneWhenReserved(t *testing.T) {
+	atRoot := apiPod()
+	above := atRoot.DeepCopy() // its delegate in mid, not bound yet
+	above.UID, above.Annotations, above.Spec.NodeName = "u1-in-mid", map[string]string{}, ""
+	require.NoError(t, withIdentity(above, atRoot, &OriginAPI{URL: "https://10.250.0.2:6443", CA: []byte("root CA")}))
+	name := above.Annotations[api.AnnotationIdentity]
+	identity := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: above.Namespace},
+		Data: map[string][]byte{identityCAKey: []byte("root CA"), "token-0": []byte("root's token")}}
+	parent := fake.NewClientset(above, identity)
+	p, child, parentPods := runProvider(t, func(c *Config) {
+		c.ParentName, c.Parent = "mid", parent
+		c.OriginAPI = &OriginAPI{URL: "https://10.250.0.3:6443", CA: []byte("mid CA")}
+	})
+	done := reserveInBackground(t, p, above)
+	d := heldDelegate(t, p, above).DeepCopy()
+	d.Annotations[api.AnnotationReservedOn] = "node-1"
+	_, err := child.CoreV1().Pods(d.Namespace).Update(t.Context(), d, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, (<-done).err)
+	bound := above.DeepCopy()
+	bound.Spec.NodeName = "leaf"
+	require.NoError(t, parentPods.Add(bound))
+	require.NoError(t, p.CreatePod(t.Context(), bound))
+
+	got, err := child.CoreV1().Pods(d.Namespace).Get(t.Context(), d.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, api.HoldReleased, got.Annotations[api.AnnotationHold])
+	secrets, err := child.CoreV1().Secrets(above.Namespace).List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var names []string
+	for _, s := range secrets.Items {
+		names = append(names, s.Name)
+	}
+	require.Equal(t, []string{name}, names, "the level above's identity Secret, copied, and no other")
+	for _, a := range parent.Actions() {
+		require.False(t, a.GetResource().Resource == "serviceaccounts" && a.GetSubresource() == "token", "a token requested at this level")
+	}
+}

@@ -277,8 +277,9 @@ func (p *Provider) release(ctx context.Context, pod, d *corev1.Pod) error {
 		return p.errorf("dependencies", "copying what pod %s/%s references into %s: %w", pod.Namespace, pod.Name, p.cfg.ClusterName, err)
 	}
 	// Decided when the delegate was made (hold): it reads its tokens from
-	// the identity Secret, or its kubelet mounts this cluster's.
-	if d.Annotations[api.AnnotationIdentity] != "" {
+	// the identity Secret, or its kubelet mounts this cluster's; a level
+	// below the one that issued them copies that Secret (copyFor above).
+	if identityIssuedHere(d, pod) {
 		if err := p.ids.issue(ctx, pod, nil); err != nil {
 			return p.errorf("identity", "the service account tokens of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
