@@ -353,15 +353,10 @@ func TestPodIdentityIssuedAboveIsLeftAloneWhenReserved(t *testing.T) {
 		c.OriginAPI = &OriginAPI{URL: "https://10.250.0.3:6443", CA: []byte("mid CA")}
 	})
 	done := reserveInBackground(t, p, above)
-	d := heldDelegate(t, p, above).DeepCopy()
-	d.Annotations[api.AnnotationReservedOn] = "node-1"
-	_, err := child.CoreV1().Pods(d.Namespace).Update(t.Context(), d, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	d := heldDelegate(t, p, above)
+	holdOn(t, child, d, "node-1")
 	require.NoError(t, (<-done).err)
-	bound := above.DeepCopy()
-	bound.Spec.NodeName = "leaf"
-	require.NoError(t, parentPods.Add(bound))
-	require.NoError(t, p.CreatePod(t.Context(), bound))
+	require.NoError(t, p.CreatePod(t.Context(), boundHere(t, parentPods, above)))
 
 	got, err := child.CoreV1().Pods(d.Namespace).Get(t.Context(), d.Name, metav1.GetOptions{})
 	require.NoError(t, err)

@@ -73,6 +73,26 @@ func heldDelegate(t *testing.T, p *Provider, pod *corev1.Pod) *corev1.Pod {
 	return d
 }
 
+// holdOn does what this cluster's Reservation plugin does for the held
+// delegate d: it writes the node it holds d on.
+func holdOn(t *testing.T, child *fake.Clientset, d *corev1.Pod, node string) {
+	t.Helper()
+	d = d.DeepCopy()
+	d.Annotations[api.AnnotationReservedOn] = node
+	_, err := child.CoreV1().Pods(d.Namespace).Update(t.Context(), d, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
+// boundHere returns pod bound to this cluster's virtual node (leaf), as
+// the parent's informer then has it.
+func boundHere(t *testing.T, parentPods cache.Indexer, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	bound := pod.DeepCopy()
+	bound.Spec.NodeName = "leaf"
+	require.NoError(t, parentPods.Add(bound))
+	return bound
+}
+
 // A reservation creates the delegate held and answers with the node this
 // cluster's scheduler holds it on; until the parent pod is bound here it
 // is not the pod's (virtual-kubelet then creates, which releases it).
@@ -89,10 +109,7 @@ func TestReserveHoldsThenCreateReleases(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, d.Spec.NodeName)
 	// This cluster's scheduler holds it (the Reservation plugin).
-	d = d.DeepCopy()
-	d.Annotations[api.AnnotationReservedOn] = "node-1"
-	_, err = child.CoreV1().Pods(d.Namespace).Update(t.Context(), d, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	holdOn(t, child, d, "node-1")
 	a := <-done
 	require.NoError(t, a.err)
 	require.Equal(t, api.Reservation{Held: true, Node: "node-1"}, a.res)
@@ -104,10 +121,7 @@ func TestReserveHoldsThenCreateReleases(t *testing.T) {
 	require.Empty(t, listed, "nor is it listed as a pod to remove")
 
 	// Bound here: CreatePod releases it rather than making another.
-	bound := pod.DeepCopy()
-	bound.Spec.NodeName = "leaf"
-	require.NoError(t, parentPods.Add(bound))
-	require.NoError(t, p.CreatePod(t.Context(), bound))
+	require.NoError(t, p.CreatePod(t.Context(), boundHere(t, parentPods, pod)))
 	got, err := child.CoreV1().Pods(pod.Namespace).Get(t.Context(), pod.Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, api.HoldReleased, got.Annotations[api.AnnotationHold])
@@ -124,10 +138,7 @@ func TestReleaseRetried(t *testing.T) {
 	p, child, parentPods := reserving(t)
 	pod := unboundPod()
 	done := reserveInBackground(t, p, pod)
-	d := heldDelegate(t, p, pod).DeepCopy()
-	d.Annotations[api.AnnotationReservedOn] = "node-1"
-	_, err := child.CoreV1().Pods(d.Namespace).Update(t.Context(), d, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	holdOn(t, child, heldDelegate(t, p, pod), "node-1")
 	require.NoError(t, (<-done).err)
 
 	// The release's write fails once, and so does the read-and-write
@@ -140,10 +151,7 @@ func TestReleaseRetried(t *testing.T) {
 		failed.Add(1)
 		return true, nil, apierrors.NewServiceUnavailable("restarting")
 	})
-	bound := pod.DeepCopy()
-	bound.Spec.NodeName = "leaf"
-	require.NoError(t, parentPods.Add(bound))
-	require.NoError(t, p.CreatePod(t.Context(), bound), "a passing error is retried, not returned")
+	require.NoError(t, p.CreatePod(t.Context(), boundHere(t, parentPods, pod)), "a passing error is retried, not returned")
 	require.Eventually(t, func() bool {
 		got, err := child.CoreV1().Pods(pod.Namespace).Get(t.Context(), pod.Name, metav1.GetOptions{})
 		return err == nil && got.Annotations[api.AnnotationHold] == api.HoldReleased
