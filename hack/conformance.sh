@@ -168,9 +168,26 @@ else
   run leaf "${PG}/${LEAF}/admin.kubeconfig"
 fi
 
+# The whole table of this run, beside the earlier ones (a second run of the
+# day gets -2, ...); the summary compares it with the latest earlier one of
+# the same selection (a whole run, not a focused one).
 date="$(date -u +%Y-%m-%d)"
+suffix="${SERIAL:+-serial}"
+fullpage="docs/conformance/${date}${suffix}.md"
+for n in 2 3 4 5 6 7 8 9; do
+  [[ -e "${fullpage}" ]] || break
+  fullpage="docs/conformance/${date}${suffix}-${n}.md"
+done
+previous=()
+if [[ -z "${FOCUS}" ]]; then
+  # Pages are named DATE[-serial][-N].md: the latest of this selection.
+  last="$(find docs/conformance -maxdepth 1 -name '*.md' -printf '%f\n' 2>/dev/null |
+    grep -E "^[0-9]{4}-[0-9]{2}-[0-9]{2}${suffix}(-[0-9])?\.md$" | sed -E 's/^([0-9-]{10}'"${suffix}"')\.md$/\1-1.md/' |
+    sort | tail -n 1 | sed -E 's/-1\.md$/.md/' || true)"
+  [[ -z "${last}" ]] || previous=(-previous "docs/conformance/${last}")
+fi
 "${table}" -leaf "${DIR}/leaf.json" -root "${DIR}/root.json" -exceptions hack/conformance/exceptions.txt \
-  -summary "docs/${page}.md" -full "docs/conformance/${date}${SERIAL:+-serial}.md" -readme README.md \
+  -summary "docs/${page}.md" -full "${fullpage}" -readme README.md "${previous[@]}" \
   -name "${name}" -marker "${marker}" \
   -title "${date}, Kubernetes ${KUBE_VERSION}, commit ${commit}, leaf ${LEAF}, ${PROCS} specs at once at each side, root and leaf ${how}" \
   -selection "labels \`${LABELS}\`${FOCUS:+, focus \`${FOCUS}\`}"

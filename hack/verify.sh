@@ -22,7 +22,7 @@ go vet ./...
 (cd hack/etcd && go vet ./...)
 (cd hack/images && go vet ./...)
 (cd third_party/remotedialer && go vet ./...)
-(cd hack/tools/conformance && go vet ./table)
+(cd hack/tools/conformance && go vet ./table && go test -count=1 ./table)
 
 if ! go run ./hack/layoutcheck; then
   status=1

@@ -57,6 +57,7 @@ func main() {
 	selection := flag.String("selection", "", "which specs were run (labels, focus)")
 	name := flag.String("name", "conformance", "what the README's line and the page's title call this selection (\"conformance\", \"conformance, Serial specs\")")
 	marker := flag.String("marker", "make-conformance", "the README's markers of this selection's line: <!-- MARKER:begin --> ... <!-- MARKER:end -->")
+	previousPath := flag.String("previous", "", "the whole table of an earlier run of the same selection (docs/conformance/DATE.md): the summary compares this run with it, spec by spec")
 	flag.Parse()
 	if *leafPath == "" || *rootPath == "" || *summaryPath == "" || *fullPath == "" {
 		flag.Usage()
@@ -81,6 +82,17 @@ func main() {
 		log.Fatal(err)
 	}
 	page := summary(specs, c, *name, *title, *selection, rel, leaf.took, root.took)
+	if *previousPath != "" {
+		prev, err := readFull(*previousPath)
+		if err != nil {
+			log.Fatal(err)
+		}
+		prevRel, err := filepath.Rel(filepath.Dir(*summaryPath), *previousPath)
+		if err != nil {
+			log.Fatal(err)
+		}
+		page += compare(specs, prev, filepath.ToSlash(prevRel))
+	}
 	if err := os.WriteFile(*summaryPath, []byte(page), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -311,4 +323,113 @@ func rewriteReadme(path, marker, line, link string) error {
 	}
 	s = s[:i+len(begin)] + "\n- [" + line + "](" + filepath.ToSlash(link) + ").\n" + s[j:]
 	return os.WriteFile(path, []byte(s), 0o644)
+}
+
+// previous is an earlier run as its whole table (full) wrote it: its title,
+// and each spec's state at the leaf and the root ("passed", "failed", or ""
+// for not run).
+type previous struct {
+	title      string
+	leaf, root map[string]string
+}
+
+// readFull reads a page full wrote.
+func readFull(path string) (previous, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return previous{}, err
+	}
+	p := previous{leaf: map[string]string{}, root: map[string]string{}}
+	unescape := strings.NewReplacer("&lt;", "<", "&gt;", ">")
+	var leafState, rootState string
+	inGroup := false
+	for line := range strings.SplitSeq(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(line, "# Conformance run: "):
+			p.title = strings.TrimPrefix(line, "# Conformance run: ")
+		case strings.HasPrefix(line, "## At the leaf "):
+			// "## At the leaf passed, at the root not run (3)"
+			g, _, _ := strings.Cut(strings.TrimPrefix(line, "## At the leaf "), " (")
+			l, r, ok := strings.Cut(g, ", at the root ")
+			if !ok {
+				return previous{}, fmt.Errorf("%s: a group heading this tool does not write: %q", path, line)
+			}
+			leafState, rootState, inGroup = stateFrom(l), stateFrom(r), true
+		case inGroup && strings.HasPrefix(line, "- "):
+			name := unescape.Replace(strings.TrimPrefix(line, "- "))
+			p.leaf[name], p.root[name] = leafState, rootState
+		}
+	}
+	if len(p.leaf) == 0 {
+		return previous{}, fmt.Errorf("%s: no spec listed: not a page this tool wrote", path)
+	}
+	return p, nil
+}
+
+func stateFrom(s string) string {
+	if s == "not run" {
+		return ""
+	}
+	return s
+}
+
+// compare says how this run differs from an earlier one of the same
+// selection: both runs' counts, and each spec whose result changed at
+// either side (a flaky spec, or one a change fixed or broke), with why it
+// fails now where it does.
+func compare(specs []spec, prev previous, prevLink string) string {
+	var pc counts
+	for name, l := range prev.leaf {
+		pc.specs++
+		if l == "passed" {
+			pc.leafPassed++
+		}
+		if prev.root[name] == "passed" {
+			pc.rootPassed++
+		}
+	}
+	c := countOf(specs)
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## Against the previous run\n\nThe same selection run before: [%s](%s). A spec whose result differs between the two runs at a side is listed below: run on the same code, it is flaky (why it failed is the failure's start); on different code, read both runs' commits.\n\n", cell(prev.title), prevLink)
+	b.WriteString("| | specs run | passed at the leaf | passed at the root |\n|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| this run | %d | %d | %d |\n| previous run | %d | %d | %d |\n\n", c.specs, c.leafPassed, c.rootPassed, pc.specs, pc.leafPassed, pc.rootPassed)
+	type change struct{ name, leaf, root, why string }
+	var changed []change
+	seen := map[string]bool{}
+	arrow := func(before, now string) string {
+		if before == now {
+			return stateOf(result{state: now})
+		}
+		return stateOf(result{state: before}) + " → " + stateOf(result{state: now})
+	}
+	for _, s := range specs {
+		seen[s.name] = true
+		pl, pr := prev.leaf[s.name], prev.root[s.name]
+		if pl == s.leaf.state && pr == s.root.state {
+			continue
+		}
+		var why []string
+		if s.leaf.state == "failed" && pl != "failed" {
+			why = append(why, "leaf now: "+s.leaf.reason)
+		}
+		if s.root.state == "failed" && pr != "failed" {
+			why = append(why, "root now: "+s.root.reason)
+		}
+		changed = append(changed, change{s.name, arrow(pl, s.leaf.state), arrow(pr, s.root.state), strings.Join(why, "; ")})
+	}
+	for name := range prev.leaf {
+		if !seen[name] {
+			changed = append(changed, change{name, arrow(prev.leaf[name], ""), arrow(prev.root[name], ""), "not in this run's selection"})
+		}
+	}
+	slices.SortFunc(changed, func(a, b change) int { return strings.Compare(a.name, b.name) })
+	if len(changed) == 0 {
+		b.WriteString("Every spec has the same result at both sides in both runs.\n")
+		return b.String()
+	}
+	b.WriteString("| spec | leaf: before → now | root: before → now | why it fails now |\n|---|---|---|---|\n")
+	for _, ch := range changed {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", cell(ch.name), ch.leaf, ch.root, ch.why)
+	}
+	return b.String()
 }
