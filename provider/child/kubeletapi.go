@@ -13,9 +13,12 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -327,40 +330,121 @@ func proxyKeys(info map[string]string) map[string]string {
 	return out
 }
 
-// proxyCheckPeriod is how often the agent looks at what the parent
-// publishes about its nestlet-proxy.
+// proxyCheckPeriod is how often the agent reads what the parent publishes
+// about its nestlet-proxy when it cannot watch it (a parent whose reader
+// role grants get only), and how long it waits to watch again after a
+// failed attempt.
 const proxyCheckPeriod = 30 * time.Second
 
 // watchProxy returns a channel closed when the parent's nestlet-proxy, as
 // published in kube-public/nestlet-info, is no longer what the kubelet API
 // was set up with: a proxy installed after the join, removed, or restarted
 // with another certificate or address. Only in the modes that follow the
-// proxy (auto, tunnel); a read that fails changes nothing. It looks every
-// proxyCheckPeriod, and at once when the tunnel drops.
+// proxy (auto, tunnel); a read that fails changes nothing.
+//
+// It watches nestlet-info (one open request per child, where reading it
+// every proxyCheckPeriod cost a parent of a thousand children 33 reads a
+// second); where the parent's reader role does not allow the watch (made by
+// an older nestctl token create: running it again updates the role), it
+// reads it every proxyCheckPeriod instead. It also reads it at once when
+// the tunnel drops.
 func (k *kubeletAPI) watchProxy(ctx context.Context, clk clock.WithTicker, nodeClient kubernetes.Interface) <-chan struct{} {
 	changed := make(chan struct{})
 	if !k.follow {
 		return changed
 	}
-	go func() {
-		tick := clk.NewTicker(proxyCheckPeriod)
-		defer tick.Stop()
+	cms := nodeClient.CoreV1().ConfigMaps(metav1.NamespacePublic)
+	moved := func(cm *corev1.ConfigMap) bool {
+		var now map[string]string
+		if cm != nil {
+			now = proxyKeys(cm.Data)
+		}
+		return !maps.Equal(now, k.proxy) // a nil and an empty map are equal
+	}
+	// look reads nestlet-info: whether the proxy moved.
+	look := func() bool {
+		cm, err := cms.Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return moved(nil)
+		}
+		return err == nil && moved(cm)
+	}
+	// follow watches nestlet-info from rv until the watch ends (ended) or
+	// the proxy moved; it returns the version to watch from next.
+	follow := func(w watch.Interface, rv string) (string, bool) {
+		defer w.Stop()
 		for {
 			select {
 			case <-ctx.Done():
+				return rv, false
+			case <-k.tunnelDown:
+				if look() {
+					return rv, true
+				}
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return rv, false
+				}
+				if ev.Type == watch.Error {
+					// Most often the version is too old (410 Gone):
+					// start again from what nestlet-info holds now.
+					return "", false
+				}
+				cm, isCM := ev.Object.(*corev1.ConfigMap)
+				if !isCM {
+					continue
+				}
+				rv = cm.ResourceVersion
+				if ev.Type == watch.Deleted {
+					cm = nil
+				}
+				if ev.Type != watch.Bookmark && moved(cm) {
+					return rv, true
+				}
+			}
+		}
+	}
+	go func() {
+		rv := ""
+		canWatch := true
+		for ctx.Err() == nil {
+			if canWatch {
+				w, err := cms.Watch(ctx, metav1.ListOptions{
+					FieldSelector:       fields.OneTermEqualSelector("metadata.name", api.ClusterInfoConfigMap).String(),
+					ResourceVersion:     rv,
+					AllowWatchBookmarks: true,
+				})
+				if err == nil {
+					start := clk.Now()
+					var done bool
+					if rv, done = follow(w, rv); done {
+						close(changed)
+						return
+					}
+					if clk.Since(start) >= time.Second {
+						continue
+					}
+					// A watch that ends at once (an API server
+					// shutting down) is not opened again at once.
+					select {
+					case <-ctx.Done():
+						return
+					case <-clk.After(time.Second):
+					}
+					continue
+				}
+				if apierrors.IsForbidden(err) {
+					klog.FromContext(ctx).V(2).Info("the parent's role does not allow watching kube-public/"+api.ClusterInfoConfigMap+": reading it every "+proxyCheckPeriod.String()+" instead (nestctl token create in the parent updates the role)", "err", err)
+					canWatch = false
+				}
+			}
+			select {
+			case <-ctx.Done():
 				return
-			case <-tick.C():
+			case <-clk.After(proxyCheckPeriod):
 			case <-k.tunnelDown:
 			}
-			cm, err := nodeClient.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
-			if err != nil && !apierrors.IsNotFound(err) {
-				continue
-			}
-			var now map[string]string
-			if cm != nil {
-				now = proxyKeys(cm.Data)
-			}
-			if !maps.Equal(now, k.proxy) { // a nil and an empty map are equal
+			if look() {
 				close(changed)
 				return
 			}

@@ -18,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -127,14 +128,31 @@ func ensureClusterInfo(ctx context.Context, client kubernetes.Interface, o Optio
 			return err
 		}
 	}
+	// Read by anyone; watched (with a metadata.name field selector, which
+	// is how RBAC lets a list or watch be limited to names) by the
+	// children's agents, which follow the proxy's endpoints in it.
 	role := &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: ClusterInfoReaderRole, Namespace: metav1.NamespacePublic},
 		Rules: []rbacv1.PolicyRule{{
-			Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"configmaps"},
+			Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"configmaps"},
 			ResourceNames: []string{bootstrapapi.ConfigMapClusterInfo, api.ClusterInfoConfigMap},
 		}},
 	}
-	if _, err := client.RbacV1().Roles(metav1.NamespacePublic).Create(ctx, role, metav1.CreateOptions{FieldManager: fieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+	roles := client.RbacV1().Roles(metav1.NamespacePublic)
+	_, err = roles.Create(ctx, role, metav1.CreateOptions{FieldManager: fieldManager})
+	if apierrors.IsAlreadyExists(err) {
+		// Made by an earlier version (get only): brought to these rules.
+		cur, gerr := roles.Get(ctx, role.Name, metav1.GetOptions{})
+		if gerr != nil {
+			return fmt.Errorf("reading role %s: %w", role.Name, gerr)
+		}
+		err = nil
+		if !equality.Semantic.DeepEqual(cur.Rules, role.Rules) {
+			cur.Rules = role.Rules
+			_, err = roles.Update(ctx, cur, metav1.UpdateOptions{FieldManager: fieldManager})
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("creating role %s: %w", role.Name, err)
 	}
 	binding := &rbacv1.RoleBinding{

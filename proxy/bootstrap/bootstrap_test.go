@@ -95,6 +95,18 @@ func TestEnsurePlumbing(t *testing.T) {
 			wantBindings: []rbacv1.ClusterRoleBinding{csrBinding, slicesBinding},
 		},
 		{
+			// Children watch nestlet-info: an earlier version's reader
+			// role granted get only.
+			name: "an earlier version's reader role is brought to the watch",
+			existing: []runtime.Object{&rbacv1.Role{
+				ObjectMeta: metav1.ObjectMeta{Name: "nestlet:cluster-info-reader", Namespace: "kube-public"},
+				Rules:      []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"cluster-info", "nestlet-info"}}},
+			}},
+			opts:         Options{ServerURL: server, CAData: caPEM, ClusterName: "root"},
+			wantInfoName: "root",
+			wantBindings: []rbacv1.ClusterRoleBinding{csrBinding, slicesBinding},
+		},
+		{
 			name:         "no cluster name, no nestlet-info",
 			opts:         Options{ServerURL: server, CAData: caPEM},
 			wantBindings: []rbacv1.ClusterRoleBinding{csrBinding, slicesBinding},
@@ -168,10 +180,11 @@ func TestEnsurePlumbing(t *testing.T) {
 				assert.Equal(t, map[string]string{"clusterName": tt.wantInfoName}, nestletInfo.Data)
 			}
 
-			// cluster-info and nestlet-info are readable by anyone.
+			// cluster-info and nestlet-info are readable by anyone, and
+			// watchable with a metadata.name field selector.
 			role, err := client.RbacV1().Roles("kube-public").Get(ctx, "nestlet:cluster-info-reader", metav1.GetOptions{})
 			require.NoError(t, err)
-			wantRules := []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"cluster-info", "nestlet-info"}}}
+			wantRules := []rbacv1.PolicyRule{{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"cluster-info", "nestlet-info"}}}
 			if d := cmp.Diff(wantRules, role.Rules); d != "" {
 				t.Errorf("cluster-info reader rules mismatch (-want +got):\n%s", d)
 			}
