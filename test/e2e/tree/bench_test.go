@@ -1,9 +1,14 @@
 package tree
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,7 +128,38 @@ func BenchmarkPodNetwork(b *testing.B) {
 		ips["direct2"], ips["direct4"] = ips["tunnel2"], ips["tunnel4"]
 		measure("direct2", "direct4")
 		b.ReportMetric(p50["direct4"]-p50["leaf"], "direct4-added-p50-ms")
+		profileDirect(b, exec, ips["direct4"])
 	}
+}
+
+// profileDirect, with NESTLET_PROFILE_DIR set, records CPU profiles of the
+// two agents at the ends of the direct path (east-1, west-2) while the
+// client downloads from the server in west-2 for profileSeconds, into that
+// directory (<cluster>-agent-direct-cpu.pprof, for `go tool pprof`): where
+// their gateways spend the CPU a GiB costs. Without it, it does nothing.
+func profileDirect(b *testing.B, exec func(...string) []string, server string) {
+	dir := os.Getenv("NESTLET_PROFILE_DIR")
+	if dir == "" {
+		return
+	}
+	const profileSeconds = 10
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, c := range []string{"east-1", "west-2"} {
+		url := strings.TrimSuffix(tree.MetricsURL[c], "/metrics") + "/debug/pprof/profile?seconds=" + strconv.Itoa(profileSeconds)
+		wg.Go(func() {
+			file := filepath.Join(dir, c+"-agent-direct-cpu.pprof")
+			if err := framework.SaveProfile(context.Background(), http.DefaultClient, url, file); err != nil {
+				b.Errorf("profile %s: %v", file, err)
+			}
+		})
+	}
+	for end := time.Now().Add(profileSeconds * time.Second); time.Now().Before(end); {
+		exec("fetch", fmt.Sprintf("http://%s:8080/bytes/%d", server, fetchBytes))
+	}
+	wg.Wait()
 }
 
 // benchPods makes, in a new namespace at the root named after prefix, a
