@@ -42,8 +42,9 @@ var Permissions = []permissions.Rule{
 		Why: "the parent's endpoints outside this subtree, as EndpointSlices of their own (provider/forward/remote_endpoints.go)"},
 	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"list", "watch", "create", "patch"},
 		Why: "the delegates' Warning events recorded again on their parent pods (provider/forward/events.go), and its own events"},
-	{APIGroups: []string{"scheduling.k8s.io"}, Resources: []string{"priorityclasses"}, Verbs: []string{"create"},
-		Why: "a PriorityClass a forwarded pod names, missing here (provider/forward/classes.go)"},
+	{APIGroups: []string{"scheduling.k8s.io"}, Resources: []string{"priorityclasses"}, Verbs: []string{"get", "create", "delete"},
+		Why: "a PriorityClass a forwarded pod names, missing here; a copy it made whose value the parent's pods no longer carry is read, " +
+			"deleted and made again (provider/forward/classes.go); the admission policy confines the deletes to its labelled copies"},
 	{APIGroups: []string{"node.k8s.io"}, Resources: []string{"runtimeclasses"}, Verbs: []string{"create"},
 		Why: "a RuntimeClass a forwarded pod names, missing here, as the parent has it (provider/forward/classes.go)"},
 	{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"},

@@ -19,8 +19,10 @@ import (
 // RuntimeClass) must exist where its delegate is made: admission here
 // refuses a pod whose class does not. Where this cluster has none of that
 // name, the forwarder makes one as the parent has it; a class this cluster
-// has already keeps its own definition: its admin's. Classes are made
-// once and kept (they are cluster-wide, and cost nothing idle).
+// has already keeps its own definition: its admin's. Classes are kept once
+// made (they are cluster-wide, and cost nothing idle); a PriorityClass the
+// forwarder made is made again when the parent's gives pods another value
+// (the parent's was deleted and made anew: a class's value cannot change).
 
 // ensureClasses makes the classes pod names that this cluster lacks.
 func (p *Provider) ensureClasses(ctx context.Context, pod *corev1.Pod) error {
@@ -40,28 +42,49 @@ func classLabels() map[string]string {
 
 // ensurePriorityClass makes the PriorityClass pod names, with the priority
 // and preemption policy the parent resolved it to (the pod carries both).
-// The system classes exist everywhere.
+// The system classes exist everywhere. A copy whose value is no longer the
+// parent's is replaced; this cluster's own class of that name is kept.
 func (p *Provider) ensurePriorityClass(ctx context.Context, pod *corev1.Pod) error {
 	name := pod.Spec.PriorityClassName
 	if name == "" || strings.HasPrefix(name, "system-") || pod.Spec.Priority == nil {
 		return nil
 	}
-	if _, ok := p.priorityClasses.Load(name); ok {
+	want := *pod.Spec.Priority
+	if v, ok := p.priorityClasses.Load(name); ok && v.(int32) == want {
 		return nil
+	}
+	classes := p.cfg.Child.SchedulingV1().PriorityClasses()
+	have, err := classes.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return err
+	case have.Value == want || have.Labels[LabelNamespaceManagedBy] != NamespaceManagedBy:
+		// Ours and current, or this cluster's admin's: kept.
+		p.priorityClasses.Store(name, want)
+		return nil
+	default:
+		// Our copy of a class the parent has made anew with another value.
+		err := classes.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &have.UID}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("replacing the copy of value %d: %w", have.Value, err)
+		}
 	}
 	pc := &schedulingv1.PriorityClass{
 		ObjectMeta:  metav1.ObjectMeta{Name: name, Labels: classLabels()},
-		Value:       *pod.Spec.Priority,
+		Value:       want,
 		Description: fmt.Sprintf("copied by Nestlet from cluster %s, where pod %s/%s names it", p.cfg.ParentName, pod.Namespace, pod.Name),
 	}
 	if pod.Spec.PreemptionPolicy != nil {
 		pc.PreemptionPolicy = ptr.To(*pod.Spec.PreemptionPolicy)
 	}
-	_, err := p.cfg.Child.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{FieldManager: api.FieldManager})
+	_, err = classes.Create(ctx, pc, metav1.CreateOptions{FieldManager: api.FieldManager})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	p.priorityClasses.Store(name, true)
+	if err == nil {
+		p.priorityClasses.Store(name, want)
+	}
 	return nil
 }
 

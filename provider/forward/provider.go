@@ -173,8 +173,8 @@ type Provider struct {
 	ids          *identities
 	claims       *claims
 	held         holds // Reserve calls waiting (reserve.go)
-	// priorityClasses and runtimeClasses known to exist here
-	// (classes.go).
+	// priorityClasses: the value (int32) each class here was last found
+	// right for; runtimeClasses: those known to exist here (classes.go).
 	priorityClasses, runtimeClasses sync.Map
 
 	// ctx is the context of Run, for work started by informer events.

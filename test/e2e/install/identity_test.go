@@ -1,6 +1,7 @@
 package install
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -88,7 +90,8 @@ func TestChartIdentities(t *testing.T) {
 // neither changed nor deleted, a node that is not virtual cannot be
 // patched, while a labelled ConfigMap of its own can be made and deleted
 // (the control: RBAC allows all of these). The same for namespaces: one
-// the agent did not make cannot be deleted, one labelled as made by it can.
+// the agent did not make cannot be deleted, one labelled as made by it can;
+// and PriorityClasses.
 func TestAgentWritesOnlyItsOwn(t *testing.T) {
 	newNamespace(t)
 	ctx := t.Context()
@@ -134,4 +137,20 @@ func TestAgentWritesOnlyItsOwn(t *testing.T) {
 	require.NoError(t, agent.CoreV1().ConfigMaps(ns).Delete(ctx, "a-copy", metav1.DeleteOptions{}))
 	_, err = east.Client.CoreV1().ConfigMaps(ns).Get(ctx, "not-nestlets", metav1.GetOptions{})
 	require.NoError(t, err, "the ConfigMap not Nestlet's is still there")
+
+	// PriorityClasses: it reads them, and deletes only a copy it made
+	// (replaced when the parent's value changed), never the admin's.
+	classes := east.Client.SchedulingV1().PriorityClasses()
+	admins := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: ns + "-admins"}, Value: 10}
+	copied := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: ns + "-copied",
+		Labels: map[string]string{forward.LabelNamespaceManagedBy: forward.NamespaceManagedBy}}, Value: 10}
+	for _, pc := range []*schedulingv1.PriorityClass{admins, copied} {
+		_, err = classes.Create(ctx, pc, metav1.CreateOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = classes.Delete(context.Background(), pc.Name, metav1.DeleteOptions{}) })
+	}
+	_, err = agent.SchedulingV1().PriorityClasses().Get(ctx, admins.Name, metav1.GetOptions{})
+	require.NoError(t, err, "reading a PriorityClass")
+	refused(agent.SchedulingV1().PriorityClasses().Delete(ctx, admins.Name, metav1.DeleteOptions{}), "deleting a PriorityClass it did not make")
+	require.NoError(t, agent.SchedulingV1().PriorityClasses().Delete(ctx, copied.Name, metav1.DeleteOptions{}), "a copy of its own")
 }
