@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -354,56 +355,6 @@ func (k *kubeletAPI) watchProxy(ctx context.Context, clk clock.WithTicker, nodeC
 		return changed
 	}
 	cms := nodeClient.CoreV1().ConfigMaps(metav1.NamespacePublic)
-	moved := func(cm *corev1.ConfigMap) bool {
-		var now map[string]string
-		if cm != nil {
-			now = proxyKeys(cm.Data)
-		}
-		return !maps.Equal(now, k.proxy) // a nil and an empty map are equal
-	}
-	// look reads nestlet-info: whether the proxy moved.
-	look := func() bool {
-		cm, err := cms.Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return moved(nil)
-		}
-		return err == nil && moved(cm)
-	}
-	// follow watches nestlet-info from rv until the watch ends (ended) or
-	// the proxy moved; it returns the version to watch from next.
-	follow := func(w watch.Interface, rv string) (string, bool) {
-		defer w.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return rv, false
-			case <-k.tunnelDown:
-				if look() {
-					return rv, true
-				}
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					return rv, false
-				}
-				if ev.Type == watch.Error {
-					// Most often the version is too old (410 Gone):
-					// start again from what nestlet-info holds now.
-					return "", false
-				}
-				cm, isCM := ev.Object.(*corev1.ConfigMap)
-				if !isCM {
-					continue
-				}
-				rv = cm.ResourceVersion
-				if ev.Type == watch.Deleted {
-					cm = nil
-				}
-				if ev.Type != watch.Bookmark && moved(cm) {
-					return rv, true
-				}
-			}
-		}
-	}
 	go func() {
 		rv := ""
 		canWatch := true
@@ -417,7 +368,7 @@ func (k *kubeletAPI) watchProxy(ctx context.Context, clk clock.WithTicker, nodeC
 				if err == nil {
 					start := clk.Now()
 					var done bool
-					if rv, done = follow(w, rv); done {
+					if rv, done = k.followProxy(ctx, cms, w, rv); done {
 						close(changed)
 						return
 					}
@@ -434,7 +385,7 @@ func (k *kubeletAPI) watchProxy(ctx context.Context, clk clock.WithTicker, nodeC
 					continue
 				}
 				if apierrors.IsForbidden(err) {
-					klog.FromContext(ctx).V(2).Info("the parent's role does not allow watching kube-public/"+api.ClusterInfoConfigMap+": reading it every "+proxyCheckPeriod.String()+" instead (nestctl token create in the parent updates the role)", "err", err)
+					klog.FromContext(ctx).V(2).Info("Cannot watch the parent's kube-public/nestlet-info; reading it every 30s instead (nestctl token create in the parent updates its role)", "err", err)
 					canWatch = false
 				}
 			}
@@ -444,11 +395,67 @@ func (k *kubeletAPI) watchProxy(ctx context.Context, clk clock.WithTicker, nodeC
 			case <-clk.After(proxyCheckPeriod):
 			case <-k.tunnelDown:
 			}
-			if look() {
+			if k.lookAtProxy(ctx, cms) {
 				close(changed)
 				return
 			}
 		}
 	}()
 	return changed
+}
+
+// proxyMoved says whether nestlet-info (nil: gone) no longer publishes the
+// proxy the kubelet API was set up with.
+func (k *kubeletAPI) proxyMoved(cm *corev1.ConfigMap) bool {
+	var now map[string]string
+	if cm != nil {
+		now = proxyKeys(cm.Data)
+	}
+	return !maps.Equal(now, k.proxy) // a nil and an empty map are equal
+}
+
+// lookAtProxy reads nestlet-info: whether the proxy moved (a read that
+// fails says no).
+func (k *kubeletAPI) lookAtProxy(ctx context.Context, cms typedcorev1.ConfigMapInterface) bool {
+	cm, err := cms.Get(ctx, api.ClusterInfoConfigMap, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return k.proxyMoved(nil)
+	}
+	return err == nil && k.proxyMoved(cm)
+}
+
+// followProxy follows w, a watch of nestlet-info from rv, until it ends or
+// the proxy moved (true); it returns the version to watch from next.
+func (k *kubeletAPI) followProxy(ctx context.Context, cms typedcorev1.ConfigMapInterface, w watch.Interface, rv string) (string, bool) {
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return rv, false
+		case <-k.tunnelDown:
+			if k.lookAtProxy(ctx, cms) {
+				return rv, true
+			}
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return rv, false
+			}
+			if ev.Type == watch.Error {
+				// Most often the version is too old (410 Gone): start
+				// again from what nestlet-info holds now.
+				return "", false
+			}
+			cm, isCM := ev.Object.(*corev1.ConfigMap)
+			if !isCM {
+				continue
+			}
+			rv = cm.ResourceVersion
+			if ev.Type == watch.Deleted {
+				cm = nil
+			}
+			if ev.Type != watch.Bookmark && k.proxyMoved(cm) {
+				return rv, true
+			}
+		}
+	}
 }

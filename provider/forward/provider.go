@@ -282,8 +282,16 @@ func New(cfg Config) (*Provider, error) {
 			return nil, err
 		}
 	}
+	if testHookChild != nil {
+		testHookChild(cfg.Child)
+	}
 	return p, nil
 }
+
+// testHookChild, set by this package's tests, is given the client of this
+// cluster of every Provider New makes: permissions_test.go checks each
+// request the forwarder makes with it against Permissions.
+var testHookChild func(kubernetes.Interface)
 
 // Run starts the delegate informer and waits for it to sync; it returns
 // once synced, leaving the informer running until ctx ends.
