@@ -36,7 +36,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kubernetes.NewForConfig(kubeclient.Protobuf(cfg))
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,10 @@ func (s *Server) eachNode(ctx context.Context, path string, use func([]byte) err
 	}
 	for _, n := range nodes {
 		body, err := s.cfg.Child.CoreV1().RESTClient().Get().
-			Resource("nodes").Name(n.Name).SubResource("proxy").Suffix(path).DoRaw(ctx)
+			Resource("nodes").Name(n.Name).SubResource("proxy").Suffix(path).
+			// What a kubelet serves there (JSON, Prometheus text), not
+			// the client's API content types (protobuf).
+			SetHeader("Accept", "*/*").DoRaw(ctx)
 		if err == nil {
 			err = use(body)
 		}

@@ -204,7 +204,7 @@ func New(cfg Config) (*Agent, error) {
 	client, targets := cfg.Client, cfg.Targets
 	var err error
 	if client == nil {
-		if client, err = kubernetes.NewForConfig(cfg.RESTConfig); err != nil {
+		if client, err = kubernetes.NewForConfig(kubeclient.Protobuf(cfg.RESTConfig)); err != nil {
 			return nil, err
 		}
 	}

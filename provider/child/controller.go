@@ -308,7 +308,7 @@ func (c *Controller) leave(ctx context.Context, t *v1alpha1.Target) error {
 		return err
 	}
 	if id != nil {
-		nodeClient, err := kubernetes.NewForConfig(id.RESTConfig())
+		nodeClient, err := kubernetes.NewForConfig(kubeclient.Protobuf(id.RESTConfig()))
 		if err != nil {
 			return err
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node"
 
 	"github.com/nestlet/nestlet/api/v1alpha1"
+	"github.com/nestlet/nestlet/pkg/kubeclient"
 	"github.com/nestlet/nestlet/pkg/kubeletapi"
 	"github.com/nestlet/nestlet/provider/forward"
 	"github.com/nestlet/nestlet/provider/join"
@@ -135,7 +136,7 @@ func (r *targetRun) once(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	nodeClient, err := kubernetes.NewForConfig(cfg)
+	nodeClient, err := kubernetes.NewForConfig(kubeclient.Protobuf(cfg))
 	if err != nil {
 		return err
 	}
