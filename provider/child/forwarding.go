@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
@@ -66,7 +68,7 @@ func (f *forwarding) start(ctx context.Context, nodeClient kubernetes.Interface,
 		return nil, err
 	}
 	pc, err := node.NewPodController(node.PodControllerConfig{
-		PodClient:   nodeClient.CoreV1(),
+		PodClient:   currentMeta{PodsGetter: nodeClient.CoreV1(), pods: f.pods.Lister()},
 		PodInformer: f.pods,
 		// virtual-kubelet records a Normal event for every pod it hands
 		// to the provider ("Create pod in provider successfully"): one
@@ -120,4 +122,40 @@ func (w warningsOnly) AnnotatedEventf(obj runtime.Object, annotations map[string
 	if eventtype != corev1.EventTypeNormal {
 		w.EventRecorder.AnnotatedEventf(obj, annotations, eventtype, reason, messageFmt, args...)
 	}
+}
+
+// currentMeta is the pod client virtual-kubelet's pod controller gets. Its
+// status posts carry the whole pod the forwarder last sent, whose metadata
+// can be older than the parent's by the time it is posted (a post retried
+// after a conflict, a pod deleted meanwhile with a shorter grace period):
+// the API server applies a status post's labels, annotations and
+// finalizers, and refuses a deletionGracePeriodSeconds that differs from
+// its own, which no retry mends (a Job's pod, evicted, then never posted
+// Failed, stayed at the root for good with its finalizer). Each post
+// carries the pod's metadata as the informer last saw it instead, at that
+// version: a newer one makes it a conflict, retried with the next.
+type currentMeta struct {
+	corev1client.PodsGetter
+	pods corelisters.PodLister
+}
+
+func (c currentMeta) Pods(namespace string) corev1client.PodInterface {
+	return statusPods{PodInterface: c.PodsGetter.Pods(namespace), pods: c.pods.Pods(namespace)}
+}
+
+type statusPods struct {
+	corev1client.PodInterface
+	pods corelisters.PodNamespaceLister
+}
+
+func (s statusPods) UpdateStatus(ctx context.Context, pod *corev1.Pod, opts metav1.UpdateOptions) (*corev1.Pod, error) {
+	post := *pod // the status is the caller's; the metadata is replaced
+	if cur, err := s.pods.Get(pod.Name); err == nil && cur.UID == pod.UID {
+		post.ObjectMeta = *cur.ObjectMeta.DeepCopy()
+	} else {
+		// Not seen (gone, or another pod of the name): the server's
+		// own grace period is kept, whatever this one says.
+		post.DeletionGracePeriodSeconds = nil
+	}
+	return s.PodInterface.UpdateStatus(ctx, &post, opts)
 }
