@@ -9,11 +9,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
+	"github.com/nestlet/nestlet/launcher"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -93,4 +95,39 @@ func TestResourceOnVirtualNode(t *testing.T) {
 	n, err := nodes.Get(ctx, "west", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Contains(t, n.Status.Allocatable, res, "the agent's status writes kept the admin's resource")
+}
+
+// Nodes added to a leaf and then removed: the root's virtual node of the
+// leaf's parent grows by their capacity, then comes back to what it was,
+// two levels up (each level's status posts follow the summary down as well
+// as up).
+func TestCapacityFollowsNodesTwoLevelsDown(t *testing.T) {
+	ctx := t.Context()
+	allocatable := func() corev1.ResourceList {
+		n, err := env.Cluster("root").Client.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
+		require.NoError(t, err)
+		return n.Status.Allocatable
+	}
+	before := allocatable()
+	leaf := env.Cluster("east-1")
+	var added []string
+	for i := range 2 {
+		name := fmt.Sprintf("east-1-extra-%d-%d", i, time.Now().UnixNano()%1_000_000)
+		_, err := leaf.AddNode(ctx, launcher.NodeOptions{Name: name, Capacity: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}})
+		require.NoError(t, err)
+		added = append(added, name)
+	}
+	framework.Eventually(t, 2*time.Minute, "the root sees east with east-1's added nodes", func(context.Context) (bool, string) {
+		now := allocatable()
+		grown := now.Cpu().Cmp(*before.Cpu()) > 0
+		return grown, fmt.Sprintf("east's allocatable %v, before %v", now, before)
+	})
+	for _, name := range added {
+		require.NoError(t, leaf.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}))
+	}
+	framework.Eventually(t, 2*time.Minute, "the root sees east without east-1's added nodes", func(context.Context) (bool, string) {
+		now := allocatable()
+		return equality.Semantic.DeepEqual(now, before), fmt.Sprintf("east's allocatable %v, before %v", now, before)
+	})
 }
