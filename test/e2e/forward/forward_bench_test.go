@@ -17,7 +17,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -427,12 +426,7 @@ func flatLeaf(ctx context.Context, b *testing.B) (undo func()) {
 	b.Helper()
 	b.StopTimer()
 	defer b.StartTimer()
-	allocatable := func() corev1.ResourceList {
-		n, err := env.Cluster("root").Client.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
-		require.NoError(b, err)
-		return n.Status.Allocatable
-	}
-	before := allocatable()
+	before := eastAllocatable(ctx, b)
 	leaf := env.Cluster("east-1")
 	nodes, err := env.Cluster("east-2").Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	require.NoError(b, err)
@@ -451,10 +445,7 @@ func flatLeaf(ctx context.Context, b *testing.B) (undo func()) {
 		for _, name := range twins {
 			require.NoError(b, leaf.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}))
 		}
-		framework.Eventually(b, 2*time.Minute, "the root sees east without east-1's added nodes", func(context.Context) (bool, string) {
-			now := allocatable()
-			return equality.Semantic.DeepEqual(now, before), fmt.Sprintf("east's allocatable %v, before %v", now, before)
-		})
+		waitEastAllocatable(ctx, b, before)
 	}
 }
 

@@ -103,12 +103,13 @@ func TestResourceOnVirtualNode(t *testing.T) {
 // as up).
 func TestCapacityFollowsNodesTwoLevelsDown(t *testing.T) {
 	ctx := t.Context()
-	allocatable := func() corev1.ResourceList {
-		n, err := env.Cluster("root").Client.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
-		require.NoError(t, err)
-		return n.Status.Allocatable
-	}
-	before := allocatable()
+	// Run first in the package, the root may not have east's first
+	// report yet: start from one.
+	var before corev1.ResourceList
+	framework.Eventually(t, 2*time.Minute, "the root has east's report", func(context.Context) (bool, string) {
+		before = eastAllocatable(ctx, t)
+		return !before.Cpu().IsZero(), fmt.Sprintf("east's allocatable %v", before)
+	})
 	leaf := env.Cluster("east-1")
 	var added []string
 	for i := range 2 {
@@ -119,15 +120,30 @@ func TestCapacityFollowsNodesTwoLevelsDown(t *testing.T) {
 		added = append(added, name)
 	}
 	framework.Eventually(t, 2*time.Minute, "the root sees east with east-1's added nodes", func(context.Context) (bool, string) {
-		now := allocatable()
+		now := eastAllocatable(ctx, t)
 		grown := now.Cpu().Cmp(*before.Cpu()) > 0
 		return grown, fmt.Sprintf("east's allocatable %v, before %v", now, before)
 	})
 	for _, name := range added {
 		require.NoError(t, leaf.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}))
 	}
-	framework.Eventually(t, 2*time.Minute, "the root sees east without east-1's added nodes", func(context.Context) (bool, string) {
-		now := allocatable()
+	waitEastAllocatable(ctx, t, before)
+}
+
+// eastAllocatable is the allocatable of the root's virtual node east.
+func eastAllocatable(ctx context.Context, tb testing.TB) corev1.ResourceList {
+	tb.Helper()
+	n, err := env.Cluster("root").Client.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
+	require.NoError(tb, err)
+	return n.Status.Allocatable
+}
+
+// waitEastAllocatable waits until the root's virtual node east is back to
+// the allocatable before, once nodes added in east-1 are removed.
+func waitEastAllocatable(ctx context.Context, tb testing.TB, before corev1.ResourceList) {
+	tb.Helper()
+	framework.Eventually(tb, 2*time.Minute, "the root sees east without east-1's added nodes", func(context.Context) (bool, string) {
+		now := eastAllocatable(ctx, tb)
 		return equality.Semantic.DeepEqual(now, before), fmt.Sprintf("east's allocatable %v, before %v", now, before)
 	})
 }
