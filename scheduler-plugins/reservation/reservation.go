@@ -132,8 +132,7 @@ func New(_ context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) 
 					obj = tomb.Obj
 				}
 				if pod, ok := obj.(*corev1.Pod); ok {
-					pl.withdrawWaiting(pod, "")
-					pl.forget(pod.UID)
+					pl.deleted(pod)
 				}
 			},
 		})
@@ -429,6 +428,27 @@ func (pl *Reservation) withdrawWaiting(pod *corev1.Pod, boundTo string) {
 			pl.withdraw(ctx, pod, node)
 		}()
 	}
+}
+
+// deleted withdraws what the children hold or keep waiting for a deleted
+// pod. A pod deleted while it waits at Permit is rejected by the
+// framework, whose Unreserve would withdraw its reservation; but this
+// handler may run first, and the child's place must not be kept (until
+// its agent collects it, api.HeldMaxAge) for a pod that is gone.
+func (pl *Reservation) deleted(pod *corev1.Pod) {
+	pl.mu.Lock()
+	r := pl.pending[pod.UID]
+	pl.mu.Unlock()
+	pl.withdrawWaiting(pod, "")
+	pl.forget(pod.UID)
+	if r == nil || !r.virtual || r.keep {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		pl.withdraw(ctx, pod, r.node)
+	}()
 }
 
 func (pl *Reservation) forget(uid types.UID) {
