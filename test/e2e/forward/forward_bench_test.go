@@ -426,7 +426,7 @@ func flatLeaf(ctx context.Context, b *testing.B) (undo func()) {
 	b.Helper()
 	b.StopTimer()
 	defer b.StartTimer()
-	before := eastAllocatable(ctx, b)
+	before := settledEast(ctx, b)
 	leaf := env.Cluster("east-1")
 	nodes, err := env.Cluster("east-2").Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	require.NoError(b, err)

@@ -16,6 +16,7 @@ import (
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
 	"github.com/nestlet/nestlet/launcher"
+	"github.com/nestlet/nestlet/provider/summary"
 	"github.com/nestlet/nestlet/test/framework"
 )
 
@@ -103,13 +104,7 @@ func TestResourceOnVirtualNode(t *testing.T) {
 // as up).
 func TestCapacityFollowsNodesTwoLevelsDown(t *testing.T) {
 	ctx := t.Context()
-	// Run first in the package, the root may not have east's first
-	// report yet: start from one.
-	var before corev1.ResourceList
-	framework.Eventually(t, 2*time.Minute, "the root has east's report", func(context.Context) (bool, string) {
-		before = eastAllocatable(ctx, t)
-		return !before.Cpu().IsZero(), fmt.Sprintf("east's allocatable %v", before)
-	})
+	before := settledEast(ctx, t)
 	leaf := env.Cluster("east-1")
 	var added []string
 	for i := range 2 {
@@ -130,19 +125,58 @@ func TestCapacityFollowsNodesTwoLevelsDown(t *testing.T) {
 	waitEastAllocatable(ctx, t, before)
 }
 
-// eastAllocatable is the allocatable of the root's virtual node east.
+// eastAllocatable is the allocatable of the root's virtual node east: its
+// CPU, memory and pods (a test may add an extended resource to a virtual
+// node).
 func eastAllocatable(ctx context.Context, tb testing.TB) corev1.ResourceList {
 	tb.Helper()
 	n, err := env.Cluster("root").Client.CoreV1().Nodes().Get(ctx, "east", metav1.GetOptions{})
 	require.NoError(tb, err)
-	return n.Status.Allocatable
+	return standard(n.Status.Allocatable)
+}
+
+// standard keeps the CPU, memory and pods of l.
+func standard(l corev1.ResourceList) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods} {
+		if q, ok := l[r]; ok {
+			out[r] = q
+		}
+	}
+	return out
+}
+
+// settledEast waits until the root's virtual node east counts both of
+// east's children, Ready there, as east does (the sum of their
+// allocatable: no pod is made in east but by the root), and returns it.
+// Just after the tree starts, east may have reported before one of its
+// children joined: a capacity read then is a moment's, not east's.
+func settledEast(ctx context.Context, tb testing.TB) corev1.ResourceList {
+	tb.Helper()
+	var root corev1.ResourceList
+	framework.Eventually(tb, 2*time.Minute, "the root counts both of east's children", func(ctx context.Context) (bool, string) {
+		sum := corev1.ResourceList{}
+		for _, name := range []string{"east-1", "east-2"} {
+			n, err := env.Cluster("east").Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if !summary.NodeReady(n) {
+				return false, name + " is not Ready in east"
+			}
+			summary.AddTo(sum, standard(n.Status.Allocatable))
+		}
+		root = eastAllocatable(ctx, tb)
+		return equality.Semantic.DeepEqual(root, sum), fmt.Sprintf("east's allocatable at the root %v, its children's in east %v", root, sum)
+	})
+	return root
 }
 
 // waitEastAllocatable waits until the root's virtual node east is back to
-// the allocatable before, once nodes added in east-1 are removed.
+// the allocatable before (settledEast), once nodes added below are removed.
 func waitEastAllocatable(ctx context.Context, tb testing.TB, before corev1.ResourceList) {
 	tb.Helper()
-	framework.Eventually(tb, 2*time.Minute, "the root sees east without east-1's added nodes", func(context.Context) (bool, string) {
+	framework.Eventually(tb, 2*time.Minute, "the root sees east without the nodes added below", func(context.Context) (bool, string) {
 		now := eastAllocatable(ctx, tb)
 		return equality.Semantic.DeepEqual(now, before), fmt.Sprintf("east's allocatable %v, before %v", now, before)
 	})
