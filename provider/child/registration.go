@@ -2,6 +2,7 @@ package child
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -199,6 +200,34 @@ type registration struct {
 	lease   *coordinationv1.Lease
 	leaseAt time.Time
 	renewed bool
+	// latest is the newest version of the node known: from the watch of
+	// it (watchOwnNode, observe) or the answer to the last status post.
+	latest *corev1.Node
+}
+
+// observe keeps n if it is newer than the version known.
+func (r *registration) observe(n *corev1.Node) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.latest == nil || r.latest.Name != n.Name || !olderVersion(n.ResourceVersion, r.latest.ResourceVersion) {
+		r.latest = n.DeepCopy()
+	}
+}
+
+// olderVersion reports whether resource version a is before b. Versions
+// are etcd's revisions, which only grow; where one is not a number
+// (another storage), neither is older: the latest seen is kept.
+func olderVersion(a, b string) bool {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	return errA == nil && errB == nil && x < y
+}
+
+// forget drops the known version of the node (deleted in the parent).
+func (r *registration) forget() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.latest = nil
 }
 
 func (r *registration) created(n *corev1.Node) {
@@ -218,6 +247,11 @@ type nodesClient struct {
 	r *registration
 }
 
+// Get answers the node controller's read before each status post (it
+// computes the post from the node as the parent has it) from the node as
+// last seen, by the watch of it or the answer to the last post, when there
+// is one: a read of the parent's storage per post and child saved. Only
+// before the watch has seen the node is the parent asked.
 func (c nodesClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error) {
 	c.r.mu.Lock()
 	if c.r.fresh(name) && !c.r.got {
@@ -226,8 +260,17 @@ func (c nodesClient) Get(ctx context.Context, name string, opts metav1.GetOption
 		c.r.mu.Unlock()
 		return n, nil
 	}
+	if l := c.r.latest; l != nil && l.Name == name && opts.ResourceVersion == "" {
+		n := l.DeepCopy()
+		c.r.mu.Unlock()
+		return n, nil
+	}
 	c.r.mu.Unlock()
-	return c.NodeInterface.Get(ctx, name, opts)
+	n, err := c.NodeInterface.Get(ctx, name, opts)
+	if err == nil {
+		c.r.observe(n)
+	}
+	return n, err
 }
 
 func (c nodesClient) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error) {
@@ -242,7 +285,14 @@ func (c nodesClient) Patch(ctx context.Context, name string, pt types.PatchType,
 		}
 		c.r.mu.Unlock()
 	}
-	return c.NodeInterface.Patch(ctx, name, pt, data, opts, subresources...)
+	n, err := c.NodeInterface.Patch(ctx, name, pt, data, opts, subresources...)
+	switch {
+	case err == nil:
+		c.r.observe(n)
+	case apierrors.IsNotFound(err):
+		c.r.forget()
+	}
+	return n, err
 }
 
 // leasesClient is the lease client the node controller gets.

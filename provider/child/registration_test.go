@@ -104,3 +104,61 @@ func TestWithTTL(t *testing.T) {
 	require.Equal(t, "15", withTTL(out).Annotations[corev1.ObjectTTLAnnotationKey])
 	require.Equal(t, "0", withTTL(&corev1.Node{}).Annotations[corev1.ObjectTTLAnnotationKey])
 }
+
+// The read before each status post is answered from the node as last seen
+// (the watch of it, or the last post's answer), never an older version;
+// before anything was seen, and after the node was found deleted, the
+// parent is asked.
+func TestStatusPostReadsTheNodeAsLastSeen(t *testing.T) {
+	ctx := t.Context()
+	client := fake.NewClientset()
+	reg := &registration{clock: clocktesting.NewFakeClock(time.Now())}
+	nodes := nodesClient{NodeInterface: client.CoreV1().Nodes(), r: reg}
+	_, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "child", ResourceVersion: "5"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	gets := func() int {
+		n := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "get" {
+				n++
+			}
+		}
+		return n
+	}
+
+	_, err = nodes.Get(ctx, "child", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, gets(), "nothing seen yet: the parent is asked")
+
+	patched, err := nodes.Patch(ctx, "child", types.StrategicMergePatchType, []byte(`{"status":{"phase":"Running"}}`), metav1.PatchOptions{}, "status")
+	require.NoError(t, err)
+	got, err := nodes.Get(ctx, "child", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, gets(), "the post's answer serves the next read")
+	require.Equal(t, corev1.NodeRunning, got.Status.Phase)
+
+	// The watch brings a newer version; an older one is not taken.
+	newer := patched.DeepCopy()
+	newer.ResourceVersion = "100"
+	newer.Labels = map[string]string{"decorated": "yes"}
+	reg.observe(newer)
+	older := patched.DeepCopy()
+	older.ResourceVersion = "1"
+	reg.observe(older)
+	got, err = nodes.Get(ctx, "child", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "yes", got.Labels["decorated"])
+	got.Labels["decorated"] = "changed by the caller"
+	again, err := nodes.Get(ctx, "child", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "yes", again.Labels["decorated"], "each read gets its own copy")
+	require.Equal(t, 1, gets())
+
+	// Deleted in the parent: the post fails, and the next read asks.
+	require.NoError(t, client.CoreV1().Nodes().Delete(ctx, "child", metav1.DeleteOptions{}))
+	_, err = nodes.Patch(ctx, "child", types.StrategicMergePatchType, []byte(`{}`), metav1.PatchOptions{}, "status")
+	require.True(t, apierrors.IsNotFound(err))
+	_, err = nodes.Get(ctx, "child", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err))
+	require.Equal(t, 2, gets())
+}

@@ -228,7 +228,10 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 		r.status.setPodCIDRs(own)
 	}
 	go checkPodCIDRs(runCtx, r.c.cfg.Clock, view, max(3*reportFrequency(t), 15*time.Second))
-	onNode := func(n *corev1.Node) { view.observe(runCtx, n) }
+	onNode := func(n *corev1.Node) {
+		reg.shortcuts.observe(n)
+		view.observe(runCtx, n)
+	}
 	if tun := r.c.cfg.Peers; tun != nil {
 		compat := onNode
 		onNode = func(n *corev1.Node) {
