@@ -48,6 +48,15 @@ const (
 	// reservations.
 	AnnotationReserves = "nestlet.io/reserves"
 
+	// AnnotationReserveEncodings lists, on a virtual node whose agent
+	// reserves, the encodings besides JSON its agent reads in a
+	// reservation's body: EncodingProtobuf, the Kubernetes protobuf
+	// encoding (runtime.ContentTypeProtobuf), as API servers speak it. A
+	// parent's scheduler sends the pod as JSON to an agent that does not
+	// list it (one release older).
+	AnnotationReserveEncodings = "nestlet.io/reserve-encodings"
+	EncodingProtobuf           = "protobuf"
+
 	// AnnotationBindFirst set to "true" on a pod makes every scheduler on
 	// its way bind it to a virtual node at once, without asking the child
 	// for a place (as before reservations: a child that then has no place
@@ -58,8 +67,9 @@ const (
 
 	// ReservePath is the first segment of the kubelet API route of a
 	// virtual node that reserves a place for a pod:
-	// /reserve/<node>/<namespace>/<pod>, POST (the pod as JSON in the
-	// body) to reserve, DELETE to withdraw the reservation.
+	// /reserve/<node>/<namespace>/<pod>, POST (the pod in the body, as
+	// JSON or, where AnnotationReserveEncodings says so, protobuf) to
+	// reserve, DELETE to withdraw the reservation.
 	ReservePath = "reserve"
 )
 

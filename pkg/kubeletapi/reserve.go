@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 
 	"github.com/nestlet/nestlet/api"
@@ -29,8 +33,8 @@ type Reserver interface {
 const maxReserveBody = 4 << 20
 
 // serveReserve answers /reserve/<node>/<namespace>/<pod> (api.ReservePath):
-// POST with the parent pod as JSON (and an optional ?wait= duration)
-// reserves, DELETE (?uid=) withdraws.
+// POST with the parent pod as JSON or protobuf (and an optional ?wait=
+// duration) reserves, DELETE (?uid=) withdraws.
 func (s *Server) serveReserve(w http.ResponseWriter, r *http.Request) {
 	node, ns, name, ok := api.ParseReservePath(r.URL.Path)
 	if !ok || node != s.cfg.NodeName {
@@ -46,8 +50,8 @@ func (s *Server) serveReserve(w http.ResponseWriter, r *http.Request) {
 		s.cfg.Reserver.Withdraw(ns, name, types.UID(r.URL.Query().Get("uid")))
 		w.WriteHeader(http.StatusNoContent)
 	case http.MethodPost:
-		var pod corev1.Pod
-		if err := json.NewDecoder(io.LimitReader(r.Body, maxReserveBody)).Decode(&pod); err != nil {
+		pod, err := reservedPod(r)
+		if err != nil {
 			http.Error(w, fmt.Sprintf("reading the pod to reserve for: %v", err), http.StatusBadRequest)
 			return
 		}
@@ -64,8 +68,8 @@ func (s *Server) serveReserve(w http.ResponseWriter, r *http.Request) {
 			}
 			maxWait = d
 		}
-		res, err := s.cfg.Reserver.Reserve(r.Context(), &pod, maxWait)
-		klog.FromContext(r.Context()).V(2).Info("Reservation asked", "pod", klog.KObj(&pod), "held", res.Held, "node", res.Node, "unschedulable", res.Unschedulable, "err", err)
+		res, err := s.cfg.Reserver.Reserve(r.Context(), pod, maxWait)
+		klog.FromContext(r.Context()).V(2).Info("Reservation asked", "pod", klog.KObj(pod), "held", res.Held, "node", res.Node, "unschedulable", res.Unschedulable, "err", err)
 		if err != nil {
 			code := http.StatusServiceUnavailable
 			if errors.Is(err, api.ErrBadReservation) {
@@ -80,4 +84,31 @@ func (s *Server) serveReserve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "POST, DELETE")
 		http.Error(w, "reservations are made with POST and withdrawn with DELETE", http.StatusMethodNotAllowed)
 	}
+}
+
+// podProtobuf decodes a pod in the Kubernetes protobuf encoding.
+var podProtobuf = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+
+// reservedPod reads the pod of a reservation request: protobuf when its
+// Content-Type says so (api.AnnotationReserveEncodings), else JSON.
+func reservedPod(r *http.Request) (*corev1.Pod, error) {
+	pod := &corev1.Pod{}
+	body := io.LimitReader(r.Body, maxReserveBody)
+	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mediaType != runtime.ContentTypeProtobuf {
+		return pod, json.NewDecoder(body).Decode(pod)
+	}
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return nil, err
+	}
+	obj, _, err := podProtobuf.Decode(data, nil, pod)
+	if err != nil {
+		return nil, err
+	}
+	out, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, fmt.Errorf("the body is a %T, not a pod", obj)
+	}
+	return out, nil
 }

@@ -299,6 +299,7 @@ func (p *Provider) Node(r summary.Result) (*corev1.Node, error) {
 	}
 	if p.cfg.Reserves {
 		annotations[api.AnnotationReserves] = "true"
+		annotations[api.AnnotationReserveEncodings] = api.EncodingProtobuf
 	}
 	now := metav1.NewTime(p.cfg.Clock.Now())
 	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {

@@ -58,7 +58,7 @@ type Reservation struct {
 	handle fwk.Handle
 	// reserve asks node's child for a place for pod (reserveBelow, or a
 	// fake in tests).
-	reserve  func(ctx context.Context, pod *corev1.Pod, node string) (api.Reservation, error)
+	reserve  func(ctx context.Context, pod *corev1.Pod, node *corev1.Node) (api.Reservation, error)
 	withdraw func(ctx context.Context, pod *corev1.Pod, node string)
 
 	mu sync.Mutex
@@ -265,7 +265,7 @@ func (pl *Reservation) activateAfter(logger klog.Logger, pod *corev1.Pod, d time
 func (pl *Reservation) run(ctx context.Context, pod *corev1.Pod, nodeName string, virtual, held bool, node *corev1.Node) {
 	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(pod), "node", nodeName)
 	if virtual {
-		res, err := pl.reserve(ctx, pod, nodeName)
+		res, err := pl.reserve(ctx, pod, node)
 		switch {
 		case err != nil:
 			reason := fmt.Sprintf("%s: %s%v", nodeName, api.NoAnswerYet, err)
