@@ -435,10 +435,16 @@ func (pl *Reservation) withdrawWaiting(pod *corev1.Pod, boundTo string) {
 // framework, whose Unreserve would withdraw its reservation; but this
 // handler may run first, and the child's place must not be kept (until
 // its agent collects it, api.HeldMaxAge) for a pod that is gone.
+// The request is taken from pending under the lock, as Unreserve takes
+// it: whichever runs first withdraws, once.
 func (pl *Reservation) deleted(pod *corev1.Pod) {
 	pl.mu.Lock()
 	r := pl.pending[pod.UID]
+	delete(pl.pending, pod.UID)
 	pl.mu.Unlock()
+	if r != nil {
+		r.cancel()
+	}
 	pl.withdrawWaiting(pod, "")
 	pl.forget(pod.UID)
 	if r == nil || !r.virtual || r.keep {
