@@ -40,7 +40,7 @@ func closedWithin(ch <-chan struct{}, d time.Duration) bool {
 }
 
 // The agent follows what the parent publishes about its proxy by a watch,
-// reading nothing on a timer; a change of anything but the proxy's keys is
+// reading nothing on a timer or when its tunnel drops; a change of anything but the proxy's keys is
 // not a move.
 func TestWatchProxyWatches(t *testing.T) {
 	client := fake.NewClientset(nestletInfo("10.0.0.1:10250"))
@@ -56,6 +56,15 @@ func TestWatchProxyWatches(t *testing.T) {
 	case <-watching:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the agent does not watch nestlet-info")
+	}
+	// The tunnel drops (its first connections failing while a proxy comes
+	// up, say): the watch says whether the proxy moved, no read is made.
+	for range 3 {
+		select {
+		case k.tunnelDown <- struct{}{}:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the agent does not take the tunnel's drops while it watches")
+		}
 	}
 
 	renamed := nestletInfo("10.0.0.1:10250")
