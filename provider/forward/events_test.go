@@ -17,7 +17,7 @@ func TestWarningEventsGoUp(t *testing.T) {
 	p, child, fc, rec, _ := runFailing(t, pod)
 	require.NoError(t, p.CreatePod(t.Context(), pod.DeepCopy()))
 	var d *corev1.Pod
-	require.Eventually(t, func() bool { d = p.delegateOf("app", "job-1"); return d != nil }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { d = p.delegateOf("app", "job-1", ""); return d != nil }, 5*time.Second, 10*time.Millisecond)
 	// A fake clientset drops what happens between an informer's list and
 	// its watch: wait for the events' watch.
 	require.Eventually(t, func() bool { return watched(child, "events") }, 5*time.Second, time.Millisecond, "the events are watched")

@@ -30,7 +30,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 
 func (p *Provider) createPod(ctx context.Context, pod *corev1.Pod) error {
 	start := p.cfg.Clock.Now()
-	if d := p.delegateOf(pod.Namespace, pod.Name); d != nil && originUID(d) == pod.UID {
+	if d := p.delegateOf(pod.Namespace, pod.Name, pod.UID); d != nil {
 		switch {
 		case isHeld(d) && d.DeletionTimestamp != nil:
 			return p.errorf("create", "the reservation of pod %s/%s in %s: %w", pod.Namespace, pod.Name, p.cfg.ClusterName, errHeldGone)
@@ -115,6 +115,11 @@ func (p *Provider) createPod(ctx context.Context, pod *corev1.Pod) error {
 		}
 		existing, gerr := pods.Get(ctx, d.Name, metav1.GetOptions{})
 		if gerr == nil && existing.Annotations[api.AnnotationOrigin] == d.Annotations[api.AnnotationOrigin] && (!skipDuplicateGuard || taken) {
+			if isHeld(existing) && existing.DeletionTimestamp == nil {
+				// This pod's reservation, not yet in the informer: it is
+				// released, not left held.
+				return p.release(ctx, pod, existing)
+			}
 			return nil // made by an earlier attempt
 		}
 	}
@@ -159,8 +164,8 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 }
 
 func (p *Provider) updatePod(ctx context.Context, pod *corev1.Pod) error {
-	d := p.delegateOf(pod.Namespace, pod.Name)
-	if d == nil || originUID(d) != pod.UID || isHeld(d) {
+	d := p.delegateOf(pod.Namespace, pod.Name, pod.UID)
+	if d == nil || isHeld(d) {
 		// No delegate yet, or one still held: a retry of CreatePod
 		// (retry.go) comes here, and a held delegate it left is released
 		// there, not edited into one this cluster's scheduler never lets go.
@@ -325,8 +330,8 @@ func delegateBehind(pod, d *corev1.Pod) bool {
 func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	p.cancelBounce(pod.UID)
 	p.forgetRetry(pod.UID)
-	d := p.delegateOf(pod.Namespace, pod.Name)
-	if d == nil || (pod.UID != "" && originUID(d) != pod.UID) {
+	d := p.delegateOf(pod.Namespace, pod.Name, pod.UID)
+	if d == nil {
 		return errdefs.NotFoundf("pod %s/%s has no delegate in %s", pod.Namespace, pod.Name, p.cfg.ClusterName)
 	}
 	p.mu.Lock()

@@ -112,7 +112,7 @@ func TestPrefixedNamespaceFollowsThePod(t *testing.T) {
 	_, err = child.CoreV1().ServiceAccounts("root-app").Get(t.Context(), "runner", metav1.GetOptions{})
 	require.NoError(t, err)
 
-	require.Eventually(t, func() bool { return p.delegateOf("app", pod.Name) != nil }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return p.delegateOf("app", pod.Name, "") != nil }, 10*time.Second, 5*time.Millisecond)
 	found, err := p.Delegate("app", pod.Name)
 	require.NoError(t, err)
 	require.Equal(t, "root-app", found.Namespace, "the kubelet API reaches the delegate by the parent's name")
@@ -214,7 +214,7 @@ func TestReserveWithinLimits(t *testing.T) {
 	d := buildDelegate(running, running.Name, &p.cfg, []string{"root", "leaf"})
 	_, err := child.CoreV1().Pods(d.Namespace).Create(t.Context(), d, metav1.CreateOptions{})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return p.delegateOf("app", "running") != nil }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return p.delegateOf("app", "running", "") != nil }, 10*time.Second, 5*time.Millisecond)
 
 	big := unboundPod()
 	big.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}

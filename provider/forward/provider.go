@@ -350,19 +350,40 @@ func (p *Provider) send(pod *corev1.Pod) {
 	}
 }
 
-// delegateOf returns the delegate of the parent pod namespace/name, or nil.
-func (p *Provider) delegateOf(namespace, name string) *corev1.Pod {
+// delegateOf returns the delegate of the parent pod namespace/name of UID
+// uid, or nil. Two delegates may share a parent's name for a while: a held
+// delegate whose withdrawal was lost (its parent pod replaced by one of the
+// same name, collected later, collectHeld) beside the new pod's, which then
+// takes the name's second form (delegateName). With uid empty, it is the
+// delegate of the parent pod bound here now, else any.
+func (p *Provider) delegateOf(namespace, name string, uid types.UID) *corev1.Pod {
 	objs, err := p.delegates.GetIndexer().ByIndex(indexParent, string(p.cfg.TargetUID)+"/"+namespace+"/"+name)
 	if err != nil || len(objs) == 0 {
 		return nil
 	}
-	return objs[0].(*corev1.Pod)
+	if uid == "" {
+		if len(objs) == 1 {
+			return objs[0].(*corev1.Pod)
+		}
+		if parent, err := p.cfg.ParentPods.Pods(namespace).Get(name); err == nil {
+			uid = parent.UID
+		}
+	}
+	for _, o := range objs {
+		if d := o.(*corev1.Pod); originUID(d) == uid {
+			return d
+		}
+	}
+	if uid == "" {
+		return objs[0].(*corev1.Pod)
+	}
+	return nil
 }
 
 // Delegate returns the delegate of the parent pod namespace/name (for the
 // kubelet API), or a NotFound error. The pod is the informer's: read only.
 func (p *Provider) Delegate(namespace, name string) (*corev1.Pod, error) {
-	d := p.delegateOf(namespace, name)
+	d := p.delegateOf(namespace, name, "")
 	if d == nil {
 		return nil, errdefs.NotFoundf("pod %s/%s has no delegate in %s", namespace, name, p.cfg.ClusterName)
 	}
@@ -384,7 +405,11 @@ func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Po
 			return f.DeepCopy(), nil
 		}
 	}
-	d := p.delegateOf(namespace, name)
+	var uid types.UID
+	if parent != nil {
+		uid = parent.UID
+	}
+	d := p.delegateOf(namespace, name, uid)
 	if d == nil || isHeld(d) {
 		// A held delegate is not yet the pod's: virtual-kubelet then
 		// calls CreatePod, which releases it.

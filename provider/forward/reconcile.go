@@ -33,8 +33,8 @@ func (p *Provider) parentUpdated(oldObj, newObj any) {
 	if failed || deleting {
 		return
 	}
-	d := p.delegateOf(cur.Namespace, cur.Name)
-	if d == nil || originUID(d) != cur.UID || d.DeletionTimestamp != nil {
+	d := p.delegateOf(cur.Namespace, cur.Name, cur.UID)
+	if d == nil || d.DeletionTimestamp != nil {
 		return
 	}
 	up := asParent(cur, d)

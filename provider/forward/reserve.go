@@ -173,7 +173,7 @@ func (p *Provider) Reserve(ctx context.Context, pod *corev1.Pod, maxWait time.Du
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		if cur := p.delegateOf(pod.Namespace, pod.Name); cur != nil && originUID(cur) == pod.UID {
+		if cur := p.delegateOf(pod.Namespace, pod.Name, pod.UID); cur != nil {
 			d = cur
 		}
 		switch node := reservedOn(d); {
@@ -220,7 +220,7 @@ func reservedOn(d *corev1.Pod) string {
 // createHeld creates the held delegate of pod, or returns the one an
 // earlier request made.
 func (p *Provider) createHeld(ctx context.Context, pod *corev1.Pod, path []string) (*corev1.Pod, error) {
-	if d := p.delegateOf(pod.Namespace, pod.Name); d != nil && originUID(d) == pod.UID && d.DeletionTimestamp == nil {
+	if d := p.delegateOf(pod.Namespace, pod.Name, pod.UID); d != nil && d.DeletionTimestamp == nil {
 		return d, nil
 	}
 	if err := p.ensureNamespace(ctx, p.ns(pod.Namespace)); err != nil {

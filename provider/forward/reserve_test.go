@@ -2,6 +2,7 @@ package forward
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -67,7 +69,7 @@ func heldDelegate(t *testing.T, p *Provider, pod *corev1.Pod) *corev1.Pod {
 	t.Helper()
 	var d *corev1.Pod
 	require.Eventually(t, func() bool {
-		d = p.delegateOf(pod.Namespace, pod.Name)
+		d = p.delegateOf(pod.Namespace, pod.Name, pod.UID)
 		return d != nil
 	}, 10*time.Second, 5*time.Millisecond, "the held delegate")
 	return d
@@ -273,7 +275,7 @@ func TestReserveWaitsForRoom(t *testing.T) {
 	// Asked again: the same delegate, the same answer, a later ask.
 	time.Sleep(10 * time.Millisecond)
 	require.Eventually(t, func() bool {
-		d := p.delegateOf(pod.Namespace, pod.Name)
+		d := p.delegateOf(pod.Namespace, pod.Name, pod.UID)
 		_, _, stuck := unschedulable(d)
 		return stuck
 	}, 5*time.Second, 5*time.Millisecond)
@@ -302,4 +304,43 @@ func reserveInBackground(t *testing.T, p *Provider, pod *corev1.Pod) <-chan answ
 		done <- answer{res, err}
 	}()
 	return done
+}
+
+// A reservation whose withdrawal was lost (the tunnel dropped as the
+// parent's scheduler gave up) stays held here until collected, while the
+// parent pod is replaced by one of the same name, which is reserved in
+// turn under the name's second form. Binding the new pod here releases its
+// own held delegate, not the stale one (whichever of the two the informer
+// lists first), and the stale one is left to collection. Before, the new
+// pod's delegate was taken for "made by an earlier attempt" and stayed
+// held until this cluster's scheduler gave up on it and it bounced.
+func TestCreateReleasesItsOwnReservationBesideAStaleOne(t *testing.T) {
+	p, child, parentPods := reserving(t)
+	for i := range 8 { // the informer's order is a map's: try both
+		stale := unboundPod()
+		stale.Name, stale.UID = fmt.Sprintf("web-%d", i), types.UID(fmt.Sprintf("stale-%d", i))
+		done := reserveInBackground(t, p, stale)
+		holdOn(t, child, heldDelegate(t, p, stale), "node-1")
+		require.NoError(t, (<-done).err)
+
+		pod := stale.DeepCopy()
+		pod.UID = types.UID(fmt.Sprintf("new-%d", i))
+		done = reserveInBackground(t, p, pod)
+		d := heldDelegate(t, p, pod)
+		require.Equal(t, delegateName(pod, true), d.Name, "the name's second form")
+		holdOn(t, child, d, "node-2")
+		require.NoError(t, (<-done).err)
+
+		require.NoError(t, p.CreatePod(t.Context(), boundHere(t, parentPods, pod)))
+		got, err := child.CoreV1().Pods(d.Namespace).Get(t.Context(), d.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, api.HoldReleased, got.Annotations[api.AnnotationHold], "the bound pod's own reservation is released")
+		old, err := child.CoreV1().Pods(d.Namespace).Get(t.Context(), stale.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, api.HoldHeld, old.Annotations[api.AnnotationHold], "the stale one is collection's")
+		require.Eventually(t, func() bool {
+			cur, err := p.GetPod(t.Context(), pod.Namespace, pod.Name)
+			return err == nil && cur.UID == pod.UID
+		}, 10*time.Second, 5*time.Millisecond, "the kubelet API reads the bound pod's delegate")
+	}
 }

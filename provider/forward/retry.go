@@ -140,7 +140,7 @@ func (p *Provider) retryNow(ns, name string, uid types.UID) {
 		p.forgetRetry(uid)
 	case transient(err):
 		p.retryLater(pod, err)
-	case p.delegateOf(ns, name) == nil && pod.Spec.RestartPolicy == corev1.RestartPolicyNever:
+	case p.delegateOf(ns, name, uid) == nil && pod.Spec.RestartPolicy == corev1.RestartPolicyNever:
 		// No longer a passing error: what virtual-kubelet does with it,
 		// for a pod it will not look at again.
 		p.forgetRetry(uid)
