@@ -30,6 +30,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 
 func (p *Provider) createPod(ctx context.Context, pod *corev1.Pod) error {
 	start := p.cfg.Clock.Now()
+	p.withdrawReplaced(pod.Namespace, pod.Name, pod.UID)
 	if d := p.delegateOf(pod.Namespace, pod.Name, pod.UID); d != nil {
 		switch {
 		case isHeld(d) && d.DeletionTimestamp != nil:

@@ -160,6 +160,7 @@ func (p *Provider) Reserve(ctx context.Context, pod *corev1.Pod, maxWait time.Du
 	ctx, cancel := context.WithTimeout(ctx, maxWait)
 	defer cancel()
 	p.held.asked.set(pod.UID, p.cfg.Clock.Now())
+	p.withdrawReplaced(pod.Namespace, pod.Name, pod.UID)
 	ch := p.held.wait(pod.UID)
 	defer p.held.done(pod.UID, ch)
 	d, err := p.createHeld(ctx, pod, path)
@@ -348,6 +349,24 @@ func (p *Provider) withdrawByName(namespace, name string, uid types.UID) {
 			continue
 		}
 		p.withdrawHeld(d)
+	}
+}
+
+// withdrawReplaced withdraws the held delegates of earlier parent pods
+// named namespace/name (of another UID than uid): the parent now has a pod
+// of that name, so theirs is gone, and their withdrawal was lost (the
+// tunnel dropped as the parent's scheduler gave up). Withdrawn at once,
+// not left to collectHeld, so that they hold no place here meanwhile.
+func (p *Provider) withdrawReplaced(namespace, name string, uid types.UID) {
+	objs, err := p.delegates.GetIndexer().ByIndex(indexParent, string(p.cfg.TargetUID)+"/"+namespace+"/"+name)
+	if err != nil {
+		return
+	}
+	for _, o := range objs {
+		if d := o.(*corev1.Pod); isHeld(d) && d.DeletionTimestamp == nil && originUID(d) != uid {
+			klog.FromContext(p.ctx).V(2).Info("Withdrawing the held delegate of a pod since replaced", "delegate", klog.KObj(d), "pod", klog.KRef(namespace, name))
+			p.withdrawHeld(d)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -307,18 +308,31 @@ func reserveInBackground(t *testing.T, p *Provider, pod *corev1.Pod) <-chan answ
 }
 
 // A reservation whose withdrawal was lost (the tunnel dropped as the
-// parent's scheduler gave up) stays held here until collected, while the
-// parent pod is replaced by one of the same name, which is reserved in
-// turn under the name's second form. Binding the new pod here releases its
-// own held delegate, not the stale one (whichever of the two the informer
-// lists first), and the stale one is left to collection. Before, the new
+// parent's scheduler gave up) stays held here while the parent pod is
+// replaced by one of the same name. Asked for the new pod, the agent
+// withdraws the stale one at once (the parent's pod it was held for is
+// gone: the name is another's). Should that withdrawal fail too, the new
+// pod is held under the name's second form, and binding it here releases
+// its own held delegate, not the stale one (whichever of the two the
+// informer lists first), which is left to collection. Before, the new
 // pod's delegate was taken for "made by an earlier attempt" and stayed
 // held until this cluster's scheduler gave up on it and it bounced.
 func TestCreateReleasesItsOwnReservationBesideAStaleOne(t *testing.T) {
 	p, child, parentPods := reserving(t)
+	var refuse sync.Map // names whose delete fails
+	child.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if _, ok := refuse.Load(a.(k8stesting.DeleteAction).GetName()); ok {
+			return true, nil, apierrors.NewServiceUnavailable("the tunnel dropped")
+		}
+		return false, nil, nil
+	})
 	for i := range 8 { // the informer's order is a map's: try both
 		stale := unboundPod()
 		stale.Name, stale.UID = fmt.Sprintf("web-%d", i), types.UID(fmt.Sprintf("stale-%d", i))
+		withdrawalLost := i%4 != 0
+		if withdrawalLost {
+			refuse.Store(stale.Name, true)
+		}
 		done := reserveInBackground(t, p, stale)
 		holdOn(t, child, heldDelegate(t, p, stale), "node-1")
 		require.NoError(t, (<-done).err)
@@ -327,17 +341,23 @@ func TestCreateReleasesItsOwnReservationBesideAStaleOne(t *testing.T) {
 		pod.UID = types.UID(fmt.Sprintf("new-%d", i))
 		done = reserveInBackground(t, p, pod)
 		d := heldDelegate(t, p, pod)
-		require.Equal(t, delegateName(pod, true), d.Name, "the name's second form")
 		holdOn(t, child, d, "node-2")
 		require.NoError(t, (<-done).err)
+		old, err := child.CoreV1().Pods(d.Namespace).Get(t.Context(), stale.Name, metav1.GetOptions{})
+		if !withdrawalLost {
+			// Withdrawn: the name is free again, and the new pod's.
+			require.NoError(t, err)
+			require.Equal(t, pod.UID, originUID(old), "the stale reservation is withdrawn once a pod of its name is asked for")
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, stale.UID, originUID(old), "the stale reservation's withdrawal failed again")
+		require.Equal(t, delegateName(pod, true), d.Name, "the name's second form")
 
 		require.NoError(t, p.CreatePod(t.Context(), boundHere(t, parentPods, pod)))
 		got, err := child.CoreV1().Pods(d.Namespace).Get(t.Context(), d.Name, metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Equal(t, api.HoldReleased, got.Annotations[api.AnnotationHold], "the bound pod's own reservation is released")
-		old, err := child.CoreV1().Pods(d.Namespace).Get(t.Context(), stale.Name, metav1.GetOptions{})
-		require.NoError(t, err)
-		require.Equal(t, api.HoldHeld, old.Annotations[api.AnnotationHold], "the stale one is collection's")
 		require.Eventually(t, func() bool {
 			cur, err := p.GetPod(t.Context(), pod.Namespace, pod.Name)
 			return err == nil && cur.UID == pod.UID
