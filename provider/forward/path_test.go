@@ -116,8 +116,9 @@ func TestTerminalStatus(t *testing.T) {
 		},
 	}}
 	st := terminalStatus(parent, d, metav1.Now().Time)
-	require.Equal(t, corev1.PodSucceeded, st.Phase)
+	require.Equal(t, corev1.PodFailed, st.Phase, "a container whose end was not seen ended unknown, as a kubelet says")
 	require.NotNil(t, st.ContainerStatuses[0].State.Terminated)
+	require.Equal(t, int32(137), st.ContainerStatuses[0].State.Terminated.ExitCode)
 	require.False(t, st.ContainerStatuses[0].Ready)
 	require.Equal(t, corev1.PodQOSBestEffort, st.QOSClass)
 	for _, c := range st.Conditions {
@@ -130,6 +131,8 @@ func TestTerminalStatus(t *testing.T) {
 	}
 	d.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137}}
 	require.Equal(t, corev1.PodFailed, terminalStatus(parent, d, metav1.Now().Time).Phase)
+	d.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}
+	require.Equal(t, corev1.PodSucceeded, terminalStatus(parent, d, metav1.Now().Time).Phase, "every container's end seen, each 0")
 }
 
 func TestReferences(t *testing.T) {

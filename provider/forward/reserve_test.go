@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 
@@ -362,5 +364,61 @@ func TestCreateReleasesItsOwnReservationBesideAStaleOne(t *testing.T) {
 			cur, err := p.GetPod(t.Context(), pod.Namespace, pod.Name)
 			return err == nil && cur.UID == pod.UID
 		}, 10*time.Second, 5*time.Millisecond, "the kubelet API reads the bound pod's delegate")
+	}
+}
+
+// A pod deleted at the parent is removed there, once its delegate is gone,
+// only after it shows its terminal status, as a kubelet removes a pod: one
+// that keeps a finalizer (a Job's, until its controller has seen the pod
+// end) would otherwise stay Running for ever. The status goes through
+// virtual-kubelet; if it has not arrived within terminalWait, the agent
+// writes it itself before the removal.
+func TestDeletedPodRemovedOnlyOnceTerminal(t *testing.T) {
+	defer func(w time.Duration) { terminalWait = w }(terminalWait)
+	terminalWait = 300 * time.Millisecond
+	for _, delivered := range []bool{true, false} {
+		p, child, parentPods := reserving(t)
+		parentClient := p.cfg.Parent.(*fake.Clientset)
+		pod := neverPod()
+		pod.Finalizers = []string{"batch.kubernetes.io/job-tracking"}
+		_, err := parentClient.CoreV1().Pods(pod.Namespace).Create(t.Context(), pod, metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, parentPods.Add(pod))
+		require.NoError(t, p.CreatePod(t.Context(), pod.DeepCopy()))
+		require.Eventually(t, func() bool { return p.delegateOf(pod.Namespace, pod.Name, pod.UID) != nil }, 10*time.Second, 5*time.Millisecond)
+
+		// virtual-kubelet: a status it is given lands at the parent
+		// (unless not delivered).
+		p.NotifyPods(t.Context(), func(up *corev1.Pod) {
+			if delivered && terminal(up) {
+				require.NoError(t, parentPods.Update(up.DeepCopy()))
+			}
+		})
+		deleting := pod.DeepCopy()
+		deleting.DeletionTimestamp, deleting.DeletionGracePeriodSeconds = ptr.To(metav1.Now()), ptr.To[int64](2)
+		require.NoError(t, parentPods.Update(deleting))
+		parentClient.ClearActions()
+		require.NoError(t, p.DeletePod(t.Context(), deleting.DeepCopy()))
+		_, err = child.CoreV1().Pods(pod.Namespace).Get(t.Context(), pod.Name, metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "the delegate is gone")
+
+		var verbs []string
+		require.Eventually(t, func() bool {
+			verbs = nil
+			for _, a := range parentClient.Actions() {
+				verbs = append(verbs, a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource())
+			}
+			return slices.Contains(verbs, "delete pods/")
+		}, 10*time.Second, 5*time.Millisecond, "the parent pod removed")
+		if delivered {
+			require.Equal(t, []string{"delete pods/"}, verbs, "the status arrived through virtual-kubelet: nothing else written")
+			continue
+		}
+		require.Equal(t, []string{"update pods/status", "delete pods/"}, verbs, "the terminal status written before the removal")
+		for _, a := range parentClient.Actions() {
+			if u, ok := a.(k8stesting.UpdateAction); ok {
+				require.True(t, terminal(u.GetObject().(*corev1.Pod)), "the status written is terminal")
+			}
+		}
 	}
 }

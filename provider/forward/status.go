@@ -1,7 +1,9 @@
 package forward
 
 import (
+	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -115,7 +118,11 @@ func observedGenerations(st *corev1.PodStatus, parent, d *corev1.Pod) {
 }
 
 // terminalStatus is the final status of a parent pod whose delegate was
-// deleted on request: every container terminated.
+// deleted on request: every container terminated. A container whose end
+// the delegate's last status does not show ended unknown, as a kubelet
+// says of a container it can no longer find when its pod is deleted: exit
+// code 137, and the pod Failed (a Job's pod killed by a deletion did not
+// succeed).
 func terminalStatus(parent, d *corev1.Pod, now time.Time) corev1.PodStatus {
 	st := translateStatus(parent, d)
 	failed := false
@@ -125,7 +132,8 @@ func terminalStatus(parent, d *corev1.Pod, now time.Time) corev1.PodStatus {
 		cs.Started = ptr.To(false)
 		if cs.State.Terminated == nil {
 			cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: 0, Reason: "Completed", Message: "the delegate was deleted", FinishedAt: metav1.NewTime(now),
+				ExitCode: 137, Reason: "ContainerStatusUnknown", FinishedAt: metav1.NewTime(now),
+				Message: "the pod's delegate was deleted before it showed the container's end",
 			}}
 		}
 		if cs.State.Terminated.ExitCode != 0 {
@@ -249,7 +257,7 @@ func (p *Provider) delegateDeleted(obj any) {
 		out.Status = terminalStatus(parent, d, p.cfg.Clock.Now())
 		p.send(out)
 		if parent.DeletionTimestamp != nil {
-			go p.removeDeleted(parent)
+			go p.removeDeleted(parent, out.Status)
 		}
 	case parent.Status.Phase == corev1.PodSucceeded || parent.Status.Phase == corev1.PodFailed:
 		return
@@ -281,14 +289,48 @@ func terminal(pod *corev1.Pod) bool {
 	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }
 
+// terminalWait bounds how long removeDeleted waits for the terminal status
+// it sent through virtual-kubelet before it writes it itself.
+var terminalWait = 10 * time.Second
+
 // removeDeleted removes the parent pod, under deletion, once its delegate
 // is gone: as a kubelet removes a pod once its containers have stopped,
 // instead of waiting out the grace period (the delegate below had it, and
 // honoured it). Without this, virtual-kubelet would remove it only when
 // the grace period has passed.
-func (p *Provider) removeDeleted(parent *corev1.Pod) {
+//
+// As a kubelet does, it removes the pod only once the pod shows its
+// terminal status (st, sent through virtual-kubelet; written here if it
+// has not arrived within terminalWait): a pod that keeps a finalizer (a
+// Job's, until its controller has seen the pod end) stays after the
+// removal, and one still Running then would stay for ever; and the level
+// above reads the containers' exit codes from the pod's last state.
+func (p *Provider) removeDeleted(parent *corev1.Pod, st corev1.PodStatus) {
+	pods := p.cfg.Parent.CoreV1().Pods(parent.Namespace)
+	current := func() (*corev1.Pod, bool) {
+		cur, err := p.cfg.ParentPods.Pods(parent.Namespace).Get(parent.Name)
+		return cur, err == nil && cur.UID == parent.UID
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, terminalWait)
+	defer cancel()
+	backoff := wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Cap: time.Second, Steps: math.MaxInt32}
+	_ = wait.ExponentialBackoffWithContext(ctx, backoff, func(context.Context) (bool, error) {
+		cur, ok := current()
+		return !ok || terminal(cur), nil
+	})
+	cur, ok := current()
+	if !ok {
+		return // gone already
+	}
+	if !terminal(cur) && p.ctx.Err() == nil {
+		out := cur.DeepCopy()
+		out.Status = st
+		if _, err := pods.UpdateStatus(p.ctx, out, metav1.UpdateOptions{FieldManager: api.FieldManager}); err != nil && !apierrors.IsNotFound(err) {
+			klog.FromContext(p.ctx).Error(err, "Writing the terminal status of a deleted pod before removing it", "pod", klog.KObj(parent))
+		}
+	}
 	opts := metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: metav1.NewUIDPreconditions(string(parent.UID))}
-	err := p.cfg.Parent.CoreV1().Pods(parent.Namespace).Delete(p.ctx, parent.Name, opts)
+	err := pods.Delete(p.ctx, parent.Name, opts)
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && p.ctx.Err() == nil {
 		// virtual-kubelet still removes it when the grace period ends.
 		klog.FromContext(p.ctx).Error(err, "Removing deleted pod once its delegate is gone", "pod", klog.KObj(parent))

@@ -11,6 +11,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
@@ -145,4 +147,83 @@ func TestStats(t *testing.T) {
 	raw, err := root.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", pod.Spec.NodeName, "proxy/metrics/resource").DoRaw(t.Context())
 	require.NoError(t, err)
 	require.Regexp(t, fmt.Sprintf(`container_memory_working_set_bytes\{container="app",namespace="%s",pod="app"\} [1-9]`, ns), string(raw))
+}
+
+// TestEvictedJobPodsGo: the pods of a Job made at the root, evicted there
+// (the Eviction API, as `kubectl drain` uses), are gone from the root
+// within their grace period and a few seconds, as on one cluster. The
+// root's Job controller holds each of its pods with a finalizer until it
+// has seen the pod terminal, so the root's pod must end Failed, with the
+// eviction's DisruptionTarget condition, before it can go: a pod removed
+// while still Running would stay forever. The Job's pod failure policy
+// ignores failures with that condition (its failed count stays 0) and its
+// controller makes a new pod for each, which runs in the leaf.
+func TestEvictedJobPodsGo(t *testing.T) {
+	ns := newNamespace(t)
+	root := env.Cluster("root")
+	spec := appPodSpec()
+	spec.RestartPolicy = corev1.RestartPolicyNever
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "evicted", Namespace: ns},
+		Spec: batchv1.JobSpec{
+			Parallelism: ptr.To(int32(2)), Completions: ptr.To(int32(2)), BackoffLimit: ptr.To(int32(0)),
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+				Action:          batchv1.PodFailurePolicyActionIgnore,
+				OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}},
+			}}},
+			Template: corev1.PodTemplateSpec{Spec: spec},
+		},
+	}
+	_, err := root.Client.BatchV1().Jobs(ns).Create(t.Context(), job, metav1.CreateOptions{})
+	require.NoError(t, err)
+	var first []corev1.Pod
+	framework.Eventually(t, 2*time.Minute, "the Job's 2 pods Ready at the root", func(ctx context.Context) (bool, string) {
+		pods, err := root.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=evicted"})
+		if err != nil {
+			return false, err.Error()
+		}
+		first = pods.Items
+		ready := 0
+		for _, p := range first {
+			if podReady(&p) {
+				ready++
+			}
+		}
+		return ready == 2 && len(first) == 2, framework.DescribePods(first)
+	})
+	for _, p := range first {
+		require.NoError(t, root.Client.CoreV1().Pods(ns).EvictV1(t.Context(), &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: ns}}))
+	}
+	for _, p := range first {
+		// A grace period of 2 s at every level, and a kubelet that
+		// reports the end.
+		framework.Eventually(t, 30*time.Second, "evicted pod "+p.Name+" gone from the root", func(ctx context.Context) (bool, string) {
+			cur, err := root.Client.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) || (err == nil && cur.UID != p.UID) {
+				return true, ""
+			}
+			if err != nil {
+				return false, err.Error()
+			}
+			return false, fmt.Sprintf("phase %s, finalizers %v, conditions %+v", cur.Status.Phase, cur.Finalizers, cur.Status.Conditions)
+		})
+	}
+	framework.Eventually(t, 2*time.Minute, "2 new pods Ready at the root, and no failure counted", func(ctx context.Context) (bool, string) {
+		j, err := root.Client.BatchV1().Jobs(ns).Get(ctx, "evicted", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		require.Zero(t, j.Status.Failed, "failures the pod failure policy ignores were counted: %+v", j.Status)
+		pods, err := root.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=evicted"})
+		if err != nil {
+			return false, err.Error()
+		}
+		ready := 0
+		for _, p := range pods.Items {
+			if podReady(&p) && p.UID != first[0].UID && p.UID != first[1].UID {
+				ready++
+			}
+		}
+		return ready == 2, framework.DescribePods(pods.Items)
+	})
 }
