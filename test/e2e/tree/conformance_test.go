@@ -30,7 +30,8 @@ const ConformanceToolsEnv = "NESTLET_CONFORMANCE_TOOLS"
 // pod of another cluster, node ports at the root, an in-place resize, an
 // ephemeral container, the pod's observed generation, a DaemonSet at a
 // root made only of clusters (one pod per child, a node's label in its
-// selector). `make conformance` runs them all (docs/conformance.md,
+// selector), a Job's evicted pods ending Failed before they go (its
+// finalizer waits for that). `make conformance` runs them all (docs/conformance.md,
 // docs/conformance-serial.md).
 var conformanceSpecs = []string{
 	`[sig-network] Services should serve a basic endpoint from pods`,
@@ -43,6 +44,7 @@ var conformanceSpecs = []string{
 	`[sig-node] Pods Extended (pod generation) Pod Generation pod generation should start at 1 and increment per update`,
 	`[sig-apps] Daemon set [Serial] should run and stop simple daemon [Conformance]`,
 	`[sig-apps] Daemon set [Serial] should run and stop complex daemon [Conformance]`,
+	`[sig-apps] Job should allow to use a pod failure policy to ignore failure matching on DisruptionTarget condition [Conformance]`,
 }
 
 // TestConformanceAtTheRoot runs conformanceSpecs with the upstream suite
