@@ -332,7 +332,15 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	p.cancelBounce(pod.UID)
 	p.forgetRetry(pod.UID)
 	d := p.delegateOf(pod.Namespace, pod.Name, pod.UID)
-	if d == nil {
+	if d == nil || isHeld(d) {
+		// Nothing ran here: a held delegate (not yet released) is
+		// withdrawn, and the pod ends Failed before virtual-kubelet
+		// removes it, as a kubelet ends a pod deleted before it started
+		// (one that keeps a finalizer, a Job's, would stay Pending).
+		if d != nil {
+			p.withdrawHeld(d)
+		}
+		p.endUnrun(pod)
 		return errdefs.NotFoundf("pod %s/%s has no delegate in %s", pod.Namespace, pod.Name, p.cfg.ClusterName)
 	}
 	p.mu.Lock()

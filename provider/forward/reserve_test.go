@@ -422,3 +422,38 @@ func TestDeletedPodRemovedOnlyOnceTerminal(t *testing.T) {
 		}
 	}
 }
+
+// A pod deleted at the parent with nothing run here (no delegate yet, or
+// one still held) ends Failed before virtual-kubelet removes it, as a
+// kubelet ends a pod deleted before it started: one that keeps a
+// finalizer (a Job's) would otherwise stay Pending. A held delegate is
+// withdrawn.
+func TestDeletedBeforeItRanEndsFailed(t *testing.T) {
+	for _, held := range []bool{false, true} {
+		p, child, parentPods := reserving(t)
+		sent := make(chan *corev1.Pod, 8)
+		p.NotifyPods(t.Context(), func(up *corev1.Pod) { sent <- up })
+		pod := unboundPod()
+		if held {
+			done := reserveInBackground(t, p, pod)
+			holdOn(t, child, heldDelegate(t, p, pod), "node-1")
+			require.NoError(t, (<-done).err)
+		}
+		deleting := boundHere(t, parentPods, pod)
+		deleting.DeletionTimestamp, deleting.DeletionGracePeriodSeconds = ptr.To(metav1.Now()), ptr.To[int64](30)
+		err := p.DeletePod(t.Context(), deleting)
+		require.True(t, errdefs.IsNotFound(err), "nothing to delete here: %v", err)
+		select {
+		case up := <-sent:
+			require.Equal(t, corev1.PodFailed, up.Status.Phase)
+			require.Len(t, up.Status.ContainerStatuses, 1)
+			require.Equal(t, int32(137), up.Status.ContainerStatuses[0].State.Terminated.ExitCode)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no terminal status sent")
+		}
+		if held {
+			_, err := child.CoreV1().Pods(pod.Namespace).Get(t.Context(), pod.Name, metav1.GetOptions{})
+			require.True(t, apierrors.IsNotFound(err), "the held delegate withdrawn: %v", err)
+		}
+	}
+}

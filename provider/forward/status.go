@@ -118,13 +118,26 @@ func observedGenerations(st *corev1.PodStatus, parent, d *corev1.Pod) {
 }
 
 // terminalStatus is the final status of a parent pod whose delegate was
-// deleted on request: every container terminated. A container whose end
-// the delegate's last status does not show ended unknown, as a kubelet
-// says of a container it can no longer find when its pod is deleted: exit
-// code 137, and the pod Failed (a Job's pod killed by a deletion did not
+// deleted on request (d nil: the pod had no delegate that ran): every
+// container terminated. A container whose end the delegate's last status
+// does not show (or that never started) ended unknown, as a kubelet says of
+// a container it can no longer find when its pod is deleted: exit code
+// 137, and the pod Failed (a Job's pod killed by a deletion did not
 // succeed).
 func terminalStatus(parent, d *corev1.Pod, now time.Time) corev1.PodStatus {
-	st := translateStatus(parent, d)
+	st := *parent.Status.DeepCopy()
+	if d != nil {
+		st = translateStatus(parent, d)
+	}
+	seen := map[string]bool{}
+	for _, cs := range st.ContainerStatuses {
+		seen[cs.Name] = true
+	}
+	for _, c := range parent.Spec.Containers {
+		if !seen[c.Name] {
+			st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image})
+		}
+	}
 	failed := false
 	for i := range st.ContainerStatuses {
 		cs := &st.ContainerStatuses[i]
@@ -335,6 +348,23 @@ func (p *Provider) removeDeleted(parent *corev1.Pod, st corev1.PodStatus) {
 		// virtual-kubelet still removes it when the grace period ends.
 		klog.FromContext(p.ctx).Error(err, "Removing deleted pod once its delegate is gone", "pod", klog.KObj(parent))
 	}
+}
+
+// endUnrun gives the parent pod pod, deleted with no delegate that ran
+// here, its terminal status, unless it has one.
+func (p *Provider) endUnrun(pod *corev1.Pod) {
+	if pod.UID == "" || pod.DeletionTimestamp == nil || terminal(pod) {
+		return
+	}
+	p.mu.Lock()
+	_, failed := p.failed[pod.UID]
+	p.mu.Unlock()
+	if failed {
+		return
+	}
+	out := pod.DeepCopy()
+	out.Status = terminalStatus(pod, nil, p.cfg.Clock.Now())
+	p.send(out)
 }
 
 // fail marks the parent pod Failed with reason and message, for good: this
