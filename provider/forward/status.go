@@ -189,10 +189,7 @@ func (p *Provider) delegateChanged(obj any) {
 	if parent == nil {
 		return
 	}
-	p.mu.Lock()
-	_, failed := p.failed[parent.UID]
-	p.mu.Unlock()
-	if failed {
+	if p.isFailed(parent.UID) {
 		return
 	}
 	if d.DeletionTimestamp != nil && !isHeld(d) && parent.DeletionTimestamp == nil && !p.isDeleting(parent.UID) && !terminal(parent) {
@@ -298,6 +295,15 @@ func (p *Provider) isDeleting(uid types.UID) bool {
 	return p.deleting[uid]
 }
 
+// isFailed tells whether this cluster failed the parent pod uid for good
+// (fail).
+func (p *Provider) isFailed(uid types.UID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, failed := p.failed[uid]
+	return failed
+}
+
 func terminal(pod *corev1.Pod) bool {
 	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }
@@ -356,10 +362,7 @@ func (p *Provider) endUnrun(pod *corev1.Pod) {
 	if pod.UID == "" || pod.DeletionTimestamp == nil || terminal(pod) {
 		return
 	}
-	p.mu.Lock()
-	_, failed := p.failed[pod.UID]
-	p.mu.Unlock()
-	if failed {
+	if p.isFailed(pod.UID) {
 		return
 	}
 	out := pod.DeepCopy()
