@@ -6,7 +6,8 @@
 #   1. builds, cached by version: the upstream e2e suite (`go test -c
 #      k8s.io/kubernetes/test/e2e`, hack/tools/conformance/go.mod, at the
 #      Kubernetes version of go.mod: about 15 minutes on 2 cores the first
-#      time), agnhost from the same module, and ginkgo's CLI;
+#      time), agnhost from the same module, ginkgo's CLI, and the sample API server at
+#      its image's version (hack/tools/sample-apiserver);
 #   2. makes the images the specs run, without a registry (hack/conformance/images.sh):
 #      agnhost, busybox and stand-ins for the others, under the names the suite uses;
 #   3. starts the demo tree (hack/demo/playground.yaml) in its own directory, every real node
@@ -84,6 +85,13 @@ build_e2e() {
 build_agnhost() {
   (cd "${MOD}" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$1" k8s.io/kubernetes/test/images/agnhost)
 }
+# The Aggregator spec's sample API server at the version of the image it
+# names (hack/tools/sample-apiserver): the RBAC the spec grants is that
+# version's (a newer one lists ConfigMaps too, and is never ready).
+SAMPLE_APISERVER_VERSION="$(cd hack/tools/sample-apiserver && go list -m -f '{{.Version}}' k8s.io/sample-apiserver)"
+build_sample_apiserver() {
+  (cd hack/tools/sample-apiserver && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$1" k8s.io/sample-apiserver)
+}
 build_ginkgo() {
   (cd "${MOD}" && CGO_ENABLED=0 go build -trimpath -o "$1" github.com/onsi/ginkgo/v2/ginkgo)
 }
@@ -107,12 +115,13 @@ hack/install-node-runtime.sh
 tool e2e.test build_e2e
 tool agnhost build_agnhost
 tool ginkgo build_ginkgo
+tool "sample-apiserver-${SAMPLE_APISERVER_VERSION}" build_sample_apiserver
 mkdir -p "${DIR}"
 table="${DIR}/table"
 (cd "${MOD}" && go build -o "${table}" ./table)
 
 IMAGES="${DIR}/images"
-hack/conformance/images.sh "${TOOLS}/agnhost" "${IMAGES}"
+hack/conformance/images.sh "${TOOLS}/agnhost" "${IMAGES}" "${TOOLS}/sample-apiserver-${SAMPLE_APISERVER_VERSION}"
 
 PG="${DIR}/tree"
 "${BIN}/nestctl" playground down --dir "${PG}" >/dev/null

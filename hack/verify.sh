@@ -32,7 +32,7 @@ fi
 # must not change.
 hack/update-kube-pins.sh >/dev/null
 mod_files=(go.mod go.sum hack/tools/conformance/go.mod hack/tools/conformance/go.sum)
-for dir in hack/etcd hack/tools/helm hack/tools/metrics-server hack/tools/local-path-provisioner hack/tools/containerd hack/tools/runc hack/tools/cni hack/images third_party/remotedialer; do
+for dir in hack/etcd hack/tools/helm hack/tools/metrics-server hack/tools/local-path-provisioner hack/tools/sample-apiserver hack/tools/containerd hack/tools/runc hack/tools/cni hack/images third_party/remotedialer; do
   (cd "${dir}" && go mod tidy)
   mod_files+=("${dir}/go.mod" "${dir}/go.sum")
 done

@@ -4,17 +4,23 @@
 # test/utils/image/manifest.go), which hack/conformance.sh has every real
 # node of its tree import.
 #
-#   hack/conformance/images.sh AGNHOST OUTDIR
+#   hack/conformance/images.sh AGNHOST OUTDIR [SAMPLE_APISERVER]
 #
 #   agnhost 2.59 (and 2.55)  the suite's own agnhost (AGNHOST, built from k8s.io/kubernetes at the
 #                            pinned version) with what its image holds upstream: a shell and its
 #                            tools (busybox), bash, curl, dig, nc, the porter's certificate,
 #                            CoreDNS, the user and group the image defines
 #   kitten, nautilus 1.7     agnhost serving their page (test-webserver), as upstream
-#   busybox 1.37.0-1         Debian's busybox-static with every applet linked, bash as sh
+#   busybox 1.37.0-1         Debian's busybox-static with every applet linked (and in /bin), bash as sh,
+#                            getent (Debian's libc-bin)
 #   nginx 1.14-4, 1.15-4     stand-ins: busybox's httpd serving "Welcome to nginx!" on port 80
 #   jessie-dnsutils 1.7      busybox with dig and nslookup (Debian's dnsutils)
 #   nonroot 1.4              busybox, running as user 1234
+#   nonewprivs 1.3           busybox with the suite's nnp (k8s.io/kubernetes/test/images/nonewprivs,
+#                            setuid root, as upstream)
+#   sample-apiserver 1.29.2  k8s.io/sample-apiserver at its version, 0.29.2 (SAMPLE_APISERVER, when
+#                            given) as /kube-sample-apiserver, beside etcd 3.6.6-0: the project's
+#                            etcd (_output/bin/etcd) as /usr/local/bin/etcd
 #   pause 3.10.1             Nestlet's pause (hack/images/pause)
 #
 # Programs from Debian packages (busybox-static, bash, curl, dnsutils,
@@ -28,6 +34,7 @@ source hack/lib.sh
 
 AGNHOST="$1"
 OUT="$2"
+SAMPLE_APISERVER="${3:-}"
 E2E=registry.k8s.io/e2e-test-images
 KUBE_DIR="$(go list -m -f '{{.Dir}}' k8s.io/kubernetes)"
 COREDNS="${ROOT}/_output/bin/node/coredns"
@@ -66,8 +73,11 @@ base() {
   install -m 0755 /bin/busybox "${rootfs}/bin/busybox"
   for applet in $(/bin/busybox --list-full); do
     [[ -e "${rootfs}/${applet}" ]] || ln -s /bin/busybox "${rootfs}/${applet}"
+    # and in /bin, as the suite's busybox has every applet (/bin/sysctl)
+    [[ -e "${rootfs}/bin/${applet##*/}" ]] || ln -s busybox "${rootfs}/bin/${applet##*/}"
   done
   with_libs "${rootfs}" "$(command -v bash)" /usr/bin/bash
+  with_libs "${rootfs}" "$(command -v getent)" /usr/bin/getent
   ln -sfn /usr/bin/bash "${rootfs}/bin/sh"
   ln -sfn /usr/bin/bash "${rootfs}/bin/bash"
   cat >"${rootfs}/etc/passwd" <<'EOF'
@@ -98,6 +108,22 @@ image busybox "${r}" -name "${E2E}/busybox:1.37.0-1" -cmd sh
 r="${work}/nonroot"
 base "${r}"
 image nonroot "${r}" -name "${E2E}/nonroot:1.4" -user 1234 -cmd sh
+
+r="${work}/nonewprivs"
+base "${r}"
+(cd hack/tools/conformance && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${r}/usr/local/bin/nnp" \
+  k8s.io/kubernetes/test/images/nonewprivs)
+chmod 4755 "${r}/usr/local/bin/nnp"
+image nonewprivs "${r}" -name "${E2E}/nonewprivs:1.3" -cmd nnp
+
+if [[ -n "${SAMPLE_APISERVER}" ]]; then
+  "${work}/build-image" -name "${E2E}/sample-apiserver:1.29.2" -bin "${SAMPLE_APISERVER}" \
+    -path /kube-sample-apiserver -entrypoint /kube-sample-apiserver -out "${OUT}/sample-apiserver.tar" >&2
+  "${work}/build-image" -name registry.k8s.io/etcd:3.6.6-0 -bin "${ROOT}/_output/bin/etcd" \
+    -path /usr/local/bin/etcd -out "${OUT}/etcd.tar" >&2
+else
+  rm -f "${OUT}/sample-apiserver.tar" "${OUT}/etcd.tar"
+fi
 
 r="${work}/nginx"
 base "${r}"

@@ -204,6 +204,12 @@ func entriesOf(files map[string]string, root string) ([]entry, error) {
 			if info.Mode()&fs.ModeSticky != 0 {
 				e.mode |= 0o1000
 			}
+			if info.Mode()&fs.ModeSetuid != 0 {
+				e.mode |= 0o4000 // a program that runs as its owner, root (nonewprivs)
+			}
+			if info.Mode()&fs.ModeSetgid != 0 {
+				e.mode |= 0o2000
+			}
 			switch {
 			case info.Mode()&fs.ModeSymlink != 0:
 				if e.link, err = os.Readlink(p); err != nil {

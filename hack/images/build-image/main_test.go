@@ -54,7 +54,8 @@ func TestBuildIsReproducible(t *testing.T) {
 }
 
 // A directory becomes the image's file system as it is: modes, symbolic
-// links and empty directories kept; every -tag names the same image.
+// links, empty directories and setuid programs kept; every -tag names the
+// same image.
 func TestBuildFromRoot(t *testing.T) {
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root")
@@ -73,6 +74,12 @@ func TestBuildFromRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.Symlink("busybox", filepath.Join(root, "bin", "sh")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "bin", "nnp"), []byte("setuid"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(root, "bin", "nnp"), 0o755|os.ModeSetuid); err != nil {
 		t.Fatal(err)
 	}
 	s := spec{ref: "registry.k8s.io/e2e-test-images/busybox:1.37.0-1", root: root, cmd: []string{"sh"},
@@ -116,7 +123,7 @@ func TestBuildFromRoot(t *testing.T) {
 		}
 		_ = rc.Close()
 		want := map[string]string{
-			"bin/": "5 755 ", "bin/busybox": "0 755 ", "bin/sh": "2 777 busybox",
+			"bin/": "5 755 ", "bin/busybox": "0 755 ", "bin/sh": "2 777 busybox", "bin/nnp": "0 4755 ",
 			"etc/": "5 755 ", "etc/passwd": "0 644 ", "tmp/": "5 1777 ",
 		}
 		if !maps.Equal(got, want) {
