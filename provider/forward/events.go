@@ -15,25 +15,30 @@ import (
 	"github.com/nestlet/nestlet/api"
 )
 
-// Events up. The Warning events this cluster records about the delegates
-// of this Target (a kubelet's failed probes, image pulls and mounts,
-// back-offs, OOM kills; what Nestlet says about them one level down) are
-// recorded again on their parent pods, where `kubectl describe pod` in the
-// parent shows them: with the same type, reason and message, and a count
-// that grows as theirs does (the parent's recorder aggregates repeats, and
-// its spam filter rate-limits a noisy pod). The agent of the parent cluster
-// does the same one level up, so a leaf's warning reaches the root, each
-// level adding one event write. Normal events stay where they happen: a
-// pod's start is already in its status, and a burst of pods would write
-// several events per pod at every level.
+// Events up. The events this cluster records about the delegates of this
+// Target (a kubelet's image pulls, container starts and stops, failed
+// probes and mounts, back-offs, OOM kills; what Nestlet says about them one
+// level down) are recorded again on their parent pods, where `kubectl
+// describe pod` in the parent shows them as it would a kubelet's: with the
+// same type, reason and message, and a count that grows as theirs does (the
+// parent's recorder aggregates repeats, and its spam filter rate-limits a
+// noisy pod). The agent of the parent cluster does the same one level up,
+// so a leaf's events reach the root, each level adding one event write per
+// event. Tools wait on them: the conformance suite's sysctl specs wait for
+// a pod's Started (or Failed) event. The child's own placement of a
+// delegate (Scheduled) stays there: the parent's scheduler recorded its own.
 
-// eventSelector is what the reflector watches: Warning events about pods.
+// eventSelector is what the reflector watches: events about pods, but a
+// scheduler's placements.
 var eventSelector = fields.AndSelectors(
 	fields.OneTermEqualSelector("involvedObject.kind", "Pod"),
-	fields.OneTermEqualSelector("type", corev1.EventTypeWarning),
+	fields.OneTermNotEqualSelector("reason", reasonScheduled),
 ).String()
 
-// eventReflector follows this cluster's Warning events about pods.
+// reasonScheduled is a scheduler's event for a pod it bound.
+const reasonScheduled = "Scheduled"
+
+// eventReflector follows this cluster's events about pods.
 type eventReflector struct {
 	p        *Provider
 	informer cache.SharedIndexInformer
@@ -66,7 +71,7 @@ func (r *eventReflector) run(ctx context.Context) {
 // parent pod of the delegate it is about, once per occurrence.
 func (r *eventReflector) reflect(ctx context.Context, old, obj any) {
 	e, ok := obj.(*corev1.Event)
-	if !ok || e.Type != corev1.EventTypeWarning || e.InvolvedObject.Kind != "Pod" {
+	if !ok || e.InvolvedObject.Kind != "Pod" || e.Reason == reasonScheduled {
 		return
 	}
 	if o, ok := old.(*corev1.Event); ok && eventCount(o) >= eventCount(e) {

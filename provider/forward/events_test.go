@@ -9,10 +9,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// A Warning event about a delegate is recorded again on its parent pod, and
-// again each time its count grows; Normal events, events about other pods
-// and events older than the reflector are not.
-func TestWarningEventsGoUp(t *testing.T) {
+// An event about a delegate (Warning or Normal, as a kubelet's Started) is
+// recorded again on its parent pod, and again each time its count grows;
+// the child's scheduling, events about other pods and events older than the
+// reflector are not.
+func TestEventsGoUp(t *testing.T) {
 	pod := neverPod()
 	p, child, fc, rec, _ := runFailing(t, pod)
 	require.NoError(t, p.CreatePod(t.Context(), pod.DeepCopy()))
@@ -31,8 +32,9 @@ func TestWarningEventsGoUp(t *testing.T) {
 	events := child.CoreV1().Events("app")
 	for _, e := range []*corev1.Event{
 		event("old", corev1.EventTypeWarning, "Old", delegate, 1, metav1.NewTime(now.Add(-time.Hour))),
-		event("normal", corev1.EventTypeNormal, "Pulled", delegate, 1, now),
+		event("scheduled", corev1.EventTypeNormal, "Scheduled", delegate, 1, now),
 		event("stranger", corev1.EventTypeWarning, "Stranger", other, 1, now),
+		event("started", corev1.EventTypeNormal, "Started", delegate, 1, now),
 		event("probe", corev1.EventTypeWarning, "Unhealthy", delegate, 1, now),
 	} {
 		_, err := events.Create(t.Context(), e, metav1.CreateOptions{})
@@ -48,7 +50,8 @@ func TestWarningEventsGoUp(t *testing.T) {
 			return ""
 		}
 	}
-	require.Equal(t, "Warning Unhealthy Unhealthy happened", next(), "only the delegate's recent warning goes up")
+	require.Equal(t, "Normal Started Started happened", next(), "only the delegate's recent events go up")
+	require.Equal(t, "Warning Unhealthy Unhealthy happened", next(), "only the delegate's recent events go up")
 
 	e, err := events.Get(t.Context(), "probe", metav1.GetOptions{})
 	require.NoError(t, err)
