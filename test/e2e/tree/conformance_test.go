@@ -31,8 +31,9 @@ const ConformanceToolsEnv = "NESTLET_CONFORMANCE_TOOLS"
 // ephemeral container, the pod's observed generation, a DaemonSet at a
 // root made only of clusters (one pod per child, a node's label in its
 // selector), a Job's evicted pods ending Failed before they go (its
-// finalizer waits for that). `make conformance` runs them all (docs/conformance.md,
-// docs/conformance-serial.md).
+// finalizer waits for that), a kubelet's Started event on the pod at the
+// root (the sysctl specs wait for it). `make conformance` runs them all
+// (docs/conformance.md, docs/conformance-serial.md).
 var conformanceSpecs = []string{
 	`[sig-network] Services should serve a basic endpoint from pods`,
 	`[sig-auth] ServiceAccounts should mount an API token into pods`,
@@ -45,6 +46,7 @@ var conformanceSpecs = []string{
 	`[sig-apps] Daemon set [Serial] should run and stop simple daemon [Conformance]`,
 	`[sig-apps] Daemon set [Serial] should run and stop complex daemon [Conformance]`,
 	`[sig-apps] Job should allow to use a pod failure policy to ignore failure matching on DisruptionTarget condition [Conformance]`,
+	`[sig-node] Sysctls [LinuxOnly] [NodeConformance] should support sysctls [Environment:NotInUserNS] [Conformance]`,
 }
 
 // TestConformanceAtTheRoot runs conformanceSpecs with the upstream suite
