@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,6 +76,21 @@ type nodePorts struct {
 	nodeOf    map[int]string // port -> node, as recorded
 	listening map[int]*http.Server
 	bindErr   map[int]error
+	pending   *portBatch // the nodes waiting for the next write of the record
+
+	// writing is held by the one write of the record this replica makes
+	// at a time: the nodes that ask meanwhile wait in pending, and the
+	// next write records them all (a burst of joins is a few writes, not
+	// one conflicting write each).
+	writing sync.Mutex
+}
+
+// portBatch is the nodes one write of the record gives ports to.
+type portBatch struct {
+	nodes map[string]bool
+	done  chan struct{} // closed once written (or failed)
+	ports map[string]int
+	err   error
 }
 
 // nodePortsConfigMap records the ports given, in kube-public.
@@ -105,10 +121,82 @@ var errNoFreePort = errors.New("no free node port")
 
 // allocate returns node's recorded port, or records a free one. Ports of
 // nodes that no longer exist are taken back when the range is full.
+//
+// A node this replica serves already (the record as last seen: its own
+// writes and the informer's copy) is answered without a request; the
+// others join the next write of the record, which gives each a port.
 func (np *nodePorts) allocate(ctx context.Context, node string) (int, error) {
+	if p, ok := np.served(node); ok {
+		return p, nil
+	}
+	np.mu.Lock()
+	b := np.pending
+	if b == nil {
+		b = &portBatch{nodes: map[string]bool{}, done: make(chan struct{})}
+		np.pending = b
+		go np.write(b)
+	}
+	b.nodes[node] = true
+	np.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-b.done:
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	p, ok := b.ports[node]
+	if !ok {
+		return 0, fmt.Errorf("%w: all %d ports of %d-%d are given to nodes that exist; widen --node-ports", errNoFreePort, np.ports.Size(), np.ports.First, np.ports.Last)
+	}
+	return p, nil
+}
+
+// served returns the port this replica serves node on, if any.
+func (np *nodePorts) served(node string) (int, bool) {
+	np.mu.Lock()
+	defer np.mu.Unlock()
+	for p, n := range np.nodeOf {
+		if n == node && np.ports.contains(p) {
+			return p, true
+		}
+	}
+	return 0, false
+}
+
+// portWriteTimeout bounds one write of the record (its retries included).
+const portWriteTimeout = 30 * time.Second
+
+// write records ports for the nodes of b, once the write before it is
+// done; nodes that ask until then join b.
+func (np *nodePorts) write(b *portBatch) {
+	np.writing.Lock()
+	defer np.writing.Unlock()
+	np.mu.Lock()
+	if np.pending == b {
+		np.pending = nil // who asks from now on waits for the next write
+	}
+	nodes := make([]string, 0, len(b.nodes))
+	for n := range b.nodes {
+		nodes = append(nodes, n)
+	}
+	np.mu.Unlock()
+	slices.Sort(nodes) // the lowest free ports in the order of the names
+	ctx, cancel := context.WithTimeout(context.Background(), portWriteTimeout)
+	defer cancel()
+	b.ports, b.err = np.record(ctx, nodes)
+	close(b.done)
+}
+
+// record gives each of nodes its recorded port, or a free one, in one
+// write of the record (retried on a conflict with another replica's).
+// A node left out of the answer found no free port.
+func (np *nodePorts) record(ctx context.Context, nodes []string) (map[string]int, error) {
 	cms := np.client.CoreV1().ConfigMaps(metav1.NamespacePublic)
-	var port int
+	var ports map[string]int
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ports = map[string]int{}
 		cur, err := cms.Get(ctx, nodePortsConfigMap, metav1.GetOptions{})
 		missing := apierrors.IsNotFound(err)
 		if missing {
@@ -116,22 +204,33 @@ func (np *nodePorts) allocate(ctx context.Context, node string) (int, error) {
 		} else if err != nil {
 			return err
 		}
-		if p, err := strconv.Atoi(cur.Data[node]); err == nil && np.ports.contains(p) {
-			port = p
-			return nil
-		}
 		next := cur.DeepCopy()
 		if next.Data == nil {
 			next.Data = map[string]string{}
 		}
-		if port = freePort(np.ports, next.Data); port == 0 {
-			np.release(ctx, next.Data)
-			if port = freePort(np.ports, next.Data); port == 0 {
-				return fmt.Errorf("%w: all %d ports of %d-%d are given to nodes that exist; widen --node-ports", errNoFreePort, np.ports.Size(), np.ports.First, np.ports.Last)
+		changed, released := false, false
+		for _, node := range nodes {
+			if p, err := strconv.Atoi(next.Data[node]); err == nil && np.ports.contains(p) {
+				ports[node] = p
+				continue
 			}
+			port := freePort(np.ports, next.Data)
+			if port == 0 && !released {
+				np.release(ctx, next.Data)
+				released = true
+				port = freePort(np.ports, next.Data)
+			}
+			if port == 0 {
+				continue // errNoFreePort, for this node
+			}
+			next.Data[node] = strconv.Itoa(port)
+			ports[node] = port
+			changed = true
 		}
-		next.Data[node] = strconv.Itoa(port)
-		if missing {
+		switch {
+		case !changed && !released:
+			return nil
+		case missing:
 			_, err = cms.Create(ctx, next, metav1.CreateOptions{FieldManager: FieldManager})
 			if apierrors.IsAlreadyExists(err) {
 				return apierrors.NewConflict(corev1.Resource("configmaps"), nodePortsConfigMap, err)
@@ -142,9 +241,9 @@ func (np *nodePorts) allocate(ctx context.Context, node string) (int, error) {
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("recording the kubelet port of node %s in kube-public/%s: %w", node, nodePortsConfigMap, err)
+		return nil, fmt.Errorf("recording the kubelet port of nodes %s in kube-public/%s: %w", strings.Join(nodes, ", "), nodePortsConfigMap, err)
 	}
-	return port, nil
+	return ports, nil
 }
 
 // freePort returns the lowest port of r that data does not give, or 0.

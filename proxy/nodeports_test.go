@@ -64,6 +64,63 @@ func TestNodePortsAllocate(t *testing.T) {
 	require.Equal(t, map[string]string{"east": "100", "south": "101", "north": "102"}, cm.Data)
 }
 
+// Nodes that ask while the record is being written are recorded together
+// by the next write: a burst of joins is one read and one write of the
+// record, not one each (and no conflicts between them); a node asking
+// again is answered from what the replica serves, without a request.
+func TestNodePortsBurstIsOneWrite(t *testing.T) {
+	ctx := t.Context()
+	client := fake.NewClientset()
+	np := &nodePorts{ports: PortRange{100, 199}, client: client, nodeOf: map[int]string{}}
+	np.writing.Lock() // a write under way
+	const n = 20
+	type answer struct {
+		node string
+		port int
+		err  error
+	}
+	answers := make(chan answer, n)
+	for i := range n {
+		node := fmt.Sprintf("node-%02d", i)
+		go func() {
+			p, err := np.allocate(ctx, node)
+			answers <- answer{node, p, err}
+		}()
+	}
+	require.Eventually(t, func() bool {
+		np.mu.Lock()
+		defer np.mu.Unlock()
+		return np.pending != nil && len(np.pending.nodes) == n
+	}, 5*time.Second, time.Millisecond, "every node waits for the next write")
+	client.ClearActions()
+	np.writing.Unlock()
+	ports := map[int]string{}
+	for range n {
+		a := <-answers
+		require.NoError(t, a.err, a.node)
+		require.NotContains(t, ports, a.port, "%s got %s's port", a.node, ports[a.port])
+		ports[a.port] = a.node
+	}
+	np.mu.Lock()
+	np.nodeOf = ports // what endpointOf then serves (listen)
+	np.mu.Unlock()
+	verbs := []string{}
+	for _, a := range client.Actions() {
+		verbs = append(verbs, a.GetVerb())
+	}
+	require.Equal(t, []string{"get", "create"}, verbs, "one read and one write for the burst")
+	cm, err := client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, nodePortsConfigMap, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Len(t, cm.Data, n)
+	require.Equal(t, "100", cm.Data["node-00"], "the lowest free ports in the order of the names")
+
+	client.ClearActions()
+	p, err := np.allocate(ctx, "node-07")
+	require.NoError(t, err)
+	require.Equal(t, 107, p)
+	require.Empty(t, client.Actions(), "a node served already is answered without a request")
+}
+
 // A child's agent asks the proxy for its port with its node certificate
 // (pkg/tunnel.NodeEndpoint), and the proxy serves that port at once, for
 // that node, behind the kubelet API's authentication. A proxy without
