@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // PortRange is an inclusive range of TCP ports.
@@ -77,6 +78,19 @@ type nodePorts struct {
 	listening map[int]*http.Server
 	bindErr   map[int]error
 	pending   *portBatch // the nodes waiting for the next write of the record
+	// known is when this replica first saw each node of the record (its
+	// own write, or another replica's through the informer or a read):
+	// a node asks for its port before it registers, so a port is taken
+	// back from a node that does not exist only once the record has held
+	// it for releaseGrace.
+	known map[string]time.Time
+	clock clock.PassiveClock
+	// last is the record as last seen (this replica's last write, or the
+	// informer's latest event): a write starts from it, and reads the
+	// record only when it was stale (a conflict).
+	last *corev1.ConfigMap
+	// listed is when release last listed the nodes (np.mu).
+	listed time.Time
 
 	// writing is held by the one write of the record this replica makes
 	// at a time: the nodes that ask meanwhile wait in pending, and the
@@ -195,9 +209,15 @@ func (np *nodePorts) write(b *portBatch) {
 func (np *nodePorts) record(ctx context.Context, nodes []string) (map[string]int, error) {
 	cms := np.client.CoreV1().ConfigMaps(metav1.NamespacePublic)
 	var ports map[string]int
+	np.mu.Lock()
+	cur := np.last
+	np.mu.Unlock()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		ports = map[string]int{}
-		cur, err := cms.Get(ctx, nodePortsConfigMap, metav1.GetOptions{})
+		var err error
+		if cur == nil {
+			cur, err = cms.Get(ctx, nodePortsConfigMap, metav1.GetOptions{})
+		}
 		missing := apierrors.IsNotFound(err)
 		if missing {
 			cur = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: nodePortsConfigMap, Namespace: metav1.NamespacePublic}}
@@ -208,16 +228,16 @@ func (np *nodePorts) record(ctx context.Context, nodes []string) (map[string]int
 		if next.Data == nil {
 			next.Data = map[string]string{}
 		}
-		changed, released := false, false
+		changed, released, tried := false, false, false
 		for _, node := range nodes {
 			if p, err := strconv.Atoi(next.Data[node]); err == nil && np.ports.contains(p) {
 				ports[node] = p
 				continue
 			}
 			port := freePort(np.ports, next.Data)
-			if port == 0 && !released {
-				np.release(ctx, next.Data)
-				released = true
+			if port == 0 && !tried {
+				tried = true
+				released = np.release(ctx, next.Data)
 				port = freePort(np.ports, next.Data)
 			}
 			if port == 0 {
@@ -226,24 +246,40 @@ func (np *nodePorts) record(ctx context.Context, nodes []string) (map[string]int
 			next.Data[node] = strconv.Itoa(port)
 			ports[node] = port
 			changed = true
+			np.mu.Lock()
+			np.knownSince(node)
+			np.known[node] = np.now() // given now, whatever it held before
+			np.mu.Unlock()
 		}
+		var written *corev1.ConfigMap
 		switch {
 		case !changed && !released:
 			return nil
 		case missing:
-			_, err = cms.Create(ctx, next, metav1.CreateOptions{FieldManager: FieldManager})
+			written, err = cms.Create(ctx, next, metav1.CreateOptions{FieldManager: FieldManager})
 			if apierrors.IsAlreadyExists(err) {
-				return apierrors.NewConflict(corev1.Resource("configmaps"), nodePortsConfigMap, err)
+				err = apierrors.NewConflict(corev1.Resource("configmaps"), nodePortsConfigMap, err)
 			}
-			return err
+		default:
+			written, err = cms.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
 		}
-		_, err = cms.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
+		cur = nil // a conflict: read the record again
+		if err == nil {
+			np.seen(written)
+		}
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("recording the kubelet port of nodes %s in kube-public/%s: %w", strings.Join(nodes, ", "), nodePortsConfigMap, err)
 	}
 	return ports, nil
+}
+
+// seen keeps cm as the record last seen.
+func (np *nodePorts) seen(cm *corev1.ConfigMap) {
+	np.mu.Lock()
+	np.last = cm
+	np.mu.Unlock()
 }
 
 // freePort returns the lowest port of r that data does not give, or 0.
@@ -265,16 +301,73 @@ func freePort(r PortRange, data map[string]string) int {
 	return 0
 }
 
-// release drops from data the nodes that no longer exist.
-func (np *nodePorts) release(ctx context.Context, data map[string]string) {
+// releaseGrace is how long a node recorded with a port may not exist
+// before its port can be given to another: it asks before it registers.
+const releaseGrace = 2 * time.Minute
+
+// releaseEvery bounds how often release lists the nodes.
+const releaseEvery = 10 * time.Second
+
+// now is the replica's clock (real unless a test sets one).
+func (np *nodePorts) now() time.Time {
+	if np.clock == nil {
+		return time.Now()
+	}
+	return np.clock.Now()
+}
+
+// knownSince returns when this replica first saw node in the record,
+// noting now as that time if it had not: np.mu held.
+func (np *nodePorts) knownSince(node string) time.Time {
+	if np.known == nil {
+		np.known = map[string]time.Time{}
+	}
+	t, ok := np.known[node]
+	if !ok {
+		t = np.now()
+		np.known[node] = t
+	}
+	return t
+}
+
+// release drops from data the nodes that do not exist and have been in
+// the record for releaseGrace: one list of the nodes, from the API
+// server's cache (a read per recorded node made each full range cost as
+// many requests as the range has ports). Nothing is dropped when the list
+// fails. It reports whether it dropped any.
+func (np *nodePorts) release(ctx context.Context, data map[string]string) bool {
+	np.mu.Lock()
+	recent := !np.listed.IsZero() && np.now().Sub(np.listed) < releaseEvery
+	if !recent {
+		np.listed = np.now()
+	}
+	np.mu.Unlock()
+	if recent {
+		return false // a burst of joins on a full range lists once
+	}
+	nodes, err := np.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot list the nodes to take back the kubelet ports of those gone")
+		return false
+	}
+	exist := make(map[string]bool, len(nodes.Items))
+	for i := range nodes.Items {
+		exist[nodes.Items[i].Name] = true
+	}
+	np.mu.Lock()
+	defer np.mu.Unlock()
+	dropped := false
 	for node := range data {
-		if isEndpointKey(node) {
+		if isEndpointKey(node) || exist[node] {
 			continue
 		}
-		if _, err := np.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		if np.now().Sub(np.knownSince(node)) >= releaseGrace {
 			delete(data, node)
+			delete(np.known, node)
+			dropped = true
 		}
 	}
+	return dropped
 }
 
 // listen serves port for node (a port recorded for another node before
@@ -317,10 +410,20 @@ func (np *nodePorts) serve(port int) http.Handler {
 // another node, so none is closed here: an event older than this
 // replica's own write must not close the port it just opened.
 func (np *nodePorts) sync(ctx context.Context, data map[string]string) {
+	np.mu.Lock()
+	for node := range np.known {
+		if _, ok := data[node]; !ok {
+			delete(np.known, node) // seen again later, it is younger: safe
+		}
+	}
+	np.mu.Unlock()
 	for node, v := range data {
 		if isEndpointKey(node) {
 			continue
 		}
+		np.mu.Lock()
+		np.knownSince(node)
+		np.mu.Unlock()
 		if p, err := strconv.Atoi(v); err == nil && np.ports.contains(p) {
 			np.listen(ctx, p, node)
 		}
@@ -338,6 +441,7 @@ func (np *nodePorts) run(ctx context.Context) {
 	inf := factory.Core().V1().ConfigMaps().Informer()
 	onChange := func(obj any) {
 		if cm, ok := obj.(*corev1.ConfigMap); ok {
+			np.seen(cm)
 			np.sync(ctx, cm.Data)
 		}
 	}

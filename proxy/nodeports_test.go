@@ -3,18 +3,24 @@ package proxy
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nestlet/nestlet/pkg/tunnel"
 )
@@ -34,11 +40,13 @@ func TestParsePortRange(t *testing.T) {
 }
 
 // Each node keeps its port, across replicas (they read the same record);
-// a full range takes back only the ports of nodes that no longer exist.
+// a full range takes back only the ports of nodes that do not exist and
+// have been recorded for releaseGrace (a node asks before it registers).
 func TestNodePortsAllocate(t *testing.T) {
 	ctx := t.Context()
-	client := fake.NewClientset()
-	replica := func() *nodePorts { return &nodePorts{ports: PortRange{100, 102}, client: client} }
+	client := versioned(fake.NewClientset())
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	replica := func() *nodePorts { return &nodePorts{ports: PortRange{100, 102}, client: client, clock: clk} }
 	a, b := replica(), replica()
 	for _, n := range []string{"east", "west", "north", "south"} {
 		_, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
@@ -56,12 +64,26 @@ func TestNodePortsAllocate(t *testing.T) {
 	_, err := a.allocate(ctx, "south")
 	require.ErrorIs(t, err, errNoFreePort, "every port is a live node's")
 	require.NoError(t, client.CoreV1().Nodes().Delete(ctx, "west", metav1.DeleteOptions{}))
+	_, err = b.allocate(ctx, "south")
+	require.ErrorIs(t, err, errNoFreePort, "west was given its port just now: it may not have registered yet")
+	clk.SetTime(clk.Now().Add(releaseGrace))
 	got, err := b.allocate(ctx, "south")
 	require.NoError(t, err)
 	require.Equal(t, 101, got, "west is gone: its port goes to south")
 	cm, err := client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, nodePortsConfigMap, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"east": "100", "south": "101", "north": "102"}, cm.Data)
+
+	// A replica that sees a record of a node that does not exist for the
+	// first time holds it for the grace from then.
+	require.NoError(t, client.CoreV1().Nodes().Delete(ctx, "north", metav1.DeleteOptions{}))
+	c := replica()
+	_, err = c.allocate(ctx, "later")
+	require.ErrorIs(t, err, errNoFreePort, "replica c has just seen north's record")
+	clk.SetTime(clk.Now().Add(releaseGrace))
+	got, err = c.allocate(ctx, "later")
+	require.NoError(t, err)
+	require.Equal(t, 102, got, "north is gone and recorded for the grace: its port goes to later")
 }
 
 // Nodes that ask while the record is being written are recorded together
@@ -214,9 +236,12 @@ func TestRecordEndpoints(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"east": "100", ".host": "127.0.0.1", ".port": port, ".direct": "west,north"}, cm.Data)
 
-	// east's node is gone and the range full: south takes its port, the
-	// endpoint keys stay.
-	np := &nodePorts{ports: PortRange{100, 100}, client: client}
+	// east's node is gone, recorded for longer than the grace, and the
+	// range full: south takes its port, the endpoint keys stay.
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	np := &nodePorts{ports: PortRange{100, 100}, client: client, clock: clk}
+	np.known = map[string]time.Time{"east": clk.Now()} // seen now
+	clk.SetTime(clk.Now().Add(releaseGrace))
 	got, err := np.allocate(ctx, "south")
 	require.NoError(t, err)
 	require.Equal(t, 100, got)
@@ -242,4 +267,40 @@ func TestValidateDirectNodes(t *testing.T) {
 		err := ValidateDirectNodes(strings.Split(entries, ","))
 		require.ErrorContains(t, err, why, entries)
 	}
+}
+
+// versioned makes client's ConfigMap writes check and bump the
+// resourceVersion as an API server does (the fake's tracker does not): a
+// write from a stale copy is a conflict.
+func versioned(client *fake.Clientset) *fake.Clientset {
+	var mu sync.Mutex
+	next := 1
+	client.PrependReactor("*", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		o, ok := a.(interface{ GetObject() runtime.Object })
+		if !ok || (a.GetVerb() != "create" && a.GetVerb() != "update") {
+			return false, nil, nil
+		}
+		cm := o.GetObject().(*corev1.ConfigMap).DeepCopy()
+		if a.GetVerb() == "update" {
+			stored, err := client.Tracker().Get(a.GetResource(), cm.Namespace, cm.Name)
+			if err != nil {
+				return true, nil, err
+			}
+			if stored.(*corev1.ConfigMap).ResourceVersion != cm.ResourceVersion {
+				return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), cm.Name, errors.New("stale resourceVersion"))
+			}
+		}
+		next++
+		cm.ResourceVersion = strconv.Itoa(next)
+		var err error
+		if a.GetVerb() == "create" {
+			err = client.Tracker().Create(a.GetResource(), cm, cm.Namespace)
+		} else {
+			err = client.Tracker().Update(a.GetResource(), cm, cm.Namespace)
+		}
+		return true, cm, err
+	})
+	return client
 }

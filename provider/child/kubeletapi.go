@@ -65,8 +65,13 @@ type kubeletAPI struct {
 	mu       sync.Mutex
 	endpoint string
 	// advertised is called when endpoint changes after the node registered
-	// (its status is reported again).
+	// (its status is reported again); set by registered.
 	advertised func()
+	// answered is closed at the proxy's first final answer about the
+	// node's own port (tunnel mode): the node registers with it when it
+	// comes in time (nodePortWait).
+	answered     chan struct{}
+	answeredOnce sync.Once
 	// tunnel is the proxy's tunnel (tunnel mode, Handler unset).
 	tunnel tunnel.ClientConfig
 	// tunnelDown is signalled when the tunnel drops: the proxy may have
@@ -111,38 +116,6 @@ func (k *kubeletAPI) advertisedEndpoint() string {
 	return k.endpoint
 }
 
-// nodePortRecheck is how often an agent in tunnel mode asks the proxy for
-// its node's kubelet port again, besides each time its tunnel comes up.
-const nodePortRecheck = time.Minute
-
-// askNodePort asks the proxy for the node's own kubelet port (tunnel
-// mode) and advertises it; it keeps the shared port when the proxy gives
-// none, and reports whether the answer was final (false: ask again).
-func (k *kubeletAPI) askNodePort(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	ep, err := tunnel.NodeEndpoint(ctx, k.tunnel)
-	logger := klog.FromContext(ctx)
-	switch {
-	case errors.Is(err, tunnel.ErrNoNodePort):
-		logger.V(2).Info("The parent's proxy serves this node on its shared kubelet port: node-level routes (stats, kubectl top) are not served", "reason", err)
-		ep = k.proxy[api.ClusterInfoProxyKubeletEndpoint]
-	case err != nil:
-		logger.Info("Cannot get this node's kubelet port from the parent's proxy yet; advertising its shared port meanwhile", "err", err)
-		return false
-	}
-	k.mu.Lock()
-	changed := k.endpoint != ep
-	k.endpoint = ep
-	notify := k.advertised
-	k.mu.Unlock()
-	if changed && notify != nil {
-		logger.Info("Advertising the kubelet endpoint the parent's proxy gave this node", "endpoint", ep)
-		notify()
-	}
-	return true
-}
-
 // close releases what chooseKubeletAPI bound, when serve will not run.
 func (k *kubeletAPI) close() {
 	if k.listener != nil {
@@ -180,7 +153,7 @@ func chooseKubeletAPI(ctx context.Context, nodeClient kubernetes.Interface, id *
 			mode = KubeletAPIOff
 		}
 	}
-	k := &kubeletAPI{mode: mode, follow: follow, proxy: proxy, tunnelDown: make(chan struct{}, 1)}
+	k := &kubeletAPI{mode: mode, follow: follow, proxy: proxy, tunnelDown: make(chan struct{}, 1), answered: make(chan struct{})}
 	switch mode {
 	case KubeletAPIOff:
 	case KubeletAPITunnel:
@@ -189,12 +162,14 @@ func chooseKubeletAPI(ctx context.Context, nodeClient kubernetes.Interface, id *
 			URL: info[api.ClusterInfoProxyTunnelURL], CA: []byte(info[api.ClusterInfoProxyCA]),
 			GetClientCertificate: cert.GetClientCertificate,
 		}
-		// The node registers at once with the proxy's shared port (which
-		// the parent's policy nestlet-children-kubelet allows too); its
-		// own port is asked for as soon as the tunnel is up (serve), and
-		// the node's next status carries it. Asking here, before the
-		// registration, put a TLS handshake and the proxy's write of its
-		// ports on every join's way: about 3 round trips to the parent.
+		// The node's own port is asked for as soon as the tunnel is up
+		// (serve), which runNode waits for, up to nodePortWait, before
+		// the node registers: registered with its own port, the node is
+		// not updated again for it (a read, two patches and its Target's
+		// status at every join). Past that wait, or when the proxy gives
+		// none, the node registers with the proxy's shared port (which
+		// the parent's policy nestlet-children-kubelet allows too), and
+		// its next status carries its own once the proxy answers.
 	case KubeletAPIDirect:
 		auth, err := kubeletapi.NewAuth(nodeClient, id.CAData)
 		if err != nil {

@@ -1,6 +1,11 @@
 package child
 
 import (
+	"crypto/tls"
+	"encoding/pem"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -15,6 +20,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nestlet/nestlet/api"
+	"github.com/nestlet/nestlet/pkg/tunnel"
 )
 
 // nestletInfo is the parent's kube-public/nestlet-info publishing a proxy at
@@ -119,4 +125,46 @@ func TestWatchProxySeesAChangeBeforeItWatched(t *testing.T) {
 	})
 	k := &kubeletAPI{follow: true, proxy: proxyKeys(nestletInfo("10.0.0.1:10250").Data), tunnelDown: make(chan struct{}, 1)}
 	require.True(t, closedWithin(k.watchProxy(t.Context(), clocktesting.NewFakeClock(time.Now()), client), 10*time.Second))
+}
+
+// In tunnel mode the node's own port is asked for before the node
+// registers: once the proxy answered, the node is built with that port and
+// no status report follows for it; a port that changes after the node was
+// built is reported once the node has registered.
+func TestNodeRegistersWithItsOwnPort(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.Equal(t, "/kubelet-endpoint", r.URL.Path)
+		_, _ = w.Write([]byte("10.0.0.1:40001"))
+	}))
+	defer srv.Close()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	k := &kubeletAPI{mode: KubeletAPITunnel, endpoint: "10.0.0.1:10250", tunnelDown: make(chan struct{}, 1), answered: make(chan struct{}),
+		tunnel: tunnel.ClientConfig{URL: "wss://" + srv.Listener.Addr().String(), CA: ca, Certificate: tls.Certificate{}}}
+	require.False(t, closedWithin(k.nodePortAnswered(), 50*time.Millisecond), "answered before anyone asked")
+	k.askEarly(t.Context())
+	require.True(t, closedWithin(k.nodePortAnswered(), 10*time.Second), "the early ask got no answer")
+	host, port := k.hostPort()
+	require.Equal(t, "10.0.0.1", host)
+	require.EqualValues(t, 40001, port)
+
+	reports := 0
+	registered := &corev1.Node{Status: corev1.NodeStatus{DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 40001}}}}
+	k.registered(registered, func() { reports++ })
+	require.Zero(t, reports, "the node registered with its port: nothing to report")
+
+	k.mu.Lock()
+	k.endpoint = "10.0.0.1:40002" // the proxy answered again meanwhile
+	k.mu.Unlock()
+	k.registered(registered, func() { reports++ })
+	require.Equal(t, 1, reports, "the port changed after the node was built: reported once registered")
+
+	// Refused with its own port (the parent's policy reading a record
+	// that lost it, say), the node goes back to the shared port once.
+	k.proxy = map[string]string{api.ClusterInfoProxyKubeletEndpoint: "10.0.0.1:10250"}
+	require.True(t, k.dropOwnPort(t.Context(), errors.New("refused")))
+	require.Equal(t, "10.0.0.1:10250", k.advertisedEndpoint())
+	require.False(t, k.dropOwnPort(t.Context(), errors.New("refused")), "already on the shared port")
+
+	// Outside tunnel mode nothing is waited for.
+	require.Nil(t, (&kubeletAPI{mode: KubeletAPIDirect}).nodePortAnswered())
 }

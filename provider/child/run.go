@@ -167,6 +167,7 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 	t := r.target
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	kapi.askEarly(runCtx)
 	changed, unsubscribe := r.c.changes.subscribe()
 	defer unsubscribe()
 	prov, err := newVirtualNode(t, nodeClient, r.vnodeConfig(ctx, parentName(id, t), kapi, changed))
@@ -174,9 +175,6 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 		kapi.close()
 		return err
 	}
-	kapi.mu.Lock()
-	kapi.advertised = prov.PostStatus
-	kapi.mu.Unlock()
 	// Each version of the node: what the parent says of this cluster
 	// (parentview.go), and the parent's gateway.
 	view := newParentView(r.status.set, prov.PodCIDRs)
@@ -206,7 +204,7 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 	}); err != nil {
 		return err
 	}
-	initial, err := reg.register(ctx, prov, existing)
+	initial, err := r.register(ctx, reg, prov, existing, kapi)
 	if err != nil {
 		return err
 	}
@@ -266,6 +264,29 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 
 // vnodeConfig is what the virtual node's provider gets from the agent and
 // from this run (newVirtualNode adds the Target's own fields).
+// register registers the virtual node in the parent, in tunnel mode with
+// its own kubelet port once the proxy gave it (waiting up to
+// nodePortWait), and has each later change of its endpoint reported.
+func (r *targetRun) register(ctx context.Context, reg *registrar, prov *vnode.Provider, existing *corev1.Node, kapi *kubeletAPI) (*corev1.Node, error) {
+	if answered := kapi.nodePortAnswered(); answered != nil {
+		select {
+		case <-answered:
+		case <-r.c.cfg.Clock.After(nodePortWait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	initial, err := reg.register(ctx, prov, existing)
+	if err != nil && kapi.dropOwnPort(ctx, err) {
+		initial, err = reg.register(ctx, prov, existing)
+	}
+	if err != nil {
+		return nil, err
+	}
+	kapi.registered(initial, prov.PostStatus)
+	return initial, nil
+}
+
 func (r *targetRun) vnodeConfig(ctx context.Context, parent string, kapi *kubeletAPI, changed <-chan struct{}) vnode.Config {
 	c := r.c
 	return vnode.Config{

@@ -93,7 +93,7 @@ func benchTargets(b *testing.B, prefix string, n int, whileUp func()) map[string
 	for len(ready) < n {
 		select {
 		case <-timeout:
-			b.Fatalf("%d of %d nodes Ready after 3m", len(ready), n)
+			b.Fatalf("%d of %d nodes Ready after 3m; %s", len(ready), n, notReady(ctx, westTargets, prefix, n, ready))
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				b.Fatal("watch closed")
@@ -114,6 +114,34 @@ func benchTargets(b *testing.B, prefix string, n int, whileUp func()) map[string
 	}
 	phases.report(b, prefix, created, ready)
 	return ready
+}
+
+// notReady says, for each of the n joins not in ready, what its Target
+// and its node in root say.
+func notReady(ctx context.Context, westTargets v1alpha1.TargetInterface, prefix string, n int, ready map[string]time.Duration) string {
+	var out []string
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		if _, ok := ready[name]; ok {
+			continue
+		}
+		says := "no Target"
+		if tg, err := westTargets.Get(ctx, name, metav1.GetOptions{}); err == nil {
+			says = "Target conditions none"
+			for _, c := range tg.Status.Conditions {
+				says = fmt.Sprintf("Target %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+			}
+		}
+		if node, err := env.Cluster("root").Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
+			for _, c := range node.Status.Conditions {
+				says += fmt.Sprintf("; node %s=%s %s", c.Type, c.Status, c.Message)
+			}
+		} else {
+			says += "; node: " + err.Error()
+		}
+		out = append(out, name+": "+says)
+	}
+	return strings.Join(out, "\n")
 }
 
 // benchTarget returns a Target like good (west's own) under cluster name
