@@ -266,6 +266,8 @@ func (np *nodePorts) record(ctx context.Context, nodes []string) (map[string]int
 		cur = nil // a conflict: read the record again
 		if err == nil {
 			np.seen(written)
+		} else {
+			np.seen(nil) // stale, or gone: the next write reads it
 		}
 		return err
 	})

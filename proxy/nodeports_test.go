@@ -304,3 +304,45 @@ func versioned(client *fake.Clientset) *fake.Clientset {
 	})
 	return client
 }
+
+// A write starts from the record as last seen, without reading it; a copy
+// gone stale (another replica wrote) costs a conflict and a read, and a
+// record deleted meanwhile is made again by the write after.
+func TestNodePortsWriteFromLastSeen(t *testing.T) {
+	ctx := t.Context()
+	client := versioned(fake.NewClientset())
+	a := &nodePorts{ports: PortRange{100, 199}, client: client}
+	b := &nodePorts{ports: PortRange{100, 199}, client: client}
+	verbs := func() []string {
+		var out []string
+		for _, act := range client.Actions() {
+			if act.GetResource().Resource == "configmaps" {
+				out = append(out, act.GetVerb())
+			}
+		}
+		client.ClearActions()
+		return out
+	}
+	_, err := a.record(ctx, []string{"east"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"get", "create"}, verbs(), "nothing seen yet: read, then made")
+	_, err = a.record(ctx, []string{"west"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"update"}, verbs(), "written from its own last write")
+
+	_, err = b.record(ctx, []string{"north"})
+	require.NoError(t, err)
+	verbs()
+	ports, err := a.record(ctx, []string{"south"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"update", "get", "update"}, verbs(), "b wrote since: a conflict, then a read")
+	require.Equal(t, 103, ports["south"], "east, west and north keep theirs")
+
+	require.NoError(t, client.CoreV1().ConfigMaps(metav1.NamespacePublic).Delete(ctx, nodePortsConfigMap, metav1.DeleteOptions{}))
+	verbs()
+	_, err = a.record(ctx, []string{"up"})
+	require.Error(t, err, "the copy names a record that is gone")
+	_, err = a.record(ctx, []string{"up"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"update", "get", "create"}, verbs(), "the failed write forgot the copy: read, then made again")
+}

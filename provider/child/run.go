@@ -262,8 +262,6 @@ func (r *targetRun) runNode(ctx context.Context, id *join.Identity, cert *join.C
 	return r.hold(ctx, renewal, nc, pc, kapi.watchProxy(runCtx, r.c.cfg.Clock, nodeClient))
 }
 
-// vnodeConfig is what the virtual node's provider gets from the agent and
-// from this run (newVirtualNode adds the Target's own fields).
 // register registers the virtual node in the parent, in tunnel mode with
 // its own kubelet port once the proxy gave it (waiting up to
 // nodePortWait), and has each later change of its endpoint reported.
@@ -287,6 +285,8 @@ func (r *targetRun) register(ctx context.Context, reg *registrar, prov *vnode.Pr
 	return initial, nil
 }
 
+// vnodeConfig is what the virtual node's provider gets from the agent and
+// from this run (newVirtualNode adds the Target's own fields).
 func (r *targetRun) vnodeConfig(ctx context.Context, parent string, kapi *kubeletAPI, changed <-chan struct{}) vnode.Config {
 	c := r.c
 	return vnode.Config{
