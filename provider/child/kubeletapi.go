@@ -162,8 +162,9 @@ func chooseKubeletAPI(ctx context.Context, nodeClient kubernetes.Interface, id *
 			URL: info[api.ClusterInfoProxyTunnelURL], CA: []byte(info[api.ClusterInfoProxyCA]),
 			GetClientCertificate: cert.GetClientCertificate,
 		}
-		// The node's own port is asked for as soon as the tunnel is up
-		// (serve), which runNode waits for, up to nodePortWait, before
+		// The node's own port is asked for as soon as runNode starts
+		// (askEarly), and again each time the tunnel comes up (serve);
+		// runNode waits for the first answer, up to nodePortWait, before
 		// the node registers: registered with its own port, the node is
 		// not updated again for it (a read, two patches and its Target's
 		// status at every join). Past that wait, or when the proxy gives
