@@ -44,7 +44,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst = 500, 1000
+	kubeclient.ControllerLimits(cfg)
 
 	var reg *prometheus.Registry
 	if o.metricsAddr != "" {
@@ -107,12 +107,12 @@ func run(ctx context.Context, o options) error {
 	if election.ResourceNamespace == "" {
 		election.ResourceNamespace = o.namespace
 	}
-	var client kubernetes.Interface
-	if election.LeaderElect {
-		if client, err = kubernetes.NewForConfig(cfg); err != nil {
-			return err
-		}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
 	}
+	// First, before anything of this process decodes (agent.NewVolumes).
+	acfg.Volumes = agent.NewVolumes(ctx, client)
 	// A replica that does not lead waits, serving only its metrics.
 	return kubeclient.RunElected(ctx, client, election, func(ctx context.Context) error {
 		a, err := agent.New(acfg)

@@ -138,6 +138,10 @@ type Config struct {
 	// Metrics receives the agent's Prometheus metrics (optional).
 	Metrics prometheus.Registerer
 	Clock   clock.WithTicker
+	// Volumes provisions the "nestlet" StorageClass's volumes in this
+	// cluster (parent.NewVolumes, made before any client of the process
+	// decodes; none: that class's claims stay Pending).
+	Volumes *parent.Volumes
 }
 
 // Agent runs the two sides of one cluster's agent. New builds the clients
@@ -150,6 +154,13 @@ type Agent struct {
 	// both sides read.
 	factory *kubeclient.CoreFactory
 	metrics *forward.Metrics
+}
+
+// NewVolumes makes the provisioner of the "nestlet" StorageClass for
+// Config.Volumes. Call it before any API client of the process decodes a
+// response (parent.NewVolumes says why).
+func NewVolumes(ctx context.Context, client kubernetes.Interface) *parent.Volumes {
+	return parent.NewVolumes(ctx, client)
 }
 
 // New checks cfg, fills its defaults and builds the clients.
@@ -258,7 +269,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	parents, err := parent.New(parent.Config{Client: a.client, Nodes: nodeInformer, Namespace: a.cfg.Namespace,
 		PodCIDRPool: a.cfg.PodCIDRPool, PodCIDRPoolShareBits: a.cfg.PodCIDRPoolShareBits, Peers: gw, Clock: a.cfg.Clock,
-		ChildTaintEffect: a.cfg.ChildTaintEffect})
+		ChildTaintEffect: a.cfg.ChildTaintEffect, Volumes: a.cfg.Volumes})
 	if err != nil {
 		return err
 	}

@@ -59,6 +59,9 @@ type Config struct {
 	// it is relaxed here, once the node is known as a child's.
 	ChildTaintEffect corev1.TaintEffect
 	Clock            clock.PassiveClock
+	// Volumes provisions the "nestlet" StorageClass's volumes (NewVolumes;
+	// none: claims of that class stay Pending here).
+	Volumes *Volumes
 }
 
 // Parent runs the controllers of the parent's side.
@@ -73,6 +76,7 @@ type Parent struct {
 	admin       *podcidrs.Grants
 	kids        *children
 	serviceCIDR *serviceCIDRs
+	volumes     *Volumes
 	// ready is closed once every child present at the start is decided.
 	ready chan struct{}
 }
@@ -95,7 +99,7 @@ func New(cfg Config) (*Parent, error) {
 		return nil, err
 	}
 	p := &Parent{client: cfg.Client, nodes: cfg.Nodes, decorator: dc, quotas: quota.New(cfg.Client), kids: kids,
-		admin: podcidrs.NewGrants(cfg.Client, dc.enqueueAll), serviceCIDR: newServiceCIDRs(cfg.Client), ready: make(chan struct{})}
+		admin: podcidrs.NewGrants(cfg.Client, dc.enqueueAll), serviceCIDR: newServiceCIDRs(cfg.Client), volumes: cfg.Volumes, ready: make(chan struct{})}
 	p.grants = newGrants(p.admin, cfg.PodCIDRPool, cfg.PodCIDRPoolShareBits, kids,
 		ownAddresses(cfg.Nodes.Lister(), kids, p.serviceCIDR, cfg.Peers))
 	dc.grants = p.grants
@@ -140,7 +144,9 @@ func (p *Parent) Run(ctx context.Context) {
 	wg.Go(func() { p.approver.run(ctx) })
 	wg.Go(func() { p.revoked.Run(ctx) })
 	wg.Go(func() { p.quotas.Run(ctx) })
-	wg.Go(func() { runVolumes(ctx, p.client, p.nodes.Lister()) })
+	if p.volumes != nil {
+		wg.Go(func() { p.volumes.run(ctx, p.nodes.Lister()) })
+	}
 	wg.Wait()
 }
 

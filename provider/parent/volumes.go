@@ -42,18 +42,50 @@ type volumes struct {
 	nodes  corelisters.NodeLister
 }
 
-// runVolumes runs the provisioner until ctx ends, from the moment this
-// cluster has a StorageClass of api.StorageProvisioner (the chart and the
+// Volumes is the provisioner of this cluster's "nestlet" StorageClass
+// (api.StorageProvisioner), made by NewVolumes and run by the parent's
+// side (Config.Volumes).
+type Volumes struct {
+	classes cache.SharedIndexInformer
+	factory informers.SharedInformerFactory
+	volumes *volumes
+	pc      *controller.ProvisionController
+}
+
+// NewVolumes makes the provisioner; nothing is watched until it runs.
+//
+// Make it once per cluster, before any API client of the process decodes
+// a response (before leader election, informers, the gateway): the
+// provisioning library registers the core types in client-go's global
+// scheme when its controller is made (controller.NewProvisionController),
+// a write to the maps every client's decoder reads. Made while a watch
+// decodes, the process dies ("concurrent map read and map write").
+func NewVolumes(ctx context.Context, client kubernetes.Interface) *Volumes {
+	factory := informers.NewSharedInformerFactory(client, 0)
+	v := &Volumes{
+		classes: factory.Storage().V1().StorageClasses().Informer(),
+		factory: factory,
+		volumes: &volumes{client: client},
+	}
+	v.pc = controller.NewProvisionController(ctx, client, api.StorageProvisioner, v.volumes,
+		controller.ClassesInformer(v.classes),
+		controller.LeaderElection(false),
+		controller.FailedProvisionThreshold(0),
+		controller.FailedDeleteThreshold(0))
+	return v
+}
+
+// run runs the provisioner until ctx ends, from the moment this cluster
+// has a StorageClass of api.StorageProvisioner (the chart and the
 // launcher make one): until then it only watches the classes, so a
 // cluster without one pays for no watch of claims and volumes. The agent
 // runs it only while it leads (cmd/nestlet --leader-elect), so the
-// library's own leader election is off.
-func runVolumes(ctx context.Context, client kubernetes.Interface, nodes corelisters.NodeLister) {
-	factory := informers.NewSharedInformerFactory(client, 0)
-	classes := factory.Storage().V1().StorageClasses().Informer()
+// library's own leader election is off. It runs once per Volumes.
+func (v *Volumes) run(ctx context.Context, nodes corelisters.NodeLister) {
+	v.volumes.nodes = nodes
 	ours := make(chan struct{})
 	var once sync.Once
-	if _, err := classes.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+	if _, err := v.classes.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
 		if sc, ok := obj.(*storagev1.StorageClass); ok && sc.Provisioner == api.StorageProvisioner {
 			once.Do(func() { close(ours) })
 		}
@@ -61,19 +93,14 @@ func runVolumes(ctx context.Context, client kubernetes.Interface, nodes corelist
 		klog.FromContext(ctx).Error(err, "Watching StorageClasses: no volumes are provisioned")
 		return
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	v.factory.Start(ctx.Done())
+	defer v.factory.Shutdown()
 	select {
 	case <-ctx.Done():
 		return
 	case <-ours:
 	}
-	pc := controller.NewProvisionController(ctx, client, api.StorageProvisioner, &volumes{client: client, nodes: nodes},
-		controller.ClassesInformer(classes),
-		controller.LeaderElection(false),
-		controller.FailedProvisionThreshold(0),
-		controller.FailedDeleteThreshold(0))
-	pc.Run(ctx)
+	v.pc.Run(ctx)
 }
 
 // errNotAChild is returned for a claim whose pod went to a node that is

@@ -2,6 +2,7 @@ package parent
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -90,4 +91,52 @@ func TestVolumeRefusedOffChildren(t *testing.T) {
 	n, err := client.CoreV1().Nodes().Get(t.Context(), "n1", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Empty(t, n.Annotations)
+}
+
+// The provisioner made by NewVolumes (before anything decodes) watches
+// nothing but the classes until the "nestlet" class exists, then makes
+// the volume of a claim whose first pod went to a child.
+func TestVolumesRunOnceTheClassExists(t *testing.T) {
+	east := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "east", Labels: map[string]string{
+		api.LabelNodeType: api.NodeTypeVirtualKubelet, api.LabelCluster: "east", corev1.LabelHostname: "east"}}}
+	client := fake.NewClientset(east)
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, idx.Add(east))
+	v := NewVolumes(t.Context(), client)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		v.run(t.Context(), corelisters.NewNodeLister(idx))
+	}()
+	t.Cleanup(func() { <-done })
+
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: "app", UID: "c1", Annotations: map[string]string{
+			"volume.kubernetes.io/selected-node":       "east",
+			"volume.kubernetes.io/storage-provisioner": api.StorageProvisioner}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: ptr.To(api.StorageClassName),
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		}}
+	_, err := client.CoreV1().PersistentVolumeClaims("app").Create(t.Context(), claim, metav1.CreateOptions{})
+	require.NoError(t, err)
+	noVolumes := func() bool {
+		pvs, err := client.CoreV1().PersistentVolumes().List(t.Context(), metav1.ListOptions{})
+		require.NoError(t, err)
+		return len(pvs.Items) == 0
+	}
+	// No class yet: the claim waits (its watch is not even started).
+	time.Sleep(300 * time.Millisecond)
+	require.True(t, noVolumes())
+
+	_, err = client.StorageV1().StorageClasses().Create(t.Context(), &storagev1.StorageClass{
+		ObjectMeta: metav1.ObjectMeta{Name: api.StorageClassName}, Provisioner: api.StorageProvisioner,
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return !noVolumes() }, 30*time.Second, 50*time.Millisecond)
+	pv, err := client.CoreV1().PersistentVolumes().Get(t.Context(), "pvc-c1", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "east", pv.Labels[api.LabelCluster])
+	require.Equal(t, "c1", string(pv.Spec.ClaimRef.UID))
 }
