@@ -247,8 +247,7 @@ func (np *nodePorts) record(ctx context.Context, nodes []string) (map[string]int
 			ports[node] = port
 			changed = true
 			np.mu.Lock()
-			np.knownSince(node)
-			np.known[node] = np.now() // given now, whatever it held before
+			np.knownMap()[node] = np.now() // given now, whatever it held before
 			np.mu.Unlock()
 		}
 		var written *corev1.ConfigMap
@@ -321,15 +320,20 @@ func (np *nodePorts) now() time.Time {
 // knownSince returns when this replica first saw node in the record,
 // noting now as that time if it had not: np.mu held.
 func (np *nodePorts) knownSince(node string) time.Time {
-	if np.known == nil {
-		np.known = map[string]time.Time{}
-	}
-	t, ok := np.known[node]
+	t, ok := np.knownMap()[node]
 	if !ok {
 		t = np.now()
 		np.known[node] = t
 	}
 	return t
+}
+
+// knownMap is np.known, made on first use: np.mu held.
+func (np *nodePorts) knownMap() map[string]time.Time {
+	if np.known == nil {
+		np.known = map[string]time.Time{}
+	}
+	return np.known
 }
 
 // release drops from data the nodes that do not exist and have been in
@@ -418,14 +422,16 @@ func (np *nodePorts) sync(ctx context.Context, data map[string]string) {
 			delete(np.known, node) // seen again later, it is younger: safe
 		}
 	}
+	for node := range data {
+		if !isEndpointKey(node) {
+			np.knownSince(node)
+		}
+	}
 	np.mu.Unlock()
 	for node, v := range data {
 		if isEndpointKey(node) {
 			continue
 		}
-		np.mu.Lock()
-		np.knownSince(node)
-		np.mu.Unlock()
 		if p, err := strconv.Atoi(v); err == nil && np.ports.contains(p) {
 			np.listen(ctx, p, node)
 		}

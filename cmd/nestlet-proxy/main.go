@@ -36,12 +36,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	// client-go's default of 5 requests a second (burst 10) made each
-	// child's join wait for its turn when several joined in a row: the
-	// proxy writes the node ports record before a node registers, and
-	// checks callers' rights. The API server's priority and fairness
-	// guards it; the agent runs with the same limits.
-	cfg.QPS, cfg.Burst = 500, 1000
+	kubeclient.ControllerLimits(cfg)
 	client, err := kubernetes.NewForConfig(kubeclient.Protobuf(cfg))
 	if err != nil {
 		return err

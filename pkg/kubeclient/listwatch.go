@@ -62,3 +62,15 @@ func RESTConfig(path, context string) (*rest.Config, error) {
 	}
 	return cfg, nil
 }
+
+// ControllerLimits sets the client-side rate limits of Nestlet's
+// long-running processes (the agent, nestlet-proxy) on cfg, and returns
+// it: 500 requests a second in bursts of 1,000. client-go's default of 5
+// a second (burst 10) queued each child's join behind the previous ones
+// when several joined in a row (the proxy writes the node ports record
+// before a node registers, and checks callers' rights); the API server's
+// priority and fairness is what guards it.
+func ControllerLimits(cfg *rest.Config) *rest.Config {
+	cfg.QPS, cfg.Burst = 500, 1000
+	return cfg
+}
