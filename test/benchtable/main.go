@@ -102,6 +102,7 @@ var targets = map[string]target{
 	"paced-3hop-p99-ms":                        {atMost: true, value: 300, bench: "HopLatency", pkg: "depth"},
 	"throughput-ratio":                         {value: 0.95, bench: "SchedulerVsStock", pkg: "scheduler"},
 	"latency-p50-ratio":                        {atMost: true, value: 1.2, bench: "SchedulerVsStock", pkg: "scheduler"},
+	"paced-latency-p50-ratio":                  {atMost: true, value: 1.2, bench: "SchedulerVsStock", pkg: "scheduler"},
 	"busiest-tree-cluster-vs-flat-cpu":         {atMost: true, value: 1.0, bench: "Throughput1000", pkg: "forward"},
 	"tree-deploy-pods-failed":                  {atMost: true, value: 0, bench: "Fleet", pkg: "scale"},
 	"e2e-2hop-pods-failed":                     {atMost: true, value: 0, bench: "ForwardingLatency", pkg: "forward"},
@@ -141,6 +142,8 @@ var baselines = map[string]string{
 	"e2e-2hop-cpu-s":             "direct-cpu-s",
 	"nestlet-p99-ms":             "stock-p99-ms",
 	"nestlet-decision-p99-ms":    "stock-decision-p99-ms",
+	"paced-nestlet-p50-ms":       "paced-stock-p50-ms",
+	"paced-nestlet-p99-ms":       "paced-stock-p99-ms",
 
 	"logs-first-byte-2hop-p50-ms": "logs-first-byte-leaf-p50-ms",
 	"logs-first-byte-2hop-p99-ms": "logs-first-byte-leaf-p99-ms",
