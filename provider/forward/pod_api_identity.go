@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -79,6 +80,32 @@ func (p *Provider) withParentIdentity(pod *corev1.Pod) (bool, error) {
 // (OriginAPI.Relay). Transient: the write is retried here, and the parent
 // pod, told nothing, stays as it is (a Never pod is not failed for it).
 var errRelayUnknown = errors.New("the parent's relay is not known yet")
+
+// errParentLags marks a token request the parent refused because it has
+// not yet seen the pod as this agent does: kube-apiserver's node
+// restriction admission reads the pod (by name, then its UID and node)
+// from the API server's own informer, which trails the watch that told
+// this agent of the pod's binding by a moment. The pod is bound here with
+// that UID (the agent acts on no other), so it passes by itself; a pod
+// deleted or recreated meanwhile is dropped by the retry (retryNow).
+// Returned to virtual-kubelet, it would fail a pod of restartPolicy Never.
+var errParentLags = errors.New("the parent's API server has not yet seen the pod bound here")
+
+// parentLags reports whether err is the node restriction admission
+// refusing a token for a pod its informer does not hold yet, or holds
+// unbound or as an earlier pod of the same name.
+func parentLags(err error) bool {
+	var status apierrors.APIStatus
+	if err == nil || !errors.As(err, &status) {
+		return false
+	}
+	s := status.Status()
+	if apierrors.IsNotFound(err) {
+		return s.Details != nil && (s.Details.Kind == "pod" || s.Details.Kind == "pods")
+	}
+	return apierrors.IsForbidden(err) && (strings.Contains(s.Message, "bound to a pod scheduled on a different node") ||
+		strings.Contains(s.Message, "does not match the UID in record"))
+}
 
 // apiServerNames are the names in-cluster clients know an API server by,
 // which its serving certificate holds (kube-apiserver's own and
@@ -245,6 +272,9 @@ func (ids *identities) issue(ctx context.Context, pod *corev1.Pod, owner *corev1
 			req.Spec.Audiences = []string{s.audience}
 		}
 		tr, err := p.cfg.Parent.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+		if parentLags(err) {
+			err = fmt.Errorf("%w: %w", errParentLags, err)
+		}
 		if err != nil {
 			return fmt.Errorf("requesting a token of service account %s/%s for pod %s from %s: %w", pod.Namespace, sa, pod.Name, p.cfg.ParentName, err)
 		}

@@ -1,6 +1,7 @@
 package forward
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -9,8 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -371,4 +374,64 @@ func TestPodIdentityIssuedAboveIsLeftAloneWhenReserved(t *testing.T) {
 	for _, a := range parent.Actions() {
 		require.False(t, a.GetResource().Resource == "serviceaccounts" && a.GetSubresource() == "token", "a token requested at this level")
 	}
+}
+
+// A token the parent refuses because its own caches have not yet seen
+// the pod bound here (kube-apiserver's node restriction reads the pod
+// from its informer) is asked again: the pod is not failed, its delegate
+// comes once the parent has caught up, and the parent pod carries a
+// Warning event that says why meanwhile.
+func TestTokenAskedAgainWhileTheParentLags(t *testing.T) {
+	pod := apiPod()
+	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	parentPods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	require.NoError(t, parentPods.Add(pod))
+	clk := clocktesting.NewFakeClock(time.Now())
+	parent := fake.NewClientset(pod)
+	sa := schema.GroupResource{Resource: "serviceaccounts"}
+	refusals := []error{
+		apierrors.NewForbidden(sa, "default", errors.New("node requested token bound to a pod scheduled on a different node")),
+		apierrors.NewNotFound(schema.GroupResource{Resource: "pod"}, pod.Name),
+	}
+	var calls atomic.Int32
+	parent.PrependReactor("create", "serviceaccounts", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		ca, ok := a.(k8stesting.CreateAction)
+		if !ok || a.GetSubresource() != "token" {
+			return false, nil, nil
+		}
+		if n := int(calls.Add(1)); n <= len(refusals) {
+			return true, nil, refusals[n-1]
+		}
+		tr := ca.GetObject().(*authenticationv1.TokenRequest).DeepCopy()
+		tr.Status = authenticationv1.TokenRequestStatus{Token: "token",
+			ExpirationTimestamp: metav1.NewTime(clk.Now().Add(time.Duration(*tr.Spec.ExpirationSeconds) * time.Second))}
+		return true, tr, nil
+	})
+	child := fake.NewClientset()
+	rec := record.NewFakeRecorder(20)
+	p, err := New(Config{TargetName: "to-root", TargetUID: testTargetUID, ClusterName: "mid", ParentName: "root",
+		Parent: parent, ParentPods: corelisters.NewPodLister(parentPods), Child: child, Clock: clk, Recorder: rec,
+		OriginAPI: &OriginAPI{URL: "https://10.250.0.2:6443", CA: []byte("root CA")}})
+	require.NoError(t, err)
+	require.NoError(t, p.Run(t.Context()))
+	require.NoError(t, p.CreatePod(t.Context(), pod.DeepCopy()), "told to virtual-kubelet, the pod would be failed")
+	select {
+	case e := <-rec.Events:
+		require.Contains(t, e, api.ReasonDelegateRetry)
+		require.Contains(t, e, "scheduled on a different node")
+		require.Contains(t, e, "trails")
+	default:
+		t.Fatal("no event on the parent pod")
+	}
+	// Asked again after each back-off, until the parent has the pod.
+	require.Eventually(t, func() bool {
+		clk.Step(retryBase)
+		_, err := child.CoreV1().Pods("app").Get(t.Context(), pod.Name, metav1.GetOptions{})
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond, "delegate never created")
+	require.EqualValues(t, 3, calls.Load())
+
+	// A service account that is not there is not the parent lagging.
+	require.False(t, parentLags(apierrors.NewNotFound(sa, "default")))
+	require.False(t, parentLags(apierrors.NewForbidden(sa, "default", errors.New("node requested token not bound to a pod"))))
 }

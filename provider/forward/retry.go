@@ -46,13 +46,15 @@ type retryState struct {
 // transient reports whether err passes by itself: the API server
 // unreachable, restarting, timing out or shedding load, a pod refused
 // because its namespace's default service account is not made yet (this
-// cluster's controller manager makes it, once it is back too), or the
-// agent's identity refused by the authorizer (refusedIdentity).
+// cluster's controller manager makes it, once it is back too), a token
+// refused by a parent that has not yet seen the pod bound here
+// (errParentLags), or the agent's identity refused by the authorizer
+// (refusedIdentity).
 func transient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
-	if errors.Is(err, errRelayUnknown) || errors.Is(err, errHeldGone) || errors.Is(err, errNamespaceTerminating) ||
+	if errors.Is(err, errRelayUnknown) || errors.Is(err, errHeldGone) || errors.Is(err, errParentLags) || errors.Is(err, errNamespaceTerminating) ||
 		apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 		return true
 	}
@@ -113,6 +115,8 @@ func (p *Provider) retryLater(pod *corev1.Pod, err error) {
 		why := "cluster %s's API server is out for now; retrying until it is back"
 		if errors.Is(err, errRelayUnknown) {
 			why = "retrying until cluster %s's parent has said (within 30 s of the connection)"
+		} else if errors.Is(err, errParentLags) {
+			why = "the parent's API server reads pods from a cache that trails by a moment what cluster %s's agent saw; retrying"
 		} else if refusedIdentity(err) {
 			why = "cluster %s's API server refused the agent this: an API server refuses so for a few seconds after it starts, " +
 				"else the agent's RBAC lacks it (the chart grants it); retrying"
