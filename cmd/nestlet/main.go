@@ -107,10 +107,12 @@ func run(ctx context.Context, o options) error {
 	if election.ResourceNamespace == "" {
 		election.ResourceNamespace = o.namespace
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	// One client for the election, the volumes and the agent.
+	client, err := kubernetes.NewForConfig(kubeclient.Protobuf(cfg))
 	if err != nil {
 		return err
 	}
+	acfg.Client = client
 	// First, before anything of this process decodes (agent.NewVolumes).
 	acfg.Volumes = agent.NewVolumes(ctx, client)
 	// A replica that does not lead waits, serving only its metrics.

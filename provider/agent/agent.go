@@ -116,8 +116,9 @@ type Config struct {
 	// listens on and virtual nodes advertise in direct mode.
 	DirectAddress string
 	// Client and Targets replace the clients built from RESTConfig, and
-	// Ready the check of this cluster's /readyz (all optional): a hollow
-	// child (test/hollow) runs a real agent over a simulated cluster.
+	// Ready the check of this cluster's /readyz (all optional): cmd/nestlet
+	// passes the client it also elects its leader with, and a hollow child
+	// (test/hollow) runs a real agent over a simulated cluster.
 	Client  kubernetes.Interface
 	Targets v1alpha1.TargetInterface
 	Ready   func(context.Context) error

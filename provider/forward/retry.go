@@ -112,14 +112,17 @@ func (p *Provider) retryLater(pod *corev1.Pod, err error) {
 	p.cfg.Metrics.errors.WithLabelValues(p.cfg.TargetName, "transient").Inc()
 	klog.FromContext(p.ctx).V(2).Info("Writing a delegate failed for a passing reason; retrying", "pod", klog.KObj(pod), "in", delay, "err", err)
 	if first {
-		why := "cluster %s's API server is out for now; retrying until it is back"
-		if errors.Is(err, errRelayUnknown) {
+		var why string
+		switch {
+		case errors.Is(err, errRelayUnknown):
 			why = "retrying until cluster %s's parent has said (within 30 s of the connection)"
-		} else if errors.Is(err, errParentLags) {
+		case errors.Is(err, errParentLags):
 			why = "the parent's API server reads pods from a cache that trails by a moment what cluster %s's agent saw; retrying"
-		} else if refusedIdentity(err) {
+		case refusedIdentity(err):
 			why = "cluster %s's API server refused the agent this: an API server refuses so for a few seconds after it starts, " +
 				"else the agent's RBAC lacks it (the chart grants it); retrying"
+		default:
+			why = "cluster %s's API server is out for now; retrying until it is back"
 		}
 		p.cfg.Recorder.Event(pod, corev1.EventTypeWarning, api.ReasonDelegateRetry, fmt.Sprintf("%v: "+why, err, p.cfg.ClusterName))
 	}
