@@ -82,9 +82,9 @@ func TestPreviousReleaseBothWays(t *testing.T) {
 	mid := delegateIn(t, east, &pod)
 	delegateIn(t, env.Cluster("east-1"), mid)
 	// The old replicas learn each other's tunnels over their peer
-	// connections: until the replica the API server's request lands on
-	// has heard of east-1's tunnel (held by another), it answers 502 and
-	// names the node, as that release did in every rollout.
+	// connections, and the port check above says only that east-1's agent
+	// reached one of them: until the replica the API server's request
+	// lands on knows of east-1's tunnel, it answers 502 naming the node.
 	framework.EventuallyEvery(t, 2*time.Second, time.Minute, "kubectl logs at the root through east's old proxy", func(ctx context.Context) (bool, string) {
 		logs, errOut, err := framework.Kubectl(ctx, env, root, "", "-n", ns, "logs", pod.Name)
 		if err != nil {
